@@ -1,0 +1,45 @@
+# The front door. `make test` is what CI runs; every target installs what is missing first.
+#   make test     install deps, configure, build, run every test (ctest), print the summary
+#   make build    install deps, configure, build
+#   make format   clang-format every C++ file we own
+#   make clean    remove the build directory
+#   make run      start the stack (not yet: see README)
+
+BUILD_DIR ?= build
+BUILD_TYPE ?= RelWithDebInfo
+CUDA ?= AUTO
+SANITIZE ?=
+JOBS ?= $(shell nproc)
+CMAKE_ARGS ?=
+# Tests that need shared data (tokenizer vocabularies) find it here; CI sets it when it exists.
+export LLMSERVE_TESTDATA ?= $(if $(wildcard ../shared/testdata),$(abspath ../shared/testdata),)
+
+.PHONY: all deps configure build test format clean run
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+$(BUILD_DIR)/build.ninja: CMakeLists.txt | deps
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	  -DLLMSERVE_CUDA=$(CUDA) -DLLMSERVE_SANITIZE=$(SANITIZE) $(CMAKE_ARGS)
+
+configure: deps $(BUILD_DIR)/build.ninja
+
+build: configure
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+test: build
+	@bash scripts/run-tests.sh $(BUILD_DIR) $(JOBS)
+
+format:
+	@git ls-files '*.h' '*.cc' '*.cu' '*.cuh' | xargs -r clang-format -i
+	@echo "formatted"
+
+clean:
+	rm -rf $(BUILD_DIR)
+
+run:
+	@echo "make run: the gateway and worker do not exist yet (issues 5 and 6); see README.md." >&2
+	@exit 1

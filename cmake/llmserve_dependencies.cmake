@@ -1,0 +1,13 @@
+# Every third-party dependency, found once. All come from Debian bookworm packages
+# (scripts/install-deps.sh installs them).
+
+find_package(Threads REQUIRED)
+find_package(absl CONFIG REQUIRED)
+find_package(Protobuf REQUIRED)  # MODULE mode: Debian ships no protobuf config file
+find_package(gRPC CONFIG REQUIRED)
+find_package(GTest CONFIG REQUIRED)
+find_package(nlohmann_json CONFIG REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+include(GoogleTest)

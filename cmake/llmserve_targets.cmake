@@ -1,0 +1,54 @@
+# Helpers that give every llmserve target the same shape:
+#   llmserve_cc_library(NAME n SRCS ... [HDRS ...] [DEPS ...])   -> library target llmserve_n
+#   llmserve_cc_binary(NAME n SRCS ... [DEPS ...] [OUTPUT_NAME o]) -> executable n
+#   llmserve_cc_test(NAME n SRCS ... [DEPS ...] [LABELS ...])     -> gtest executable + ctest entries
+# Our own code builds with -Wall -Wextra -Werror; generated code (proto/) does not.
+
+set(LLMSERVE_WARNINGS -Wall -Wextra -Werror)
+
+function(_llmserve_common_target_settings target)
+  target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR})
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${LLMSERVE_WARNINGS}>)
+endfunction()
+
+function(llmserve_cc_library)
+  cmake_parse_arguments(ARG "" "NAME" "SRCS;HDRS;DEPS" ${ARGN})
+  set(target llmserve_${ARG_NAME})
+  if(ARG_SRCS)
+    add_library(${target} STATIC ${ARG_SRCS} ${ARG_HDRS})
+    _llmserve_common_target_settings(${target})
+    target_link_libraries(${target} PUBLIC ${ARG_DEPS})
+  else()
+    add_library(${target} INTERFACE ${ARG_HDRS})
+    target_include_directories(${target} INTERFACE ${PROJECT_SOURCE_DIR})
+    target_link_libraries(${target} INTERFACE ${ARG_DEPS})
+  endif()
+endfunction()
+
+function(llmserve_cc_binary)
+  cmake_parse_arguments(ARG "" "NAME;OUTPUT_NAME" "SRCS;DEPS" ${ARGN})
+  add_executable(${ARG_NAME} ${ARG_SRCS})
+  _llmserve_common_target_settings(${ARG_NAME})
+  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS})
+  if(ARG_OUTPUT_NAME)
+    set_target_properties(${ARG_NAME} PROPERTIES OUTPUT_NAME ${ARG_OUTPUT_NAME})
+  endif()
+  set_target_properties(${ARG_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
+endfunction()
+
+function(llmserve_cc_test)
+  cmake_parse_arguments(ARG "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  add_executable(${ARG_NAME} ${ARG_SRCS})
+  _llmserve_common_target_settings(${ARG_NAME})
+  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  set_target_properties(${ARG_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
+  # Discovery at ctest time keeps the build from running every test binary.
+  set(properties TIMEOUT ${ARG_TIMEOUT})
+  if(ARG_LABELS)
+    list(APPEND properties LABELS "${ARG_LABELS}")
+  endif()
+  gtest_discover_tests(${ARG_NAME} DISCOVERY_MODE PRE_TEST PROPERTIES ${properties})
+endfunction()

@@ -1,0 +1,42 @@
+# Compiler launcher, sanitizers and the optional CUDA language.
+
+find_program(LLMSERVE_CCACHE ccache)
+if(LLMSERVE_CCACHE)
+  set(CMAKE_C_COMPILER_LAUNCHER ${LLMSERVE_CCACHE})
+  set(CMAKE_CXX_COMPILER_LAUNCHER ${LLMSERVE_CCACHE})
+  set(CMAKE_CUDA_COMPILER_LAUNCHER ${LLMSERVE_CCACHE})
+endif()
+
+if(LLMSERVE_SANITIZE)
+  if(NOT LLMSERVE_SANITIZE MATCHES "^(address|undefined|address,undefined|undefined,address|thread)$")
+    message(FATAL_ERROR "LLMSERVE_SANITIZE='${LLMSERVE_SANITIZE}': expected 'address,undefined', "
+                        "'address', 'undefined' or 'thread'")
+  endif()
+  add_compile_options(-fsanitize=${LLMSERVE_SANITIZE} -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=${LLMSERVE_SANITIZE})
+endif()
+
+# CUDA: AUTO turns it on when a CUDA compiler is found. Everything but worker/engine/cuda builds
+# without it.
+set(LLMSERVE_HAVE_CUDA OFF)
+if(NOT LLMSERVE_CUDA MATCHES "^(AUTO|ON|OFF)$")
+  message(FATAL_ERROR "LLMSERVE_CUDA='${LLMSERVE_CUDA}': expected AUTO, ON or OFF")
+endif()
+if(NOT LLMSERVE_CUDA STREQUAL "OFF")
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES "80;90a")
+    endif()
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    set(LLMSERVE_HAVE_CUDA ON)
+  elseif(LLMSERVE_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "LLMSERVE_CUDA=ON but no CUDA compiler was found (set CMAKE_CUDA_COMPILER)")
+  endif()
+endif()
+message(STATUS "llmserve: CUDA backend ${LLMSERVE_HAVE_CUDA}")

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs the Debian packages llmserve needs to build and test, and only those missing.
+# Idempotent: a second run installs nothing. Works as root or through sudo.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  g++ cmake ninja-build ccache pkg-config make git
+  # RPC and messages
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  # base libraries
+  libabsl-dev prometheus-cpp-dev libopenblas-dev nlohmann-json3-dev libutf8proc-dev
+  libpcre2-dev libboost-dev libcpp-jwt-dev libssl-dev
+  # tests and benchmarks
+  libgtest-dev libgmock-dev libbenchmark-dev python3
+  # fuzzing (libFuzzer comes with clang's runtime); clang-format for `make format`
+  clang libclang-rt-14-dev clang-format
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} packages are present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+if [ "$(id -u)" -eq 0 ]; then
+  as_root=()
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+  as_root=(sudo -n)
+else
+  echo "install-deps: missing packages: ${missing[*]}" >&2
+  echo "install-deps: run this script as root, or give this user password-less sudo," >&2
+  echo "install-deps: or install them yourself: apt-get install ${missing[*]}" >&2
+  exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+"${as_root[@]}" apt-get update -qq
+"${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "install-deps: done"

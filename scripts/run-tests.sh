@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs every test of a configured and built tree and ends with one summary line:
+#   tests: N passed, N failed, N skipped
+# Usage: scripts/run-tests.sh BUILD_DIR [JOBS]
+set -uo pipefail
+build_dir=${1:?usage: run-tests.sh BUILD_DIR [JOBS]}
+jobs=${2:-$(nproc)}
+
+if [ -z "${LLMSERVE_TESTDATA:-}" ]; then
+  echo "run-tests: LLMSERVE_TESTDATA is not set: tokenizer conformance tests will skip"
+fi
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" --timeout 600 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+
+total=$(sed -n 's/.*tests passed, \([0-9]*\) tests\{0,1\} failed out of \([0-9]*\).*/\2/p' "$log" | tail -1)
+failed=$(sed -n 's/.*tests passed, \([0-9]*\) tests\{0,1\} failed out of \([0-9]*\).*/\1/p' "$log" | tail -1)
+skipped=$(grep -c '\*\*\*Skipped\|Not Run (Disabled)' "$log" || true)
+if [ -z "$total" ]; then
+  echo "run-tests: ctest printed no summary (status $status)" >&2
+  exit $((status == 0 ? 1 : status))
+fi
+passed=$((total - failed - skipped))
+echo "tests: ${passed} passed, ${failed} failed, ${skipped} skipped"
+exit "$status"
