@@ -7,9 +7,8 @@
 #ifndef LLMSERVE_COMMON_STATUS_STATUS_TABLE_H_
 #define LLMSERVE_COMMON_STATUS_STATUS_TABLE_H_
 
-#include <string_view>
-
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace llmserve::common {
 
@@ -21,10 +20,10 @@ struct StatusMapping {
   // request"): the client went away, so the status is only ever seen in logs and metrics.
   int http_status;
   // The `error.type` field of the OpenAI error JSON.
-  std::string_view openai_type;
+  absl::string_view openai_type;
   // The `error.code` field and the `{code}` label of failure counters: the canonical code name in
   // lower case ("invalid_argument").
-  std::string_view code_name;
+  absl::string_view code_name;
 };
 
 // The mapping for `code`. Codes outside absl's canonical set map as UNKNOWN.

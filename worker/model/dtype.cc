@@ -1,0 +1,139 @@
+#include "worker/model/dtype.h"
+
+#include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace llmserve::worker {
+
+size_t DTypeSize(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
+
+absl::string_view DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return "f32";
+    case DType::kF16:
+      return "f16";
+    case DType::kBF16:
+      return "bf16";
+  }
+  return "?";
+}
+
+absl::StatusOr<DType> ParseDType(absl::string_view name) {
+  if (name == "f32" || name == "float32") return DType::kF32;
+  if (name == "f16" || name == "float16") return DType::kF16;
+  if (name == "bf16" || name == "bfloat16") return DType::kBF16;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown dtype '", name, "': expected f32, f16 or bf16"));
+}
+
+absl::StatusOr<DType> ParseSafetensorsDType(absl::string_view name) {
+  if (name == "F32") return DType::kF32;
+  if (name == "F16") return DType::kF16;
+  if (name == "BF16") return DType::kBF16;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unsupported tensor dtype '", name, "': weights must be F32, F16 or BF16"));
+}
+
+float HalfToFloat(uint16_t half) {
+  const uint32_t sign = static_cast<uint32_t>(half & 0x8000u) << 16;
+  const uint32_t exponent = (half >> 10) & 0x1fu;
+  uint32_t mantissa = half & 0x3ffu;
+  uint32_t bits;
+  if (exponent == 0x1f) {
+    bits = sign | 0x7f800000u | (mantissa << 13);  // inf or NaN
+  } else if (exponent != 0) {
+    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  } else if (mantissa == 0) {
+    bits = sign;  // signed zero
+  } else {
+    // Subnormal half: normalize it, since every half subnormal is a normal float.
+    int shift = 0;
+    while ((mantissa & 0x400u) == 0) {
+      mantissa <<= 1;
+      ++shift;
+    }
+    mantissa &= 0x3ffu;
+    bits = sign | (static_cast<uint32_t>(113 - shift) << 23) | (mantissa << 13);
+  }
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+
+uint16_t FloatToHalf(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  const uint32_t abs_bits = bits & 0x7fffffffu;
+  if (abs_bits > 0x7f800000u) return sign | 0x7e00u;   // NaN
+  if (abs_bits >= 0x477ff000u) return sign | 0x7c00u;  // rounds to >= 65520: inf
+  if (abs_bits >= 0x38800000u) {                       // normal half
+    const uint32_t rounded = abs_bits + 0xfffu + ((abs_bits >> 13) & 1u);  // nearest even
+    return sign | static_cast<uint16_t>((rounded - 0x38000000u) >> 13);
+  }
+  if (abs_bits < 0x33000000u) return sign;  // below half the smallest subnormal: zero
+  // Subnormal half: shift the mantissa (with its implicit 1) into place, rounding to even.
+  const uint32_t exponent = abs_bits >> 23;
+  const uint32_t mantissa = (abs_bits & 0x7fffffu) | 0x800000u;
+  const uint32_t shift = 126 - exponent;  // 14..24
+  const uint32_t half_mantissa = mantissa >> shift;
+  const uint32_t remainder = mantissa & ((1u << shift) - 1);
+  const uint32_t halfway = 1u << (shift - 1);
+  uint32_t result = half_mantissa;
+  if (remainder > halfway || (remainder == halfway && (half_mantissa & 1u))) ++result;
+  return sign | static_cast<uint16_t>(result);
+}
+
+float BFloat16ToFloat(uint16_t bf16) {
+  const uint32_t bits = static_cast<uint32_t>(bf16) << 16;
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+
+uint16_t FloatToBFloat16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);
+  const uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>((bits + rounding) >> 16);
+}
+
+namespace {
+
+float LoadAsFloat(const unsigned char* src, DType from, size_t index) {
+  if (from == DType::kF32) {
+    float value;
+    std::memcpy(&value, src + index * 4, 4);
+    return value;
+  }
+  uint16_t half;
+  std::memcpy(&half, src + index * 2, 2);
+  return from == DType::kF16 ? HalfToFloat(half) : BFloat16ToFloat(half);
+}
+
+void StoreFromFloat(unsigned char* dst, DType to, size_t index, float value) {
+  if (to == DType::kF32) {
+    std::memcpy(dst + index * 4, &value, 4);
+    return;
+  }
+  const uint16_t half = to == DType::kF16 ? FloatToHalf(value) : FloatToBFloat16(value);
+  std::memcpy(dst + index * 2, &half, 2);
+}
+
+}  // namespace
+
+void ConvertElements(const void* src, DType from, void* dst, DType to, size_t count) {
+  const auto* in = static_cast<const unsigned char*>(src);
+  auto* out = static_cast<unsigned char*>(dst);
+  if (from == to) {
+    std::memcpy(out, in, count * DTypeSize(from));
+    return;
+  }
+  for (size_t i = 0; i < count; ++i) StoreFromFloat(out, to, i, LoadAsFloat(in, from, i));
+}
+
+}  // namespace llmserve::worker

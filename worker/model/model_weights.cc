@@ -1,0 +1,263 @@
+#include "worker/model/model_weights.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/base/logging.h"
+#include "common/status/status_macros.h"
+
+namespace llmserve::worker {
+
+Tensor::Tensor(DType dtype, std::vector<int64_t> shape) : dtype_(dtype), shape_(std::move(shape)) {
+  const size_t bytes = (SizeBytes() + 63) / 64 * 64;
+  data_.reset(std::aligned_alloc(64, bytes == 0 ? 64 : bytes));
+  LLMSERVE_CHECK(data_ != nullptr) << "out of memory allocating " << bytes << " bytes";
+  std::memset(data_.get(), 0, bytes);
+}
+
+void Tensor::FreeDeleter::operator()(void* p) const { std::free(p); }
+
+int64_t Tensor::NumElements() const {
+  if (shape_.empty()) return 0;
+  int64_t count = 1;
+  for (int64_t extent : shape_) count *= extent;
+  return count;
+}
+
+size_t ModelWeights::SizeBytes() const {
+  size_t total = token_embedding.SizeBytes() + position_embedding.SizeBytes() +
+                 final_norm_weight.SizeBytes() + final_norm_bias.SizeBytes() + lm_head.SizeBytes();
+  for (const LayerWeights& l : layers) {
+    for (const Tensor* t : {&l.attn_norm_weight, &l.attn_norm_bias, &l.qkv_weight, &l.qkv_bias,
+                            &l.o_weight, &l.o_bias, &l.mlp_norm_weight, &l.mlp_norm_bias,
+                            &l.up_weight, &l.up_bias, &l.down_weight, &l.down_bias}) {
+      total += t->SizeBytes();
+    }
+  }
+  return total;
+}
+
+namespace {
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+// Hands out checkpoint tensors by name, checking shape and dtype, and remembers which were used
+// so that leftovers can be reported.
+class CheckpointReader {
+ public:
+  explicit CheckpointReader(const ModelFiles& files) : files_(files) {}
+
+  absl::StatusOr<const SafetensorsTensor*> Take(const std::string& name,
+                                                const std::vector<int64_t>& shape) {
+    const SafetensorsTensor* tensor = files_.Find(name);
+    if (tensor == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(files_.directory(), ": tensor '", name, "' ",
+                                                     ShapeString(shape), " is missing"));
+    }
+    if (tensor->shape != shape) {
+      return absl::InvalidArgumentError(absl::StrCat(files_.directory(), ": tensor '", name,
+                                                     "' has shape ", ShapeString(tensor->shape),
+                                                     ", expected ", ShapeString(shape)));
+    }
+    absl::StatusOr<DType> dtype = ParseSafetensorsDType(tensor->dtype);
+    if (!dtype.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(files_.directory(), ": tensor '", name, "': ", dtype.status().message()));
+    }
+    used_.insert(name);
+    return tensor;
+  }
+
+  // Copies `name` (shape `shape`) into `dst` starting at element `offset`; with `transpose`, a
+  // [rows, cols] source lands as [cols, rows].
+  absl::Status CopyInto(const std::string& name, const std::vector<int64_t>& shape, Tensor* dst,
+                        int64_t offset, bool transpose = false) {
+    const SafetensorsTensor* src;
+    LLMSERVE_ASSIGN_OR_RETURN(src, Take(name, shape));
+    const DType from = *ParseSafetensorsDType(src->dtype);
+    auto* out = static_cast<unsigned char*>(dst->data()) + offset * DTypeSize(dst->dtype());
+    if (!transpose) {
+      ConvertElements(src->data, from, out, dst->dtype(), src->NumElements());
+      return absl::OkStatus();
+    }
+    const int64_t rows = shape[0], cols = shape[1];
+    const size_t element = DTypeSize(from);
+    std::string transposed(src->size, '\0');
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        std::memcpy(&transposed[(c * rows + r) * element], src->data + (r * cols + c) * element,
+                    element);
+      }
+    }
+    ConvertElements(transposed.data(), from, out, dst->dtype(), src->NumElements());
+    return absl::OkStatus();
+  }
+
+  // Tensor `name` alone, converted to `dtype`.
+  absl::StatusOr<Tensor> Load(const std::string& name, const std::vector<int64_t>& shape,
+                              DType dtype) {
+    Tensor tensor(dtype, shape);
+    LLMSERVE_RETURN_IF_ERROR(CopyInto(name, shape, &tensor, 0));
+    return tensor;
+  }
+
+  // INVALID_ARGUMENT listing the tensors nobody took, except those `ignorable` accepts.
+  template <typename Predicate>
+  absl::Status CheckNothingLeft(Predicate ignorable) const {
+    std::vector<std::string> left;
+    for (const SafetensorsTensor* tensor : files_.AllTensors()) {
+      if (!used_.contains(tensor->name) && !ignorable(tensor->name)) left.push_back(tensor->name);
+    }
+    if (left.empty()) return absl::OkStatus();
+    std::sort(left.begin(), left.end());
+    if (left.size() > 8) left.resize(8);
+    return absl::InvalidArgumentError(absl::StrCat(
+        files_.directory(), ": unexpected tensors for this config: ", absl::StrJoin(left, ", ")));
+  }
+
+ private:
+  const ModelFiles& files_;
+  absl::flat_hash_set<std::string> used_;
+};
+
+using Shape = std::vector<int64_t>;
+
+absl::Status LoadLlamaLayer(CheckpointReader& reader, const ModelConfig& c, DType dtype, int i,
+                            LayerWeights* l) {
+  const std::string p = absl::StrCat("model.layers.", i, ".");
+  const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  const int64_t inter = c.intermediate_size;
+  LLMSERVE_ASSIGN_OR_RETURN(l->attn_norm_weight,
+                            reader.Load(p + "input_layernorm.weight", {h}, DType::kF32));
+  l->qkv_weight = Tensor(dtype, {q + 2 * kv, h});
+  LLMSERVE_RETURN_IF_ERROR(
+      reader.CopyInto(p + "self_attn.q_proj.weight", {q, h}, &l->qkv_weight, 0));
+  LLMSERVE_RETURN_IF_ERROR(
+      reader.CopyInto(p + "self_attn.k_proj.weight", {kv, h}, &l->qkv_weight, q * h));
+  LLMSERVE_RETURN_IF_ERROR(
+      reader.CopyInto(p + "self_attn.v_proj.weight", {kv, h}, &l->qkv_weight, (q + kv) * h));
+  if (c.qkv_bias) {
+    l->qkv_bias = Tensor(DType::kF32, {q + 2 * kv});
+    LLMSERVE_RETURN_IF_ERROR(reader.CopyInto(p + "self_attn.q_proj.bias", {q}, &l->qkv_bias, 0));
+    LLMSERVE_RETURN_IF_ERROR(reader.CopyInto(p + "self_attn.k_proj.bias", {kv}, &l->qkv_bias, q));
+    LLMSERVE_RETURN_IF_ERROR(
+        reader.CopyInto(p + "self_attn.v_proj.bias", {kv}, &l->qkv_bias, q + kv));
+  }
+  LLMSERVE_ASSIGN_OR_RETURN(l->o_weight, reader.Load(p + "self_attn.o_proj.weight", {h, q}, dtype));
+  if (c.o_bias) {
+    LLMSERVE_ASSIGN_OR_RETURN(l->o_bias,
+                              reader.Load(p + "self_attn.o_proj.bias", {h}, DType::kF32));
+  }
+  LLMSERVE_ASSIGN_OR_RETURN(l->mlp_norm_weight,
+                            reader.Load(p + "post_attention_layernorm.weight", {h}, DType::kF32));
+  l->up_weight = Tensor(dtype, {2 * inter, h});
+  LLMSERVE_RETURN_IF_ERROR(
+      reader.CopyInto(p + "mlp.gate_proj.weight", {inter, h}, &l->up_weight, 0));
+  LLMSERVE_RETURN_IF_ERROR(
+      reader.CopyInto(p + "mlp.up_proj.weight", {inter, h}, &l->up_weight, inter * h));
+  LLMSERVE_ASSIGN_OR_RETURN(l->down_weight,
+                            reader.Load(p + "mlp.down_proj.weight", {h, inter}, dtype));
+  if (c.mlp_bias) {
+    l->up_bias = Tensor(DType::kF32, {2 * inter});
+    LLMSERVE_RETURN_IF_ERROR(reader.CopyInto(p + "mlp.gate_proj.bias", {inter}, &l->up_bias, 0));
+    LLMSERVE_RETURN_IF_ERROR(reader.CopyInto(p + "mlp.up_proj.bias", {inter}, &l->up_bias, inter));
+    LLMSERVE_ASSIGN_OR_RETURN(l->down_bias,
+                              reader.Load(p + "mlp.down_proj.bias", {h}, DType::kF32));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LoadGpt2Layer(CheckpointReader& reader, const ModelConfig& c, DType dtype,
+                           const std::string& prefix, int i, LayerWeights* l) {
+  const std::string p = absl::StrCat(prefix, "h.", i, ".");
+  const int64_t h = c.hidden_size, inter = c.intermediate_size;
+  LLMSERVE_ASSIGN_OR_RETURN(l->attn_norm_weight, reader.Load(p + "ln_1.weight", {h}, DType::kF32));
+  LLMSERVE_ASSIGN_OR_RETURN(l->attn_norm_bias, reader.Load(p + "ln_1.bias", {h}, DType::kF32));
+  // Conv1D stores [in, out]: transpose to [out, in].
+  l->qkv_weight = Tensor(dtype, {3 * h, h});
+  LLMSERVE_RETURN_IF_ERROR(
+      reader.CopyInto(p + "attn.c_attn.weight", {h, 3 * h}, &l->qkv_weight, 0, true));
+  LLMSERVE_ASSIGN_OR_RETURN(l->qkv_bias, reader.Load(p + "attn.c_attn.bias", {3 * h}, DType::kF32));
+  l->o_weight = Tensor(dtype, {h, h});
+  LLMSERVE_RETURN_IF_ERROR(
+      reader.CopyInto(p + "attn.c_proj.weight", {h, h}, &l->o_weight, 0, true));
+  LLMSERVE_ASSIGN_OR_RETURN(l->o_bias, reader.Load(p + "attn.c_proj.bias", {h}, DType::kF32));
+  LLMSERVE_ASSIGN_OR_RETURN(l->mlp_norm_weight, reader.Load(p + "ln_2.weight", {h}, DType::kF32));
+  LLMSERVE_ASSIGN_OR_RETURN(l->mlp_norm_bias, reader.Load(p + "ln_2.bias", {h}, DType::kF32));
+  l->up_weight = Tensor(dtype, {inter, h});
+  LLMSERVE_RETURN_IF_ERROR(
+      reader.CopyInto(p + "mlp.c_fc.weight", {h, inter}, &l->up_weight, 0, true));
+  LLMSERVE_ASSIGN_OR_RETURN(l->up_bias, reader.Load(p + "mlp.c_fc.bias", {inter}, DType::kF32));
+  l->down_weight = Tensor(dtype, {h, inter});
+  LLMSERVE_RETURN_IF_ERROR(
+      reader.CopyInto(p + "mlp.c_proj.weight", {inter, h}, &l->down_weight, 0, true));
+  LLMSERVE_ASSIGN_OR_RETURN(l->down_bias, reader.Load(p + "mlp.c_proj.bias", {h}, DType::kF32));
+  return absl::OkStatus();
+}
+
+// Tensors that checkpoints carry but a forward pass never reads: GPT-2's causal-mask buffers,
+// old Llama checkpoints' rotary inv_freq, and an LM head stored beside tied embeddings.
+bool IsKnownUnusedTensor(const ModelConfig& c, const std::string& name) {
+  if (c.family == ModelFamily::kGpt2) {
+    if (absl::EndsWith(name, ".attn.bias") || absl::EndsWith(name, ".attn.masked_bias")) {
+      return true;
+    }
+  } else if (absl::EndsWith(name, ".self_attn.rotary_emb.inv_freq")) {
+    return true;
+  }
+  return c.tied_embeddings && name == "lm_head.weight";
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ModelWeights>> LoadModelWeights(const ModelFiles& files,
+                                                               const ModelConfig& config,
+                                                               DType dtype) {
+  auto weights = std::make_unique<ModelWeights>();
+  weights->config = config;
+  weights->dtype = dtype;
+  CheckpointReader reader(files);
+  const int64_t h = config.hidden_size, vocab = config.vocab_size;
+  weights->layers.resize(config.num_layers);
+  if (config.family == ModelFamily::kGpt2) {
+    // save_pretrained of GPT2LMHeadModel prefixes "transformer."; the original files do not.
+    const std::string prefix = files.Find("transformer.wte.weight") ? "transformer." : "";
+    LLMSERVE_ASSIGN_OR_RETURN(weights->token_embedding,
+                              reader.Load(prefix + "wte.weight", {vocab, h}, dtype));
+    LLMSERVE_ASSIGN_OR_RETURN(
+        weights->position_embedding,
+        reader.Load(prefix + "wpe.weight", {config.max_position_embeddings, h}, DType::kF32));
+    for (int i = 0; i < config.num_layers; ++i) {
+      LLMSERVE_RETURN_IF_ERROR(
+          LoadGpt2Layer(reader, config, dtype, prefix, i, &weights->layers[i]));
+    }
+    LLMSERVE_ASSIGN_OR_RETURN(weights->final_norm_weight,
+                              reader.Load(prefix + "ln_f.weight", {h}, DType::kF32));
+    LLMSERVE_ASSIGN_OR_RETURN(weights->final_norm_bias,
+                              reader.Load(prefix + "ln_f.bias", {h}, DType::kF32));
+  } else {
+    LLMSERVE_ASSIGN_OR_RETURN(weights->token_embedding,
+                              reader.Load("model.embed_tokens.weight", {vocab, h}, dtype));
+    for (int i = 0; i < config.num_layers; ++i) {
+      LLMSERVE_RETURN_IF_ERROR(LoadLlamaLayer(reader, config, dtype, i, &weights->layers[i]));
+    }
+    LLMSERVE_ASSIGN_OR_RETURN(weights->final_norm_weight,
+                              reader.Load("model.norm.weight", {h}, DType::kF32));
+  }
+  if (!config.tied_embeddings) {
+    LLMSERVE_ASSIGN_OR_RETURN(weights->lm_head, reader.Load("lm_head.weight", {vocab, h}, dtype));
+  }
+  LLMSERVE_RETURN_IF_ERROR(reader.CheckNothingLeft(
+      [&config](const std::string& name) { return IsKnownUnusedTensor(config, name); }));
+  return weights;
+}
+
+}  // namespace llmserve::worker

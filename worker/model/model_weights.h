@@ -1,0 +1,104 @@
+// The weights of a model in the layout the engine runs, loaded and checked from a checkpoint.
+//
+// Checkpoints differ by family (GPT-2 keeps Conv1D weights as [in, out] and a fused c_attn;
+// Llama keeps separate q/k/v and gate/up projections as [out, in]); at load time every family is
+// brought to one layout: projection weights [out, in] in the runtime dtype, q/k/v fused into one
+// matrix and gate/up fused into one, norms and biases in f32.
+//
+// Loading validates that every expected tensor is present with the expected shape and a float
+// dtype, and that no tensor is left over (a few known buffers, such as GPT-2's causal-mask
+// "attn.bias", are named and skipped). Errors name the tensor.
+//
+// Thread-safe after loading: immutable.
+
+#ifndef LLMSERVE_WORKER_MODEL_MODEL_WEIGHTS_H_
+#define LLMSERVE_WORKER_MODEL_MODEL_WEIGHTS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "worker/model/dtype.h"
+#include "worker/model/model_config.h"
+#include "worker/model/model_files.h"
+
+namespace llmserve::worker {
+
+// A dense row-major tensor in 64-byte-aligned memory it owns. Empty (no shape) when absent, e.g.
+// a bias the model does not have.
+class Tensor {
+ public:
+  Tensor() = default;
+  Tensor(DType dtype, std::vector<int64_t> shape);
+
+  bool empty() const { return shape_.empty(); }
+  DType dtype() const { return dtype_; }
+  const std::vector<int64_t>& shape() const { return shape_; }
+  int64_t NumElements() const;
+  size_t SizeBytes() const { return static_cast<size_t>(NumElements()) * DTypeSize(dtype_); }
+
+  void* data() { return data_.get(); }
+  const void* data() const { return data_.get(); }
+  template <typename T>
+  T* data_as() {
+    return static_cast<T*>(data());
+  }
+  template <typename T>
+  const T* data_as() const {
+    return static_cast<const T*>(data());
+  }
+
+ private:
+  struct FreeDeleter {
+    void operator()(void* p) const;
+  };
+  DType dtype_ = DType::kF32;
+  std::vector<int64_t> shape_;
+  std::unique_ptr<void, FreeDeleter> data_;
+};
+
+struct LayerWeights {
+  Tensor attn_norm_weight;  // [hidden] f32
+  Tensor attn_norm_bias;    // [hidden] f32, LayerNorm only
+  // Rows: q heads, then k heads, then v heads. [(num_heads + 2 * num_kv_heads) * head_dim, hidden]
+  Tensor qkv_weight;
+  Tensor qkv_bias;         // [(num_heads + 2 * num_kv_heads) * head_dim] f32, when the model has it
+  Tensor o_weight;         // [hidden, num_heads * head_dim]
+  Tensor o_bias;           // [hidden] f32, when the model has it
+  Tensor mlp_norm_weight;  // [hidden] f32
+  Tensor mlp_norm_bias;    // [hidden] f32, LayerNorm only
+  // Gated MLP: rows 0..I-1 are gate, rows I..2I-1 are up: [2 * intermediate, hidden].
+  // Plain MLP: [intermediate, hidden].
+  Tensor up_weight;
+  Tensor up_bias;      // [2 * intermediate] or [intermediate] f32, when the model has it
+  Tensor down_weight;  // [hidden, intermediate]
+  Tensor down_bias;    // [hidden] f32, when the model has it
+};
+
+struct ModelWeights {
+  ModelConfig config;
+  // The dtype of the projection and embedding matrices.
+  DType dtype = DType::kF32;
+  Tensor token_embedding;     // [vocab, hidden]
+  Tensor position_embedding;  // [max_position_embeddings, hidden] f32, learned positions only
+  std::vector<LayerWeights> layers;
+  Tensor final_norm_weight;  // [hidden] f32
+  Tensor final_norm_bias;    // [hidden] f32, LayerNorm only
+  // [vocab, hidden]; empty when tied: the LM head is then token_embedding.
+  Tensor lm_head;
+
+  const Tensor& LmHead() const { return lm_head.empty() ? token_embedding : lm_head; }
+  // Bytes of all tensors.
+  size_t SizeBytes() const;
+};
+
+// Loads and converts the weights of `files` described by `config` into `dtype`.
+absl::StatusOr<std::unique_ptr<ModelWeights>> LoadModelWeights(const ModelFiles& files,
+                                                               const ModelConfig& config,
+                                                               DType dtype);
+
+}  // namespace llmserve::worker
+
+#endif  // LLMSERVE_WORKER_MODEL_MODEL_WEIGHTS_H_
