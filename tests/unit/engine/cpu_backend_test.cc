@@ -1,0 +1,277 @@
+// The CPU backend against the naive reference: random tiny GPT-2 and Llama-family models, random
+// mixes of requests (prompt lengths, prefill split into chunks at random points, decode steps
+// interleaved, cached prefix blocks shared between requests, block ids scattered).
+
+#include "worker/engine/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/unit/engine/reference_model.h"
+#include "worker/model/model_files.h"
+#include "worker/model/model_weights.h"
+#include "worker/model/model_writer.h"
+
+namespace llmserve::worker {
+namespace {
+
+ModelConfig RandomConfig(std::mt19937& rng, bool gpt2) {
+  auto pick = [&rng](std::vector<int64_t> options) { return options[rng() % options.size()]; };
+  ModelConfig c;
+  c.vocab_size = pick({37, 64, 101});
+  c.num_layers = pick({1, 2, 3});
+  c.max_position_embeddings = c.max_model_len = 96;
+  c.eos_token_ids = {0};
+  if (gpt2) {
+    c.architecture = "GPT2LMHeadModel";
+    c.family = ModelFamily::kGpt2;
+    c.num_heads = c.num_kv_heads = pick({1, 2, 4});
+    c.head_dim = pick({4, 8});
+    c.hidden_size = c.num_heads * c.head_dim;
+    c.intermediate_size = 4 * c.hidden_size;
+    c.norm = NormKind::kLayerNorm;
+    c.activation = Activation::kGeluTanh;
+    c.gated_mlp = false;
+    c.position = PositionKind::kLearned;
+    c.qkv_bias = c.o_bias = c.mlp_bias = c.norm_bias = true;
+    c.tied_embeddings = true;
+    return c;
+  }
+  c.architecture = rng() % 2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
+  c.family = ModelFamily::kLlama;
+  c.num_kv_heads = pick({1, 2});
+  c.num_heads = c.num_kv_heads * pick({1, 2, 3});
+  c.head_dim = pick({4, 8, 16});
+  c.hidden_size = pick({16, 24});
+  c.intermediate_size = pick({20, 32});
+  c.qkv_bias = c.architecture == "Qwen2ForCausalLM";
+  c.tied_embeddings = rng() % 2;
+  c.rope_theta = pick({10000, 500000});
+  if (rng() % 2) {
+    c.rope_scaling.kind = RopeScaling::Kind::kLlama3;
+    c.rope_scaling.factor = 8;
+    c.rope_scaling.low_freq_factor = 1;
+    c.rope_scaling.high_freq_factor = 4;
+    c.rope_scaling.original_max_position_embeddings = 32;
+  }
+  return c;
+}
+
+struct Sequence {
+  std::vector<int32_t> tokens;  // prompt and the tokens "generated" after it, fixed up front
+  int32_t prompt_len = 0;
+  int32_t computed = 0;
+  std::vector<int32_t> blocks;
+  int shares_with = -1;  // the sequence whose first shared_blocks blocks it reuses
+  int32_t shared_blocks = 0;
+  std::vector<std::vector<double>> reference;
+};
+
+double MaxAbs(const std::vector<double>& row) {
+  double m = 0;
+  for (double v : row) m = std::max(m, std::abs(v));
+  return m;
+}
+
+// Expects backend logits `got` to match reference row `want` within 1e-4 relative (f32 work).
+void ExpectClose(const float* got, const std::vector<double>& want, const std::string& where) {
+  const double tolerance = 1e-4 * MaxAbs(want) + 1e-6;
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], tolerance) << where << " logit " << i;
+  }
+}
+
+class CpuBackendPropertyTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(CpuBackendPropertyTest, PagedBatchedForwardMatchesReference) {
+  const int seed = GetParam();
+  std::mt19937 rng(seed);
+  const bool gpt2 = seed % 2 == 0;
+  const ModelConfig config = RandomConfig(rng, gpt2);
+  const DType dtype = seed % 3 == 0 ? DType::kBF16 : seed % 3 == 1 ? DType::kF32 : DType::kF16;
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/cpu_backend_test_", seed);
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(WriteRandomModel(
+                  config, {.dtype = dtype, .seed = static_cast<uint64_t>(seed), .scale = 0.3f}, dir)
+                  .ok());
+  auto files = ModelFiles::Open(dir);
+  ASSERT_TRUE(files.ok()) << files.status();
+  auto loaded_config = ParseModelConfig((*files)->config_json(), "");
+  ASSERT_TRUE(loaded_config.ok()) << loaded_config.status();
+  auto weights = LoadModelWeights(**files, *loaded_config, dtype);
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  const int32_t block_size = static_cast<int32_t>(std::vector<int>{1, 4, 16}[rng() % 3]);
+  auto backend =
+      CpuBackend::Create(*std::move(weights), {.kv_cache_bytes = 8 << 20,
+                                               .block_size = block_size,
+                                               .num_threads = 1 + static_cast<int>(rng() % 3)});
+  ASSERT_TRUE(backend.ok()) << backend.status();
+
+  // Requests, some sharing the first blocks of an earlier one's prompt.
+  std::vector<Sequence> seqs(2 + rng() % 6);
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    Sequence& seq = seqs[s];
+    const int32_t total = 1 + static_cast<int32_t>(rng() % 60);
+    for (int32_t i = 0; i < total; ++i) seq.tokens.push_back(rng() % config.vocab_size);
+    seq.prompt_len = 1 + static_cast<int32_t>(rng() % total);
+    if (s > 0 && rng() % 2) {
+      const int other = static_cast<int>(rng() % s);
+      const int32_t max_shared = std::min(seqs[other].prompt_len, seq.prompt_len - 1) / block_size;
+      if (max_shared > 0) {
+        seq.shares_with = other;
+        seq.shared_blocks = 1 + static_cast<int32_t>(rng() % max_shared);
+        std::copy_n(seqs[other].tokens.begin(), seq.shared_blocks * block_size, seq.tokens.begin());
+      }
+    }
+  }
+  for (Sequence& seq : seqs) {
+    seq.reference = testing::ReferenceModel(**files, *loaded_config).Logits(seq.tokens);
+  }
+
+  std::vector<int32_t> free_blocks((*backend)->num_kv_blocks());
+  for (int32_t i = 0; i < static_cast<int32_t>(free_blocks.size()); ++i) free_blocks[i] = i;
+  std::shuffle(free_blocks.begin(), free_blocks.end(), rng);
+
+  ForwardBatch batch;
+  ForwardOutput output;
+  for (int step = 0; step < 1000; ++step) {
+    batch.Clear();
+    std::vector<int> in_batch;
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      Sequence& seq = seqs[s];
+      if (seq.computed == static_cast<int32_t>(seq.tokens.size()) || rng() % 3 == 0) continue;
+      if (seq.computed == 0 && seq.shares_with >= 0) {
+        const Sequence& other = seqs[seq.shares_with];
+        if (other.computed < seq.shared_blocks * block_size) continue;  // prefix not cached yet
+        seq.blocks.assign(other.blocks.begin(), other.blocks.begin() + seq.shared_blocks);
+        seq.computed = seq.shared_blocks * block_size;
+      }
+      const int32_t remaining_prompt = seq.prompt_len - seq.computed;
+      const int32_t chunk =
+          remaining_prompt > 0 ? 1 + static_cast<int32_t>(rng() % remaining_prompt) : 1;
+      while (static_cast<int32_t>(seq.blocks.size()) * block_size < seq.computed + chunk) {
+        ASSERT_FALSE(free_blocks.empty());
+        seq.blocks.push_back(free_blocks.back());
+        free_blocks.pop_back();
+      }
+      const std::vector<int32_t> tokens(seq.tokens.begin() + seq.computed,
+                                        seq.tokens.begin() + seq.computed + chunk);
+      batch.AddSequence(tokens, seq.computed, seq.blocks, /*want_all_logits=*/rng() % 4 == 0);
+      in_batch.push_back(static_cast<int>(s));
+    }
+    if (in_batch.empty()) {
+      if (std::all_of(seqs.begin(), seqs.end(), [](const Sequence& s) {
+            return s.computed == static_cast<int32_t>(s.tokens.size());
+          })) {
+        break;
+      }
+      continue;
+    }
+    ASSERT_TRUE((*backend)->Forward(batch, &output).ok());
+    for (size_t i = 0; i < in_batch.size(); ++i) {
+      Sequence& seq = seqs[in_batch[i]];
+      const int32_t chunk = batch.query_start[i + 1] - batch.query_start[i];
+      const int32_t rows = output.row_start[i + 1] - output.row_start[i];
+      ASSERT_TRUE(rows == 1 || rows == chunk);
+      for (int32_t r = 0; r < rows; ++r) {
+        const int32_t position = seq.computed + chunk - rows + r;
+        ExpectClose(output.Row(output.row_start[i] + r), seq.reference[position],
+                    absl::StrCat("seed ", seed, " step ", step, " seq ", in_batch[i], " position ",
+                                 position));
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+      seq.computed += chunk;
+    }
+  }
+  for (const Sequence& seq : seqs) EXPECT_EQ(seq.computed, static_cast<int32_t>(seq.tokens.size()));
+}
+
+INSTANTIATE_TEST_SUITE_P(RandomModelsAndBatches, CpuBackendPropertyTest, ::testing::Range(0, 24));
+
+TEST(CpuBackendTest, OneChunkOrManyGiveTheSameLogits) {
+  ModelConfig config;
+  std::mt19937 rng(99);
+  config = RandomConfig(rng, /*gpt2=*/false);
+  const std::string dir = ::testing::TempDir() + "/cpu_backend_chunks";
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(WriteRandomModel(config, {.seed = 4, .scale = 0.3f}, dir).ok());
+  auto files = ModelFiles::Open(dir);
+  ASSERT_TRUE(files.ok());
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 37; ++i) prompt.push_back(rng() % config.vocab_size);
+  std::vector<std::vector<float>> results;
+  for (int32_t chunk : {37, 1, 5, 16}) {
+    auto weights = LoadModelWeights(**files, config, DType::kF32);
+    ASSERT_TRUE(weights.ok());
+    auto backend = CpuBackend::Create(*std::move(weights), {.kv_cache_bytes = 1 << 20});
+    ASSERT_TRUE(backend.ok());
+    const std::vector<int32_t> blocks = {7, 2, 5};  // 48 slots
+    ForwardBatch batch;
+    ForwardOutput output;
+    for (int32_t done = 0; done < 37; done += chunk) {
+      const int32_t n = std::min<int32_t>(chunk, 37 - done);
+      batch.Clear();
+      batch.AddSequence(std::vector<int32_t>(prompt.begin() + done, prompt.begin() + done + n),
+                        done, blocks);
+      ASSERT_TRUE((*backend)->Forward(batch, &output).ok());
+    }
+    results.emplace_back(output.LastRow(0), output.LastRow(0) + config.vocab_size);
+  }
+  for (size_t r = 1; r < results.size(); ++r) {
+    for (int64_t i = 0; i < config.vocab_size; ++i) {
+      EXPECT_NEAR(results[r][i], results[0][i], 1e-5) << "chunking " << r << " logit " << i;
+    }
+  }
+}
+
+TEST(CpuBackendTest, RejectsMalformedBatchesAndBudgets) {
+  std::mt19937 rng(5);
+  const ModelConfig config = RandomConfig(rng, /*gpt2=*/true);
+  const std::string dir = ::testing::TempDir() + "/cpu_backend_malformed";
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(WriteRandomModel(config, {.seed = 1}, dir).ok());
+  auto files = ModelFiles::Open(dir);
+  ASSERT_TRUE(files.ok());
+  auto weights = LoadModelWeights(**files, config, DType::kF32);
+  ASSERT_TRUE(weights.ok());
+  auto too_small = CpuBackend::Create(*std::move(weights), {.kv_cache_bytes = 10});
+  ASSERT_FALSE(too_small.ok());
+  EXPECT_NE(too_small.status().message().find("holds no block"), absl::string_view::npos);
+
+  weights = LoadModelWeights(**files, config, DType::kF32);
+  auto backend =
+      CpuBackend::Create(*std::move(weights), {.kv_cache_bytes = 1 << 20, .block_size = 4});
+  ASSERT_TRUE(backend.ok());
+  ForwardBatch batch;
+  ForwardOutput output;
+  auto expect_error = [&](const std::string& fragment) {
+    const absl::Status status = (*backend)->Forward(batch, &output);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << fragment;
+    EXPECT_NE(status.message().find(fragment), absl::string_view::npos) << status.message();
+  };
+  batch.Clear();
+  expect_error("no sequences");
+  batch.AddSequence({1, 2, 3, 4, 5}, 0, {0});  // 5 tokens, 4 slots
+  expect_error("has 1 blocks for 5 tokens");
+  batch.Clear();
+  batch.AddSequence({1, static_cast<int32_t>(config.vocab_size)}, 0, {0});
+  expect_error("outside the vocabulary");
+  batch.Clear();
+  batch.AddSequence({1}, 0, {(*backend)->num_kv_blocks()});
+  expect_error("block id");
+  batch.Clear();
+  batch.AddSequence({1}, static_cast<int32_t>(config.max_model_len), std::vector<int32_t>(40, 0));
+  expect_error("beyond max_model_len");
+  batch.Clear();
+  batch.AddSequence({}, 0, {0});
+  expect_error("has no tokens");
+}
+
+}  // namespace
+}  // namespace llmserve::worker

@@ -1,0 +1,84 @@
+// The seam between the engine loop and the hardware: one forward pass over a packed batch.
+//
+// A batch packs, without padding, any mix of sequences, each contributing a chunk of new tokens:
+// a whole prompt, a prefill chunk, or one decode token. Sequence i's new tokens are
+// token_ids[query_start[i] .. query_start[i+1]) at positions num_computed[i] + 0, 1, ...; the
+// backend writes their K/V into the paged KV cache slots its block table names, and attention
+// reads every earlier token of the sequence through the same table (blocks written by earlier
+// steps or by other requests sharing a cached prefix included).
+//
+// Block tables are CSR: sequence i's blocks are block_ids[block_table_start[i] ..
+// block_table_start[i+1]); token at position p lives in block (p / block_size), slot
+// (p % block_size).
+//
+// Backends are not thread-safe: the engine thread owns one.
+
+#ifndef LLMSERVE_WORKER_ENGINE_BACKEND_H_
+#define LLMSERVE_WORKER_ENGINE_BACKEND_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "worker/model/model_config.h"
+
+namespace llmserve::worker {
+
+struct ForwardBatch {
+  std::vector<int32_t> token_ids;          // [num_tokens]
+  std::vector<int32_t> query_start;        // [num_seqs + 1], starts at 0, non-decreasing
+  std::vector<int32_t> num_computed;       // [num_seqs] tokens already in the KV cache
+  std::vector<int32_t> block_table_start;  // [num_seqs + 1]
+  std::vector<int32_t> block_ids;          // [block_table_start.back()]
+  // Per sequence: 1 to get logits for every new token (prompt logprobs), 0 for the last token
+  // only. Empty: last token only for all.
+  std::vector<uint8_t> all_logits;
+
+  int32_t num_seqs() const { return static_cast<int32_t>(num_computed.size()); }
+  int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
+  void Clear();
+  // Appends one sequence's chunk: `tokens` at positions num_computed.., with its block table.
+  void AddSequence(const std::vector<int32_t>& tokens, int32_t computed,
+                   const std::vector<int32_t>& blocks, bool want_all_logits = false);
+};
+
+struct ForwardOutput {
+  // [num_rows, vocab_size] row-major.
+  std::vector<float> logits;
+  // [num_seqs + 1]: sequence i's logit rows are [row_start[i], row_start[i+1]); one row (its
+  // last token) unless all_logits asked for every new token.
+  std::vector<int32_t> row_start;
+  int64_t vocab_size = 0;
+
+  const float* Row(int32_t row) const { return logits.data() + row * vocab_size; }
+  // The logits of sequence i's last new token.
+  const float* LastRow(int32_t seq) const { return Row(row_start[seq + 1] - 1); }
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual const ModelConfig& config() const = 0;
+  // Tokens per KV block.
+  virtual int32_t block_size() const = 0;
+  // Blocks in the KV cache (valid block ids are [0, num_kv_blocks)).
+  virtual int32_t num_kv_blocks() const = 0;
+  // "cpu" or "cuda".
+  virtual absl::string_view name() const = 0;
+
+  // Runs the batch. INVALID_ARGUMENT when it is malformed (see ValidateForwardBatch): the engine
+  // never sends one, but a bad index would corrupt memory, so every backend checks.
+  virtual absl::Status Forward(const ForwardBatch& batch, ForwardOutput* output) = 0;
+};
+
+// Checks the batch's shape against the model and cache: sizes consistent, at least one token per
+// sequence, token ids in the vocabulary, positions within max_model_len, block tables long enough
+// for every position and block ids in range.
+absl::Status ValidateForwardBatch(const ForwardBatch& batch, const ModelConfig& config,
+                                  int32_t block_size, int32_t num_kv_blocks);
+
+}  // namespace llmserve::worker
+
+#endif  // LLMSERVE_WORKER_ENGINE_BACKEND_H_

@@ -1,0 +1,223 @@
+#include "worker/engine/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/status/status_macros.h"
+#include "worker/engine/cpu/kernels.h"
+
+namespace llmserve::worker {
+namespace {
+
+// An optional bias or norm weight as a pointer: null when the model has none.
+const float* BiasOrNull(const Tensor& tensor) {
+  return tensor.empty() ? nullptr : tensor.data_as<float>();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
+    std::unique_ptr<const ModelWeights> weights, const CpuBackendOptions& options) {
+  const ModelConfig& c = weights->config;
+  if (options.block_size < 1 || options.block_size > 1024) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("block_size ", options.block_size, " is outside [1, 1024]"));
+  }
+  if (options.num_threads < 0 || options.num_threads > 1024) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_threads ", options.num_threads, " is outside [0, 1024]"));
+  }
+  const int64_t bytes_per_block = 2 * c.num_layers * c.num_kv_heads * options.block_size *
+                                  c.head_dim * static_cast<int64_t>(sizeof(float));
+  const int64_t num_blocks = options.kv_cache_bytes / bytes_per_block;
+  if (num_blocks < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("KV cache budget of ", options.kv_cache_bytes,
+                                                   " bytes holds no block of ", bytes_per_block,
+                                                   " bytes"));
+  }
+  if (num_blocks > INT32_MAX / 2) {
+    return absl::InvalidArgumentError("KV cache budget is too large");
+  }
+  const int threads = options.num_threads > 0
+                          ? options.num_threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return std::unique_ptr<CpuBackend>(
+      new CpuBackend(std::move(weights), options, static_cast<int32_t>(num_blocks), threads));
+}
+
+CpuBackend::CpuBackend(std::unique_ptr<const ModelWeights> weights,
+                       const CpuBackendOptions& options, int32_t num_blocks, int num_threads)
+    : weights_(std::move(weights)),
+      layout_{weights_->config.num_kv_heads, weights_->config.head_dim, options.block_size},
+      num_blocks_(num_blocks),
+      pool_(num_threads),
+      matmul_(&pool_),
+      scores_(num_threads) {
+  const ModelConfig& c = weights_->config;
+  if (c.position == PositionKind::kRope) rope_inv_freq_ = cpu::RopeInverseFrequencies(c);
+  const int64_t layer_floats = layout_.Offset(num_blocks_, 0, 0);
+  k_cache_.assign(c.num_layers * layer_floats, 0.0f);
+  v_cache_.assign(c.num_layers * layer_floats, 0.0f);
+  for (auto& scores : scores_) scores.resize(c.max_model_len);
+}
+
+absl::Status CpuBackend::Forward(const ForwardBatch& batch, ForwardOutput* output) {
+  LLMSERVE_RETURN_IF_ERROR(ValidateForwardBatch(batch, config(), block_size(), num_kv_blocks()));
+  const ModelConfig& c = config();
+  const int64_t tokens = batch.num_tokens();
+  const int64_t qkv_width = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
+  token_seq_.resize(tokens);
+  token_pos_.resize(tokens);
+  for (int32_t s = 0; s < batch.num_seqs(); ++s) {
+    for (int32_t t = batch.query_start[s]; t < batch.query_start[s + 1]; ++t) {
+      token_seq_[t] = s;
+      token_pos_[t] = batch.num_computed[s] + (t - batch.query_start[s]);
+    }
+  }
+  hidden_.resize(tokens * c.hidden_size);
+  normed_.resize(tokens * c.hidden_size);
+  qkv_.resize(tokens * qkv_width);
+  attn_out_.resize(tokens * c.num_heads * c.head_dim);
+  proj_.resize(tokens * c.hidden_size);
+  mlp_up_.resize(tokens * c.intermediate_size * (c.gated_mlp ? 2 : 1));
+  mlp_act_.resize(tokens * c.intermediate_size);
+
+  Embed(batch);
+  for (int layer = 0; layer < c.num_layers; ++layer) RunLayer(layer, batch);
+  ComputeLogits(batch, output);
+  return absl::OkStatus();
+}
+
+void CpuBackend::Embed(const ForwardBatch& batch) {
+  const ModelConfig& c = config();
+  const int64_t h = c.hidden_size;
+  const Tensor& table = weights_->token_embedding;
+  const size_t row_bytes = h * DTypeSize(table.dtype());
+  pool_.ParallelFor(batch.num_tokens(), [&](int, int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const auto* row =
+          static_cast<const unsigned char*>(table.data()) + batch.token_ids[t] * row_bytes;
+      ConvertElements(row, table.dtype(), hidden_.data() + t * h, DType::kF32, h);
+      if (c.position == PositionKind::kLearned) {
+        cpu::Add(hidden_.data() + t * h,
+                 weights_->position_embedding.data_as<float>() + token_pos_[t] * h, h);
+      }
+    }
+  });
+}
+
+void CpuBackend::RunLayer(int layer, const ForwardBatch& batch) {
+  const ModelConfig& c = config();
+  const LayerWeights& w = weights_->layers[layer];
+  const int64_t tokens = batch.num_tokens(), h = c.hidden_size;
+  const float eps = static_cast<float>(c.norm_eps);
+  pool_.ParallelFor(tokens, [&](int, int64_t begin, int64_t end) {
+    cpu::Norm(c.norm, hidden_.data() + begin * h, w.attn_norm_weight.data_as<float>(),
+              BiasOrNull(w.attn_norm_bias), eps, end - begin, h, normed_.data() + begin * h);
+  });
+  matmul_.Run(normed_.data(), tokens, w.qkv_weight, qkv_.data());
+  Attention(layer, batch);
+  matmul_.Run(attn_out_.data(), tokens, w.o_weight, proj_.data());
+  pool_.ParallelFor(tokens, [&](int, int64_t begin, int64_t end) {
+    if (!w.o_bias.empty())
+      cpu::AddBias(proj_.data() + begin * h, BiasOrNull(w.o_bias), end - begin, h);
+    cpu::Add(hidden_.data() + begin * h, proj_.data() + begin * h, (end - begin) * h);
+    cpu::Norm(c.norm, hidden_.data() + begin * h, w.mlp_norm_weight.data_as<float>(),
+              BiasOrNull(w.mlp_norm_bias), eps, end - begin, h, normed_.data() + begin * h);
+  });
+  Mlp(w, tokens);
+}
+
+void CpuBackend::Attention(int layer, const ForwardBatch& batch) {
+  const ModelConfig& c = config();
+  const LayerWeights& w = weights_->layers[layer];
+  const int64_t tokens = batch.num_tokens(), d = c.head_dim;
+  const int64_t q_width = c.num_heads * d, kv_width = c.num_kv_heads * d;
+  const int64_t qkv_width = q_width + 2 * kv_width;
+  const int64_t layer_floats = layout_.Offset(num_blocks_, 0, 0);
+  float* k_cache = k_cache_.data() + layer * layer_floats;
+  float* v_cache = v_cache_.data() + layer * layer_floats;
+  const int32_t* block_ids = batch.block_ids.data();
+
+  // Biases and rotary embeddings, then every new token's K/V into its cache slot: all of them
+  // before any attention, since a token attends to the new tokens before it.
+  pool_.ParallelFor(tokens, [&](int, int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      float* row = qkv_.data() + t * qkv_width;
+      if (!w.qkv_bias.empty()) cpu::AddBias(row, w.qkv_bias.data_as<float>(), 1, qkv_width);
+      if (c.position == PositionKind::kRope) {
+        cpu::ApplyRope(rope_inv_freq_, token_pos_[t], c.num_heads + c.num_kv_heads, d, row);
+      }
+      const int32_t* blocks = block_ids + batch.block_table_start[token_seq_[t]];
+      cpu::WriteKv(layout_, blocks, token_pos_[t], row + q_width, row + q_width + kv_width, k_cache,
+                   v_cache);
+    }
+  });
+  const int64_t group = c.num_heads / c.num_kv_heads;
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+  pool_.ParallelFor(tokens * c.num_heads, [&](int thread, int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t t = item / c.num_heads, head = item % c.num_heads;
+      const int32_t* blocks = block_ids + batch.block_table_start[token_seq_[t]];
+      cpu::AttendOneHead(layout_, blocks, token_pos_[t], head / group,
+                         qkv_.data() + t * qkv_width + head * d, scale, k_cache, v_cache,
+                         scores_[thread].data(), attn_out_.data() + t * q_width + head * d);
+    }
+  });
+}
+
+void CpuBackend::Mlp(const LayerWeights& w, int64_t tokens) {
+  const ModelConfig& c = config();
+  const int64_t h = c.hidden_size, inter = c.intermediate_size;
+  const int64_t up_width = c.gated_mlp ? 2 * inter : inter;
+  matmul_.Run(normed_.data(), tokens, w.up_weight, mlp_up_.data());
+  pool_.ParallelFor(tokens, [&](int, int64_t begin, int64_t end) {
+    float* up = mlp_up_.data() + begin * up_width;
+    if (!w.up_bias.empty()) cpu::AddBias(up, w.up_bias.data_as<float>(), end - begin, up_width);
+    if (c.gated_mlp) {
+      cpu::GatedActivate(c.activation, up, end - begin, inter, mlp_act_.data() + begin * inter);
+    } else {
+      cpu::Activate(c.activation, up, (end - begin) * inter);
+      std::memcpy(mlp_act_.data() + begin * inter, up, (end - begin) * inter * sizeof(float));
+    }
+  });
+  matmul_.Run(mlp_act_.data(), tokens, w.down_weight, proj_.data());
+  pool_.ParallelFor(tokens, [&](int, int64_t begin, int64_t end) {
+    if (!w.down_bias.empty()) {
+      cpu::AddBias(proj_.data() + begin * h, w.down_bias.data_as<float>(), end - begin, h);
+    }
+    cpu::Add(hidden_.data() + begin * h, proj_.data() + begin * h, (end - begin) * h);
+  });
+}
+
+void CpuBackend::ComputeLogits(const ForwardBatch& batch, ForwardOutput* output) {
+  const ModelConfig& c = config();
+  const int64_t h = c.hidden_size;
+  // Only the rows that need logits go through the final norm and the LM head.
+  std::vector<int32_t> rows;
+  output->row_start.assign(1, 0);
+  for (int32_t s = 0; s < batch.num_seqs(); ++s) {
+    const bool all = !batch.all_logits.empty() && batch.all_logits[s];
+    for (int32_t t = all ? batch.query_start[s] : batch.query_start[s + 1] - 1;
+         t < batch.query_start[s + 1]; ++t) {
+      rows.push_back(t);
+    }
+    output->row_start.push_back(static_cast<int32_t>(rows.size()));
+  }
+  const int64_t num_rows = static_cast<int64_t>(rows.size());
+  pool_.ParallelFor(num_rows, [&](int, int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      cpu::Norm(c.norm, hidden_.data() + rows[r] * h, weights_->final_norm_weight.data_as<float>(),
+                BiasOrNull(weights_->final_norm_bias), static_cast<float>(c.norm_eps), 1, h,
+                normed_.data() + r * h);
+    }
+  });
+  output->vocab_size = c.vocab_size;
+  output->logits.resize(num_rows * c.vocab_size);
+  matmul_.Run(normed_.data(), num_rows, weights_->LmHead(), output->logits.data());
+}
+
+}  // namespace llmserve::worker

@@ -1,0 +1,80 @@
+// The CPU backend: the reference every other backend is compared with, and the embedded default.
+// f32 activations; weights in f32, bf16 or f16 (matmul.h); a paged f32 KV cache sized from a
+// memory budget (paged_attention.h for the layout).
+//
+// Not thread-safe: the engine thread owns it. It runs its own worker threads inside Forward.
+
+#ifndef LLMSERVE_WORKER_ENGINE_CPU_CPU_BACKEND_H_
+#define LLMSERVE_WORKER_ENGINE_CPU_CPU_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "worker/engine/backend.h"
+#include "worker/engine/cpu/matmul.h"
+#include "worker/engine/cpu/paged_attention.h"
+#include "worker/engine/cpu/thread_pool.h"
+#include "worker/model/model_weights.h"
+
+namespace llmserve::worker {
+
+struct CpuBackendOptions {
+  // Bytes of KV cache (K and V of every layer); the number of blocks follows from it.
+  int64_t kv_cache_bytes = int64_t{1} << 30;
+  // Tokens per KV block.
+  int32_t block_size = 16;
+  // Threads for kernels, the calling thread included; 0: one per hardware thread.
+  int num_threads = 0;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  // INVALID_ARGUMENT when the budget holds no block or the options are out of range.
+  static absl::StatusOr<std::unique_ptr<CpuBackend>> Create(
+      std::unique_ptr<const ModelWeights> weights, const CpuBackendOptions& options);
+
+  const ModelConfig& config() const override { return weights_->config; }
+  int32_t block_size() const override { return static_cast<int32_t>(layout_.block_size); }
+  int32_t num_kv_blocks() const override { return num_blocks_; }
+  absl::string_view name() const override { return "cpu"; }
+  absl::Status Forward(const ForwardBatch& batch, ForwardOutput* output) override;
+
+  int num_threads() const { return pool_.num_threads(); }
+
+ private:
+  CpuBackend(std::unique_ptr<const ModelWeights> weights, const CpuBackendOptions& options,
+             int32_t num_blocks, int num_threads);
+
+  void Embed(const ForwardBatch& batch);
+  void RunLayer(int layer, const ForwardBatch& batch);
+  void Attention(int layer, const ForwardBatch& batch);
+  void Mlp(const LayerWeights& weights, int64_t tokens);
+  void ComputeLogits(const ForwardBatch& batch, ForwardOutput* output);
+
+  std::unique_ptr<const ModelWeights> weights_;
+  cpu::PagedKvLayout layout_;
+  int32_t num_blocks_;
+  std::vector<double> rope_inv_freq_;
+  cpu::ThreadPool pool_;
+  cpu::MatMul matmul_;
+  std::vector<float> k_cache_;  // [layers][num_blocks, num_kv_heads, block_size, head_dim]
+  std::vector<float> v_cache_;
+
+  // Per-step scratch, grown to the largest batch seen.
+  std::vector<int32_t> token_seq_;          // [tokens] sequence of each token
+  std::vector<int32_t> token_pos_;          // [tokens] position of each token
+  std::vector<float> hidden_;               // [tokens, hidden] the residual stream
+  std::vector<float> normed_;               // [tokens, hidden]
+  std::vector<float> qkv_;                  // [tokens, (heads + 2 * kv_heads) * head_dim]
+  std::vector<float> attn_out_;             // [tokens, heads * head_dim]
+  std::vector<float> proj_;                 // [tokens, hidden]
+  std::vector<float> mlp_up_;               // [tokens, 2 * intermediate] or [tokens, intermediate]
+  std::vector<float> mlp_act_;              // [tokens, intermediate]
+  std::vector<std::vector<float>> scores_;  // per thread [max_model_len]
+};
+
+}  // namespace llmserve::worker
+
+#endif  // LLMSERVE_WORKER_ENGINE_CPU_CPU_BACKEND_H_

@@ -1,0 +1,138 @@
+#include "worker/engine/cpu/kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+namespace llmserve::worker::cpu {
+
+void Norm(NormKind kind, const float* x, const float* weight, const float* bias, float eps,
+          int64_t rows, int64_t n, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* in = x + r * n;
+    float* o = out + r * n;
+    // Accumulate in double: rows of thousands of values lose digits in float sums.
+    if (kind == NormKind::kRmsNorm) {
+      double sum_sq = 0;
+      for (int64_t i = 0; i < n; ++i) sum_sq += static_cast<double>(in[i]) * in[i];
+      const float scale = static_cast<float>(1.0 / std::sqrt(sum_sq / n + eps));
+      for (int64_t i = 0; i < n; ++i) o[i] = in[i] * scale * weight[i];
+    } else {
+      double sum = 0;
+      for (int64_t i = 0; i < n; ++i) sum += in[i];
+      const double mean = sum / n;
+      double var = 0;
+      for (int64_t i = 0; i < n; ++i) var += (in[i] - mean) * (in[i] - mean);
+      const float scale = static_cast<float>(1.0 / std::sqrt(var / n + eps));
+      const float mean_f = static_cast<float>(mean);
+      for (int64_t i = 0; i < n; ++i) o[i] = (in[i] - mean_f) * scale * weight[i];
+    }
+    if (bias != nullptr) {
+      for (int64_t i = 0; i < n; ++i) o[i] += bias[i];
+    }
+  }
+}
+
+void AddBias(float* x, const float* bias, int64_t rows, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = x + r * n;
+    for (int64_t i = 0; i < n; ++i) row[i] += bias[i];
+  }
+}
+
+void Add(float* x, const float* y, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) x[i] += y[i];
+}
+
+namespace {
+
+inline float ActivateOne(Activation activation, float v) {
+  switch (activation) {
+    case Activation::kSilu:
+      return v / (1.0f + std::exp(-v));
+    case Activation::kGeluTanh: {
+      constexpr float kSqrt2OverPi = 0.7978845608028654f;
+      return 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * (v + 0.044715f * v * v * v)));
+    }
+    case Activation::kGeluErf:
+      return 0.5f * v * (1.0f + std::erf(v * static_cast<float>(std::numbers::sqrt2 / 2)));
+  }
+  return v;
+}
+
+}  // namespace
+
+void Activate(Activation activation, float* x, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) x[i] = ActivateOne(activation, x[i]);
+}
+
+void GatedActivate(Activation activation, const float* gate_up, int64_t rows, int64_t n,
+                   float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* gate = gate_up + r * 2 * n;
+    const float* up = gate + n;
+    float* o = out + r * n;
+    for (int64_t i = 0; i < n; ++i) o[i] = ActivateOne(activation, gate[i]) * up[i];
+  }
+}
+
+std::vector<double> RopeInverseFrequencies(const ModelConfig& config) {
+  const int64_t half = config.head_dim / 2;
+  std::vector<double> inv_freq(half);
+  for (int64_t i = 0; i < half; ++i) {
+    inv_freq[i] = 1.0 / std::pow(config.rope_theta, static_cast<double>(2 * i) / config.head_dim);
+  }
+  const RopeScaling& s = config.rope_scaling;
+  if (s.kind == RopeScaling::Kind::kLinear) {
+    for (double& f : inv_freq) f /= s.factor;
+  } else if (s.kind == RopeScaling::Kind::kLlama3) {
+    // Llama 3.1: keep high frequencies, divide low ones by factor, blend in between.
+    const double old_len = static_cast<double>(s.original_max_position_embeddings);
+    const double low_freq_wavelen = old_len / s.low_freq_factor;
+    const double high_freq_wavelen = old_len / s.high_freq_factor;
+    for (double& f : inv_freq) {
+      const double wavelen = 2 * std::numbers::pi / f;
+      if (wavelen < high_freq_wavelen) continue;
+      if (wavelen > low_freq_wavelen) {
+        f /= s.factor;
+      } else {
+        const double smooth =
+            (old_len / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+        f = (1 - smooth) * f / s.factor + smooth * f;
+      }
+    }
+  }
+  return inv_freq;
+}
+
+void ApplyRope(const std::vector<double>& inv_freq, int64_t position, int64_t num_heads,
+               int64_t head_dim, float* x) {
+  const int64_t half = head_dim / 2;
+  float cos_values[512], sin_values[512];  // head_dim <= 1024 (ModelConfig's limit)
+  for (int64_t i = 0; i < half; ++i) {
+    const double angle = static_cast<double>(position) * inv_freq[i];
+    cos_values[i] = static_cast<float>(std::cos(angle));
+    sin_values[i] = static_cast<float>(std::sin(angle));
+  }
+  for (int64_t h = 0; h < num_heads; ++h) {
+    float* head = x + h * head_dim;
+    for (int64_t i = 0; i < half; ++i) {
+      const float a = head[i], b = head[i + half];
+      head[i] = a * cos_values[i] - b * sin_values[i];
+      head[i + half] = b * cos_values[i] + a * sin_values[i];
+    }
+  }
+}
+
+void Softmax(float* x, int64_t n) {
+  const float max = *std::max_element(x, x + n);
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+}  // namespace llmserve::worker::cpu

@@ -1,0 +1,59 @@
+#include "worker/engine/cpu/matmul.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+
+namespace llmserve::worker::cpu {
+namespace {
+
+// Rows of a bf16/f16 weight widened at once: 64 rows x 4096 columns is 1 MiB of f32, the size of
+// a core's L2 on recent x86.
+constexpr int64_t kPanelElements = 64 * 4096;
+
+void MultiplyF32(const float* x, int64_t m, int64_t k, const float* w, int64_t rows, float* out,
+                 int64_t ldc) {
+  if (m == 1) {
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(rows), static_cast<int>(k), 1.0f, w,
+                static_cast<int>(k), x, 1, 0.0f, out, 1);
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(rows),
+              static_cast<int>(k), 1.0f, x, static_cast<int>(k), w, static_cast<int>(k), 0.0f, out,
+              static_cast<int>(ldc));
+}
+
+}  // namespace
+
+MatMul::MatMul(ThreadPool* pool) : pool_(pool), panels_(pool->num_threads()) {
+  // We split the work across our own threads; OpenBLAS's threads would only compete with them.
+  openblas_set_num_threads(1);
+}
+
+void MatMul::Run(const float* x, int64_t m, const Tensor& w, float* out) {
+  const int64_t n = w.shape()[0], k = w.shape()[1];
+  // Slices of at least 16 rows keep BLAS calls worth their overhead.
+  const int64_t slices = std::min<int64_t>(pool_->num_threads(), std::max<int64_t>(1, n / 16));
+  pool_->ParallelFor(slices, [&](int thread, int64_t begin_slice, int64_t end_slice) {
+    for (int64_t slice = begin_slice; slice < end_slice; ++slice) {
+      const int64_t row_begin = n * slice / slices, row_end = n * (slice + 1) / slices;
+      if (w.dtype() == DType::kF32) {
+        MultiplyF32(x, m, k, w.data_as<float>() + row_begin * k, row_end - row_begin,
+                    out + row_begin, n);
+        continue;
+      }
+      std::vector<float>& panel = panels_[thread];
+      const int64_t panel_rows = std::max<int64_t>(1, kPanelElements / k);
+      panel.resize(panel_rows * k);
+      const auto* bytes = static_cast<const unsigned char*>(w.data());
+      for (int64_t r = row_begin; r < row_end; r += panel_rows) {
+        const int64_t rows = std::min(panel_rows, row_end - r);
+        ConvertElements(bytes + r * k * DTypeSize(w.dtype()), w.dtype(), panel.data(), DType::kF32,
+                        rows * k);
+        MultiplyF32(x, m, k, panel.data(), rows, out + r, n);
+      }
+    }
+  });
+}
+
+}  // namespace llmserve::worker::cpu
