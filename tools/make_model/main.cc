@@ -1,0 +1,89 @@
+// llmserve-make-model: writes a deterministic random-weight Hugging Face model directory
+// (config.json, generation_config.json, model.safetensors, tokenizer.json,
+// tokenizer_config.json) for tests, demos and benchmarks.
+//
+//   llmserve-make-model --preset tiny --out models/tiny
+//   llmserve-make-model --preset small --dtype bf16 --out models/small-bf16
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_join.h"
+#include "common/base/flag_names.h"
+#include "tools/make_model/bpe_builder.h"
+#include "tools/make_model/presets.h"
+#include "worker/model/dtype.h"
+#include "worker/model/model_writer.h"
+
+ABSL_FLAG(std::string, preset, "tiny", "model shape: tiny, tiny-gpt2, small or gpt2");
+ABSL_FLAG(std::string, out, "", "output directory (created; files in it are replaced)");
+ABSL_FLAG(std::string, dtype, "f32", "on-disk weight dtype: f32, bf16 or f16");
+ABSL_FLAG(uint64_t, seed, 1, "seed of the random weights");
+ABSL_FLAG(int, merges, 1000, "BPE merges of the generated tokenizer, in [0, 20000]");
+ABSL_FLAG(int64_t, shard_bytes, 0, "split weights into shards of at most this size (0: one file)");
+ABSL_FLAG(int64_t, max_position_embeddings, 0, "override the preset's context length (0: keep)");
+
+namespace {
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "llmserve-make-model: %s\n", message.c_str());
+  return 1;
+}
+
+bool WriteFile(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  return static_cast<bool>(out);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("writes a random-weight model directory: --preset NAME --out DIR");
+  llmserve::common::NormalizeFlagNames(argc, argv);
+  absl::ParseCommandLine(argc, argv);
+  const std::string out = absl::GetFlag(FLAGS_out);
+  if (out.empty()) return Fail("--out DIR is required");
+  const auto dtype = llmserve::worker::ParseDType(absl::GetFlag(FLAGS_dtype));
+  if (!dtype.ok()) return Fail(std::string(dtype.status().message()));
+  const int merges = absl::GetFlag(FLAGS_merges);
+  if (merges < 0 || merges > 20000) return Fail("--merges must be in [0, 20000]");
+
+  const llmserve::tools::BuiltTokenizer tokenizer =
+      llmserve::tools::BuildByteLevelTokenizer(merges);
+  // <|im_end|> ends a chat turn, so it is an EOS id beside <|end_of_text|>.
+  auto config = llmserve::tools::PresetConfig(absl::GetFlag(FLAGS_preset), tokenizer.vocab_size,
+                                              tokenizer.bos_token_id,
+                                              {tokenizer.eos_token_id, tokenizer.vocab_size - 1});
+  if (!config.ok()) return Fail(std::string(config.status().message()));
+  if (const int64_t positions = absl::GetFlag(FLAGS_max_position_embeddings); positions != 0) {
+    if (positions < 16 || positions > (1 << 20)) {
+      return Fail("--max_position_embeddings must be in [16, 1048576]");
+    }
+    config->max_position_embeddings = config->max_model_len = positions;
+  }
+  const llmserve::worker::RandomWeightsOptions options{
+      .dtype = *dtype,
+      .seed = absl::GetFlag(FLAGS_seed),
+      .max_shard_bytes = absl::GetFlag(FLAGS_shard_bytes)};
+  if (absl::Status written = llmserve::worker::WriteRandomModel(*config, options, out);
+      !written.ok()) {
+    return Fail(std::string(written.message()));
+  }
+  const std::filesystem::path dir(out);
+  if (!WriteFile(dir / "tokenizer.json", tokenizer.tokenizer_json) ||
+      !WriteFile(dir / "tokenizer_config.json", tokenizer.tokenizer_config_json)) {
+    return Fail("cannot write the tokenizer files into " + out);
+  }
+  std::printf("wrote %s: %s, %lld parameters, %s, vocab %lld (tokenizer %d)\n", out.c_str(),
+              config->architecture.c_str(), static_cast<long long>(config->NumParameters()),
+              std::string(llmserve::worker::DTypeName(*dtype)).c_str(),
+              static_cast<long long>(config->vocab_size), tokenizer.vocab_size);
+  return 0;
+}
