@@ -1,0 +1,44 @@
+#include "worker/sampling/sampling_params.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "common/status/status_macros.h"
+
+namespace llmserve::worker {
+namespace {
+
+// Range checks written as "inside" tests so that NaN, which compares false, is rejected.
+absl::Status CheckClosed(absl::string_view field, float value, float min, float max) {
+  if (value >= min && value <= max) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, " is ", value, ", outside [", min, ", ", max, "]"));
+}
+
+absl::Status CheckLeftOpen(absl::string_view field, float value, float min, float max) {
+  if (value > min && value <= max) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, " is ", value, ", outside (", min, ", ", max, "]"));
+}
+
+}  // namespace
+
+absl::Status ValidateSamplingParams(const SamplingParams& params, int64_t vocab_size) {
+  LLMSERVE_RETURN_IF_ERROR(CheckClosed("temperature", params.temperature, 0.0f, 100.0f));
+  if (params.top_k < 0 || params.top_k > vocab_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("top_k is ", params.top_k, ", outside [0, ", vocab_size, "] (0 disables it)"));
+  }
+  LLMSERVE_RETURN_IF_ERROR(CheckLeftOpen("top_p", params.top_p, 0.0f, 1.0f));
+  LLMSERVE_RETURN_IF_ERROR(CheckClosed("min_p", params.min_p, 0.0f, 1.0f));
+  LLMSERVE_RETURN_IF_ERROR(
+      CheckLeftOpen("repetition_penalty", params.repetition_penalty, 0.0f, 2.0f));
+  LLMSERVE_RETURN_IF_ERROR(CheckClosed("presence_penalty", params.presence_penalty, -2.0f, 2.0f));
+  LLMSERVE_RETURN_IF_ERROR(CheckClosed("frequency_penalty", params.frequency_penalty, -2.0f, 2.0f));
+  if (params.top_logprobs < 0 || params.top_logprobs > kMaxTopLogprobs) {
+    return absl::InvalidArgumentError(absl::StrCat("top_logprobs is ", params.top_logprobs,
+                                                   ", outside [0, ", kMaxTopLogprobs, "]"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace llmserve::worker
