@@ -1,0 +1,262 @@
+// Table-driven scheduler tests: crafted scenarios with the exact plan expected at every step,
+// then a randomized simulation checking liveness and FCFS fairness. No backend: "sampled" tokens
+// are made up, as a fake backend would.
+
+#include "worker/scheduler/scheduler.h"
+
+#include <map>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gtest/gtest.h"
+
+namespace llmserve::worker {
+namespace {
+
+constexpr int32_t kEos = 2;
+
+std::unique_ptr<Request> MakeRequest(RequestId id, int32_t prompt_len, int32_t max_tokens,
+                                     int32_t priority = 0, int32_t first_token = 100) {
+  auto request = std::make_unique<Request>();
+  request->id = id;
+  for (int32_t i = 0; i < prompt_len; ++i) request->tokens.push_back(first_token + i);
+  request->num_prompt_tokens = prompt_len;
+  request->stopping.max_tokens = max_tokens;
+  request->priority = priority;
+  return request;
+}
+
+// "id:computed+new" for each scheduled request, with "*" when it samples; then "P:id" for
+// preemptions.
+std::string Plan(const SchedulerOutput& out) {
+  std::vector<std::string> parts;
+  for (const ScheduledRequest& s : out.scheduled) {
+    parts.push_back(absl::StrCat(s.id, ":", s.num_computed_tokens, "+", s.num_new_tokens,
+                                 s.samples ? "*" : ""));
+  }
+  for (RequestId id : out.preempted) parts.push_back(absl::StrCat("P:", id));
+  return absl::StrJoin(parts, " ");
+}
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void Init(int32_t num_blocks, int32_t block_size, int32_t budget, int32_t max_seqs,
+            int32_t max_model_len,
+            SchedulerConfig::Policy policy = SchedulerConfig::Policy::kFcfs) {
+    kv_ = std::make_unique<KvCacheManager>(num_blocks, block_size, true);
+    SchedulerConfig config;
+    config.max_num_batched_tokens = budget;
+    config.max_num_seqs = max_seqs;
+    config.max_model_len = max_model_len;
+    config.policy = policy;
+    config.eos_token_ids = {kEos};
+    scheduler_ = std::make_unique<Scheduler>(config, kv_.get());
+  }
+
+  // Runs one step sampling `token` for everyone; returns the plan and the finished ids.
+  std::string Step(int32_t token = 7, std::vector<RequestId>* finished = nullptr) {
+    const SchedulerOutput out = scheduler_->Schedule();
+    const std::vector<int32_t> sampled(out.scheduled.size(), token);
+    for (const RequestOutput& r : scheduler_->Update(out, sampled)) {
+      if (IsFinished(r.status) && finished != nullptr) finished->push_back(r.id);
+    }
+    return Plan(out);
+  }
+
+  std::unique_ptr<KvCacheManager> kv_;
+  std::unique_ptr<Scheduler> scheduler_;
+};
+
+TEST_F(SchedulerTest, ChunkedPrefillThenDecodeUnderOneTokenBudget) {
+  Init(20, 4, 8, 4, 64);
+  ASSERT_TRUE(scheduler_->AddRequest(MakeRequest(1, 10, 3)).ok());
+  ASSERT_TRUE(scheduler_->AddRequest(MakeRequest(2, 3, 2)).ok());
+  std::vector<RequestId> finished;
+  const std::vector<std::string> expected = {
+      "1:0+8",           // the budget takes 8 of request 1's 10 prompt tokens
+      "1:8+2* 2:0+3*",   // running first, then the waiting request is admitted
+      "1:10+1* 2:3+1*",  // decodes of the sampled tokens; request 2 finishes (max_tokens 2)
+      "1:11+1*",         // request 1 finishes (max_tokens 3)
+  };
+  for (size_t step = 0; step < expected.size(); ++step) {
+    EXPECT_EQ(Step(7, &finished), expected[step]) << "step " << step;
+  }
+  EXPECT_EQ(finished, (std::vector<RequestId>{2, 1}));
+  EXPECT_FALSE(scheduler_->HasWork());
+  EXPECT_EQ(kv_->Stats().free_blocks, 19);
+}
+
+TEST_F(SchedulerTest, NewestRunningRequestIsPreemptedAndRecomputedLater) {
+  // 4 usable blocks of 2 tokens: two requests of 3-token prompts fit, but not their growth.
+  Init(5, 2, 16, 4, 64);
+  ASSERT_TRUE(scheduler_->AddRequest(MakeRequest(1, 3, 4)).ok());
+  ASSERT_TRUE(scheduler_->AddRequest(MakeRequest(2, 3, 4, 0, 200)).ok());
+  std::vector<RequestId> finished;
+  const std::vector<std::string> expected = {
+      "1:0+3* 2:0+3*",  // 2 blocks each
+      "1:3+1* 2:3+1*",  // 4 tokens each: still 2 blocks each
+      "1:4+1* P:2",     // request 1 needs a 3rd block: request 2 (newest) is preempted, its
+                        // tail block freed first and so recycled for request 1 at once
+      "1:5+1*",         // request 2 does not fit yet; request 1 finishes (max_tokens 4)
+      "2:2+3*",         // request 2's first block is still cached: it recomputes from token 2
+      "2:5+1*",         // and finishes
+  };
+  for (size_t step = 0; step < expected.size(); ++step) {
+    EXPECT_EQ(Step(7, &finished), expected[step]) << "step " << step;
+  }
+  EXPECT_EQ(finished, (std::vector<RequestId>{1, 2}));
+  EXPECT_EQ(scheduler_->num_preemptions(), 1);
+  EXPECT_EQ(kv_->Stats().free_blocks, 4);
+}
+
+TEST_F(SchedulerTest, PriorityPolicyAdmitsLowerValuesFirstWithFcfsTieBreak) {
+  Init(20, 4, 4, 8, 64, SchedulerConfig::Policy::kPriority);
+  ASSERT_TRUE(scheduler_->AddRequest(MakeRequest(1, 4, 1, /*priority=*/5)).ok());
+  ASSERT_TRUE(scheduler_->AddRequest(MakeRequest(2, 4, 1, /*priority=*/-1)).ok());
+  ASSERT_TRUE(scheduler_->AddRequest(MakeRequest(3, 4, 1, /*priority=*/-1)).ok());
+  EXPECT_EQ(Step(), "2:0+4*");
+  EXPECT_EQ(Step(), "3:0+4*");
+  EXPECT_EQ(Step(), "1:0+4*");
+}
+
+TEST_F(SchedulerTest, PrefixHitSkipsCachedBlocks) {
+  Init(20, 4, 64, 4, 64);
+  ASSERT_TRUE(scheduler_->AddRequest(MakeRequest(1, 9, 1)).ok());
+  EXPECT_EQ(Step(), "1:0+9*");
+  ASSERT_TRUE(scheduler_->AddRequest(MakeRequest(2, 9, 1)).ok());  // same prompt
+  const SchedulerOutput out = scheduler_->Schedule();
+  EXPECT_EQ(Plan(out), "2:8+1*");
+  EXPECT_EQ(scheduler_->Find(2)->num_cached_prompt_tokens, 8);
+  const auto outputs = scheduler_->Update(out, std::vector<int32_t>{7});
+  ASSERT_EQ(outputs.size(), 1u);
+  EXPECT_EQ(outputs[0].num_cached_prompt_tokens, 8);
+  EXPECT_EQ(outputs[0].num_prompt_tokens, 9);
+}
+
+TEST_F(SchedulerTest, AbortAtAnyStateFreesBlocksAtOnce) {
+  Init(20, 4, 8, 4, 64);
+  ASSERT_TRUE(scheduler_->AddRequest(MakeRequest(1, 20, 4)).ok());
+  ASSERT_TRUE(scheduler_->AddRequest(MakeRequest(2, 4, 4)).ok());
+  EXPECT_EQ(Step(), "1:0+8");
+  EXPECT_EQ(kv_->Stats().free_blocks, 17);
+  EXPECT_TRUE(scheduler_->AbortRequest(1));  // mid-prefill
+  EXPECT_EQ(kv_->Stats().free_blocks, 19);
+  EXPECT_TRUE(scheduler_->AbortRequest(2));  // waiting
+  EXPECT_FALSE(scheduler_->AbortRequest(2));
+  EXPECT_FALSE(scheduler_->HasWork());
+  EXPECT_EQ(Step(), "");
+}
+
+TEST_F(SchedulerTest, StopConditions) {
+  Init(40, 4, 64, 8, 12);
+  auto eos = MakeRequest(1, 4, 5);
+  auto ignore = MakeRequest(2, 4, 3);
+  ignore->stopping.ignore_eos = true;
+  auto stop_id = MakeRequest(3, 4, 5);
+  stop_id->stopping.stop_token_ids = {9};
+  stop_id->stopping.ignore_eos = true;  // stop ids still apply
+  auto min_tokens = MakeRequest(4, 4, 5);
+  min_tokens->stopping.min_tokens = 2;
+  auto context = MakeRequest(5, 10, 2);  // reaches max_model_len 12 after 2 tokens
+  for (auto* r : {&eos, &ignore, &stop_id, &min_tokens, &context}) {
+    ASSERT_TRUE(scheduler_->AddRequest(std::move(*r)).ok());
+  }
+  // Everybody samples EOS, then 9, then EOS again, then 5.
+  std::map<RequestId, RequestStatus> status;
+  for (int32_t token : {kEos, 9, kEos, 5}) {
+    const SchedulerOutput out = scheduler_->Schedule();
+    for (const RequestOutput& r : scheduler_->Update(out, std::vector<int32_t>(8, token))) {
+      if (IsFinished(r.status)) status[r.id] = r.status;
+    }
+  }
+  EXPECT_EQ(status[1], RequestStatus::kFinishedStopped);  // EOS at once
+  EXPECT_EQ(status[2], RequestStatus::kFinishedLength);   // EOS ignored: 3 tokens
+  EXPECT_EQ(status[3], RequestStatus::kFinishedStopped);  // stop id 9 at the 2nd token
+  EXPECT_EQ(status[4], RequestStatus::kFinishedStopped);  // 1st EOS too early, 2nd one stops
+  EXPECT_EQ(status[5], RequestStatus::kFinishedStopped);  // EOS at once as well
+  EXPECT_FALSE(scheduler_->HasWork());
+}
+
+TEST_F(SchedulerTest, MinTokensDelaysEosAndContextEndIsLength) {
+  Init(40, 4, 64, 8, 12);
+  auto min_tokens = MakeRequest(1, 4, 5);
+  min_tokens->stopping.min_tokens = 2;
+  ASSERT_TRUE(scheduler_->AddRequest(std::move(min_tokens)).ok());
+  ASSERT_TRUE(scheduler_->AddRequest(MakeRequest(2, 10, 2)).ok());
+  std::vector<RequestId> finished;
+  Step(kEos, &finished);  // 1 has 1 token (< min_tokens), 2 stops on EOS
+  EXPECT_EQ(finished, (std::vector<RequestId>{2}));
+  Step(kEos, &finished);
+  EXPECT_EQ(finished, (std::vector<RequestId>{2, 1}));
+
+  ASSERT_TRUE(scheduler_->AddRequest(MakeRequest(3, 10, 2)).ok());
+  const SchedulerOutput out = scheduler_->Schedule();
+  auto outputs = scheduler_->Update(out, std::vector<int32_t>{5});
+  EXPECT_EQ(outputs[0].status, RequestStatus::kRunning);
+  outputs = scheduler_->Update(scheduler_->Schedule(), std::vector<int32_t>{5});
+  EXPECT_EQ(outputs[0].status, RequestStatus::kFinishedLength);  // 12 tokens = max_model_len
+}
+
+TEST_F(SchedulerTest, RejectsRequestsThatCanNeverRun) {
+  Init(5, 4, 64, 8, 32);
+  auto check = [&](std::unique_ptr<Request> r, absl::StatusCode code, const std::string& text) {
+    const absl::Status status = scheduler_->AddRequest(std::move(r));
+    EXPECT_EQ(status.code(), code) << status;
+    EXPECT_NE(status.message().find(text), absl::string_view::npos) << status.message();
+  };
+  check(MakeRequest(1, 0, 4), absl::StatusCode::kInvalidArgument, "at least one token");
+  check(MakeRequest(1, 4, 0), absl::StatusCode::kInvalidArgument, "max_tokens");
+  check(MakeRequest(1, 30, 4), absl::StatusCode::kInvalidArgument,
+        "exceeds the model's context of 32 tokens");
+  check(MakeRequest(1, 10, 10), absl::StatusCode::kInvalidArgument,
+        "needs 5 KV cache blocks; this worker has 4");
+  auto bad_min = MakeRequest(1, 4, 2);
+  bad_min->stopping.min_tokens = 3;
+  check(std::move(bad_min), absl::StatusCode::kInvalidArgument, "min_tokens");
+  ASSERT_TRUE(scheduler_->AddRequest(MakeRequest(1, 4, 2)).ok());
+  check(MakeRequest(1, 4, 2), absl::StatusCode::kAlreadyExists, "already live");
+}
+
+// Random arrivals, lengths and pool sizes: every request finishes (no deadlock, no starvation),
+// FCFS admits in arrival order, the budget and sequence cap hold every step, and no block leaks.
+TEST_F(SchedulerTest, RandomSimulationIsLiveAndFair) {
+  for (int seed = 0; seed < 20; ++seed) {
+    std::mt19937 rng(seed);
+    const int32_t bs = 1 + rng() % 8, num_blocks = 16 + rng() % 64;
+    const int32_t budget = 4 + rng() % 60, max_seqs = 1 + rng() % 8;
+    Init(num_blocks, bs, budget, max_seqs, 256);
+    const int total_requests = 40;
+    int added = 0, finished = 0;
+    std::vector<RequestId> admitted;
+    for (int step = 0; step < 20000 && finished < total_requests; ++step) {
+      while (added < total_requests && rng() % 3 == 0) {
+        const int32_t max_tokens = 1 + rng() % 20;
+        const int32_t max_prompt = std::min<int32_t>(40, (num_blocks - 1) * bs - max_tokens);
+        auto request = MakeRequest(++added, 1 + rng() % max_prompt, max_tokens, 0,
+                                   static_cast<int32_t>(rng() % 3) * 10);
+        ASSERT_TRUE(scheduler_->AddRequest(std::move(request)).ok());
+      }
+      const SchedulerOutput out = scheduler_->Schedule();
+      ASSERT_LE(out.num_batched_tokens, budget);
+      ASSERT_LE(scheduler_->num_running(), max_seqs);
+      admitted.insert(admitted.end(), out.first_scheduled.begin(), out.first_scheduled.end());
+      std::vector<int32_t> sampled(out.scheduled.size());
+      for (int32_t& token : sampled) token = rng() % 10 == 0 ? kEos : 50;
+      for (const RequestOutput& r : scheduler_->Update(out, sampled)) {
+        if (IsFinished(r.status)) ++finished;
+      }
+    }
+    ASSERT_EQ(finished, total_requests) << "seed " << seed << ": not every request finished";
+    for (size_t i = 0; i < admitted.size(); ++i) {
+      ASSERT_EQ(admitted[i], static_cast<RequestId>(i + 1)) << "FCFS order broken, seed " << seed;
+    }
+    EXPECT_EQ(kv_->Stats().free_blocks, num_blocks - 1) << "leaked blocks, seed " << seed;
+  }
+}
+
+}  // namespace
+}  // namespace llmserve::worker

@@ -1,0 +1,70 @@
+// One generation request as the scheduler tracks it: its tokens, limits, and where it is in its
+// life. Plain data; the scheduler owns every Request and mutates it on the engine thread.
+//
+//   waiting --schedule--> running --update--> finished (stopped | length | aborted)
+//      ^                     |
+//      +----- preempted <----+   (blocks freed; recomputed from scratch when readmitted)
+
+#ifndef LLMSERVE_WORKER_SCHEDULER_REQUEST_H_
+#define LLMSERVE_WORKER_SCHEDULER_REQUEST_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "worker/kv/kv_cache_manager.h"
+
+namespace llmserve::worker {
+
+enum class RequestStatus {
+  kWaiting,
+  kRunning,
+  kPreempted,  // waiting again, to be recomputed
+  kFinishedStopped,
+  kFinishedLength,
+  kFinishedAborted,
+};
+
+bool IsFinished(RequestStatus status);
+
+// What ends a request, besides abort.
+struct StoppingParams {
+  // At least 1.
+  int32_t max_tokens = 16;
+  // Ids that end the request (the stop token is kept as the last output token).
+  std::vector<int32_t> stop_token_ids;
+  // Don't stop on the model's EOS ids.
+  bool ignore_eos = false;
+  // EOS and stop ids cannot end the request before this many output tokens.
+  int32_t min_tokens = 0;
+};
+
+struct Request {
+  RequestId id = 0;
+  // The prompt, then the output tokens as they are generated: one array, so that the KV cache
+  // manager can hash blocks that span both without copying.
+  std::vector<int32_t> tokens;
+  int32_t num_prompt_tokens = 0;
+  StoppingParams stopping;
+  // Lower is served first (priority policy); ties in arrival order.
+  int32_t priority = 0;
+  std::string cache_salt;
+
+  RequestStatus status = RequestStatus::kWaiting;
+  // Set by the scheduler on AddRequest: the order of arrival.
+  int64_t arrival = 0;
+  // Tokens (of prompt + output) whose K/V are in the cache.
+  int32_t num_computed_tokens = 0;
+  // Prompt tokens served from the prefix cache at the first admission.
+  int32_t num_cached_prompt_tokens = 0;
+  int32_t num_preemptions = 0;
+  // Whether the request has ever been scheduled (for the queue-time metric).
+  bool ever_scheduled = false;
+
+  int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
+  int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
+};
+
+}  // namespace llmserve::worker
+
+#endif  // LLMSERVE_WORKER_SCHEDULER_REQUEST_H_

@@ -1,0 +1,205 @@
+#include "worker/scheduler/scheduler.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/base/logging.h"
+
+namespace llmserve::worker {
+
+Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager* kv)
+    : config_(config), kv_(kv) {}
+
+Scheduler::WaitingKey Scheduler::KeyOf(const Request& request) const {
+  const int32_t priority =
+      config_.policy == SchedulerConfig::Policy::kPriority ? request.priority : 0;
+  return {priority, request.arrival, request.id};
+}
+
+absl::Status Scheduler::AddRequest(std::unique_ptr<Request> request) {
+  const StoppingParams& stop = request->stopping;
+  if (request->num_prompt_tokens <= 0 || request->num_prompt_tokens != request->num_tokens()) {
+    return absl::InvalidArgumentError("the prompt must hold at least one token");
+  }
+  if (stop.max_tokens < 1) return absl::InvalidArgumentError("max_tokens must be at least 1");
+  if (stop.min_tokens < 0 || stop.min_tokens > stop.max_tokens) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("min_tokens ", stop.min_tokens, " is outside [0, max_tokens]"));
+  }
+  const int64_t total = static_cast<int64_t>(request->num_prompt_tokens) + stop.max_tokens;
+  if (total > config_.max_model_len) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prompt (", request->num_prompt_tokens, " tokens) + max_tokens (", stop.max_tokens,
+        ") exceeds the model's context of ", config_.max_model_len, " tokens"));
+  }
+  if (kv_->BlocksFor(total) > kv_->Stats().total_blocks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt + max_tokens needs ", kv_->BlocksFor(total),
+                     " KV cache blocks; this worker has ", kv_->Stats().total_blocks));
+  }
+  if (requests_.contains(request->id)) {
+    return absl::AlreadyExistsError(absl::StrCat("request ", request->id, " is already live"));
+  }
+  request->status = RequestStatus::kWaiting;
+  request->arrival = next_arrival_++;
+  request->num_computed_tokens = request->num_cached_prompt_tokens = 0;
+  request->num_preemptions = 0;
+  request->ever_scheduled = false;
+  waiting_.insert(KeyOf(*request));
+  requests_[request->id] = std::move(request);
+  return absl::OkStatus();
+}
+
+bool Scheduler::AbortRequest(RequestId id) {
+  const auto it = requests_.find(id);
+  if (it == requests_.end()) return false;
+  Request& request = *it->second;
+  if (request.status == RequestStatus::kRunning) {
+    running_.erase(std::find(running_.begin(), running_.end(), id));
+    kv_->Free(id);
+  } else {
+    waiting_.erase(KeyOf(request));
+  }
+  requests_.erase(it);
+  return true;
+}
+
+const Request* Scheduler::Find(RequestId id) const {
+  const auto it = requests_.find(id);
+  return it == requests_.end() ? nullptr : it->second.get();
+}
+
+void Scheduler::InsertRunning(const Request& request) {
+  const WaitingKey key = KeyOf(request);
+  const auto position = std::upper_bound(
+      running_.begin(), running_.end(), key,
+      [this](const WaitingKey& k, RequestId other) { return k < KeyOf(*requests_.at(other)); });
+  running_.insert(position, request.id);
+}
+
+void Scheduler::Preempt(RequestId id, SchedulerOutput* output) {
+  Request& request = *requests_.at(id);
+  running_.erase(std::find(running_.begin(), running_.end(), id));
+  kv_->Free(id);
+  request.status = RequestStatus::kPreempted;
+  request.num_computed_tokens = 0;
+  ++request.num_preemptions;
+  ++num_preemptions_;
+  waiting_.insert(KeyOf(request));
+  output->preempted.push_back(id);
+}
+
+// Returns false when a running request had to be preempted.
+bool Scheduler::ScheduleRunning(int32_t* budget, SchedulerOutput* output) {
+  bool preempted = false;
+  size_t i = 0;
+  while (i < running_.size() && *budget > 0) {
+    const RequestId id = running_[i];
+    Request& request = *requests_.at(id);
+    const int32_t num_new = std::min(request.num_tokens() - request.num_computed_tokens, *budget);
+    LLMSERVE_CHECK(num_new > 0) << "running request " << id << " has nothing to compute";
+    bool allocated = false;
+    while (!allocated) {
+      allocated = kv_->AllocateSlots(id, num_new).has_value();
+      if (allocated) break;
+      // The back of running_ is the lowest-priority, newest request, and it has not been
+      // scheduled this step (it is at index >= i).
+      const RequestId victim = running_.back();
+      Preempt(victim, output);
+      preempted = true;
+      if (victim == id) break;
+    }
+    if (!allocated) continue;  // this request itself was preempted; running_[i] is the next one
+    output->scheduled.push_back({id, request.num_computed_tokens, num_new,
+                                 request.num_computed_tokens + num_new == request.num_tokens()});
+    *budget -= num_new;
+    ++i;
+  }
+  return !preempted;
+}
+
+void Scheduler::AdmitWaiting(int32_t* budget, SchedulerOutput* output) {
+  while (!waiting_.empty() && *budget > 0 &&
+         static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
+    const WaitingKey key = *waiting_.begin();
+    Request& request = *requests_.at(key.id);
+    const PrefixHit hit = kv_->FindCachedPrefix(request.tokens, request.cache_salt);
+    const int32_t num_new = std::min(request.num_tokens() - hit.num_tokens, *budget);
+    if (!kv_->AllocateSlots(request.id, num_new, &hit, request.cache_salt)) break;
+    waiting_.erase(waiting_.begin());
+    request.status = RequestStatus::kRunning;
+    request.num_computed_tokens = hit.num_tokens;
+    if (!request.ever_scheduled) {
+      request.ever_scheduled = true;
+      request.num_cached_prompt_tokens = hit.num_tokens;
+      output->first_scheduled.push_back(request.id);
+    }
+    InsertRunning(request);
+    output->scheduled.push_back(
+        {request.id, hit.num_tokens, num_new, hit.num_tokens + num_new == request.num_tokens()});
+    *budget -= num_new;
+  }
+}
+
+SchedulerOutput Scheduler::Schedule() {
+  SchedulerOutput output;
+  int32_t budget = config_.max_num_batched_tokens;
+  // After a preemption, blocks are short: admitting more would only cause more preemption.
+  if (ScheduleRunning(&budget, &output)) AdmitWaiting(&budget, &output);
+  output.num_batched_tokens = config_.max_num_batched_tokens - budget;
+  return output;
+}
+
+RequestStatus Scheduler::AppendToken(Request& request, int32_t token) {
+  request.tokens.push_back(token);
+  const StoppingParams& stop = request.stopping;
+  const int32_t generated = request.num_output_tokens();
+  if (generated >= stop.min_tokens) {
+    const auto contains = [token](const std::vector<int32_t>& ids) {
+      return std::find(ids.begin(), ids.end(), token) != ids.end();
+    };
+    if ((!stop.ignore_eos && contains(config_.eos_token_ids)) || contains(stop.stop_token_ids)) {
+      return RequestStatus::kFinishedStopped;
+    }
+  }
+  if (generated >= stop.max_tokens || request.num_tokens() >= config_.max_model_len) {
+    return RequestStatus::kFinishedLength;
+  }
+  return RequestStatus::kRunning;
+}
+
+void Scheduler::Finish(RequestId id, RequestStatus status, RequestOutput* output) {
+  const Request& request = *requests_.at(id);
+  output->status = status;
+  output->num_prompt_tokens = request.num_prompt_tokens;
+  output->num_cached_prompt_tokens = request.num_cached_prompt_tokens;
+  output->num_output_tokens = request.num_output_tokens();
+  output->num_preemptions = request.num_preemptions;
+  running_.erase(std::find(running_.begin(), running_.end(), id));
+  kv_->Free(id);
+  requests_.erase(id);
+}
+
+std::vector<RequestOutput> Scheduler::Update(const SchedulerOutput& output,
+                                             absl::Span<const int32_t> sampled) {
+  std::vector<RequestOutput> outputs;
+  for (size_t i = 0; i < output.scheduled.size(); ++i) {
+    const ScheduledRequest& step = output.scheduled[i];
+    const auto it = requests_.find(step.id);
+    if (it == requests_.end() || it->second->status != RequestStatus::kRunning) continue;
+    Request& request = *it->second;
+    request.num_computed_tokens += step.num_new_tokens;
+    kv_->CacheComputedBlocks(step.id, request.tokens, request.num_computed_tokens);
+    if (!step.samples) continue;
+    RequestOutput out;
+    out.id = step.id;
+    out.new_tokens.push_back(sampled[i]);
+    out.status = AppendToken(request, sampled[i]);
+    out.first_token = request.num_output_tokens() == 1;
+    if (IsFinished(out.status)) Finish(step.id, out.status, &out);
+    outputs.push_back(std::move(out));
+  }
+  return outputs;
+}
+
+}  // namespace llmserve::worker

@@ -1,0 +1,145 @@
+// Iteration-level (continuous) batching over one token budget, in the manner of vLLM v1.
+//
+// Every step, Schedule() decides which requests run and with how many new tokens:
+//   1. Running requests first, in admission order: a decode needs 1 token, an unfinished prefill
+//      continues with as much of its prompt as the budget allows (chunked prefill). When one
+//      cannot get a KV block, the lowest-priority, newest running request is preempted (its
+//      blocks freed, to be recomputed later) until it can, or until it was the one preempted.
+//   2. Then, if nothing was preempted this step, waiting requests are admitted in policy order
+//      (FCFS, or priority with FCFS tie-break) while the budget, the sequence cap and the KV
+//      blocks allow; a prefix-cache hit skips the cached part of the prompt. Admission stops at
+//      the first request that does not fit, so the oldest is never starved.
+// The engine runs the forward pass and samples a token for every scheduled request whose new
+// tokens reach the end of its known tokens, then calls Update() with those tokens: outputs grow,
+// stop conditions are checked (EOS unless ignore_eos, stop ids, max_tokens, max_model_len),
+// finished requests free their blocks.
+//
+// Not thread-safe: owned by the engine thread.
+
+#ifndef LLMSERVE_WORKER_SCHEDULER_SCHEDULER_H_
+#define LLMSERVE_WORKER_SCHEDULER_SCHEDULER_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/container/btree_set.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "worker/kv/kv_cache_manager.h"
+#include "worker/scheduler/request.h"
+
+namespace llmserve::worker {
+
+struct SchedulerConfig {
+  // Tokens in one forward pass, prefill and decode together.
+  int32_t max_num_batched_tokens = 2048;
+  // Requests in one forward pass.
+  int32_t max_num_seqs = 64;
+  // Prompt + output tokens of one request.
+  int32_t max_model_len = 2048;
+  enum class Policy { kFcfs, kPriority };
+  Policy policy = Policy::kFcfs;
+  // The model's EOS ids.
+  std::vector<int32_t> eos_token_ids;
+};
+
+// One request in a step's batch.
+struct ScheduledRequest {
+  RequestId id = 0;
+  // Tokens of Request::tokens already in the cache before this step.
+  int32_t num_computed_tokens = 0;
+  int32_t num_new_tokens = 0;
+  // The new tokens reach the end of the request's known tokens: a token is to be sampled.
+  bool samples = false;
+};
+
+// A step's plan: plain data for the engine and for tests.
+struct SchedulerOutput {
+  std::vector<ScheduledRequest> scheduled;
+  int32_t num_batched_tokens = 0;
+  // Requests preempted this step (blocks freed, back to waiting).
+  std::vector<RequestId> preempted;
+  // Requests scheduled for the first time this step (their queue time ends now).
+  std::vector<RequestId> first_scheduled;
+};
+
+// What one request got from a step.
+struct RequestOutput {
+  RequestId id = 0;
+  std::vector<int32_t> new_tokens;
+  // Finished here: kFinishedStopped, kFinishedLength; otherwise kRunning.
+  RequestStatus status = RequestStatus::kRunning;
+  // Whether new_tokens holds the request's first output token.
+  bool first_token = false;
+  // Filled when the request finished here (it is gone from the scheduler afterwards).
+  int32_t num_prompt_tokens = 0;
+  int32_t num_cached_prompt_tokens = 0;
+  int32_t num_output_tokens = 0;
+  int32_t num_preemptions = 0;
+};
+
+class Scheduler {
+ public:
+  // `kv` outlives the scheduler.
+  Scheduler(const SchedulerConfig& config, KvCacheManager* kv);
+
+  // Queues a request. INVALID_ARGUMENT (naming the limit) when it can never run: empty prompt,
+  // max_tokens < 1, prompt + max_tokens > max_model_len, or more KV blocks than exist;
+  // ALREADY_EXISTS for a live id. The request's status, arrival and counters are reset.
+  absl::Status AddRequest(std::unique_ptr<Request> request);
+
+  // Finishes a request in any state at once (its blocks are freed). Returns whether it was live.
+  bool AbortRequest(RequestId id);
+
+  SchedulerOutput Schedule();
+
+  // Applies a step's results. `sampled[i]` is the token sampled for output.scheduled[i] (ignored
+  // where scheduled[i].samples is false).
+  std::vector<RequestOutput> Update(const SchedulerOutput& output,
+                                    absl::Span<const int32_t> sampled);
+
+  // The request, or nullptr once it is finished and removed.
+  const Request* Find(RequestId id) const;
+  int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  bool HasWork() const { return !running_.empty() || !waiting_.empty(); }
+  // Running request ids in admission order (for tests).
+  const std::vector<RequestId>& running() const { return running_; }
+  int64_t num_preemptions() const { return num_preemptions_; }
+
+ private:
+  // Waiting order: priority (when the policy uses it), then arrival.
+  struct WaitingKey {
+    int32_t priority;
+    int64_t arrival;
+    RequestId id;
+    friend bool operator<(const WaitingKey& a, const WaitingKey& b) {
+      if (a.priority != b.priority) return a.priority < b.priority;
+      return a.arrival != b.arrival ? a.arrival < b.arrival : a.id < b.id;
+    }
+  };
+  WaitingKey KeyOf(const Request& request) const;
+
+  void InsertRunning(const Request& request);
+  void Preempt(RequestId id, SchedulerOutput* output);
+  bool ScheduleRunning(int32_t* budget, SchedulerOutput* output);
+  void AdmitWaiting(int32_t* budget, SchedulerOutput* output);
+  // Appends the sampled token and applies the stop conditions.
+  RequestStatus AppendToken(Request& request, int32_t token);
+  void Finish(RequestId id, RequestStatus status, RequestOutput* output);
+
+  SchedulerConfig config_;
+  KvCacheManager* kv_;
+  absl::flat_hash_map<RequestId, std::unique_ptr<Request>> requests_;
+  absl::btree_set<WaitingKey> waiting_;
+  // Kept in waiting order, so the back is always the request to preempt first.
+  std::vector<RequestId> running_;
+  int64_t next_arrival_ = 0;
+  int64_t num_preemptions_ = 0;
+};
+
+}  // namespace llmserve::worker
+
+#endif  // LLMSERVE_WORKER_SCHEDULER_SCHEDULER_H_
