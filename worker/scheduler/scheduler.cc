@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/logging.h"
+#include "common/status/status_macros.h"
 
 namespace llmserve::worker {
 
@@ -16,9 +17,10 @@ Scheduler::WaitingKey Scheduler::KeyOf(const Request& request) const {
   return {priority, request.arrival, request.id};
 }
 
-absl::Status Scheduler::AddRequest(std::unique_ptr<Request> request) {
-  const StoppingParams& stop = request->stopping;
-  if (request->num_prompt_tokens <= 0 || request->num_prompt_tokens != request->num_tokens()) {
+absl::Status CheckRequestFits(const Request& request, const SchedulerConfig& config,
+                              int32_t total_blocks, int32_t block_size) {
+  const StoppingParams& stop = request.stopping;
+  if (request.num_prompt_tokens <= 0 || request.num_prompt_tokens != request.num_tokens()) {
     return absl::InvalidArgumentError("the prompt must hold at least one token");
   }
   if (stop.max_tokens < 1) return absl::InvalidArgumentError("max_tokens must be at least 1");
@@ -26,17 +28,23 @@ absl::Status Scheduler::AddRequest(std::unique_ptr<Request> request) {
     return absl::InvalidArgumentError(
         absl::StrCat("min_tokens ", stop.min_tokens, " is outside [0, max_tokens]"));
   }
-  const int64_t total = static_cast<int64_t>(request->num_prompt_tokens) + stop.max_tokens;
-  if (total > config_.max_model_len) {
+  const int64_t total = static_cast<int64_t>(request.num_prompt_tokens) + stop.max_tokens;
+  if (total > config.max_model_len) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "prompt (", request->num_prompt_tokens, " tokens) + max_tokens (", stop.max_tokens,
-        ") exceeds the model's context of ", config_.max_model_len, " tokens"));
+        "prompt (", request.num_prompt_tokens, " tokens) + max_tokens (", stop.max_tokens,
+        ") exceeds the model's context of ", config.max_model_len, " tokens"));
   }
-  if (kv_->BlocksFor(total) > kv_->Stats().total_blocks) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("prompt + max_tokens needs ", kv_->BlocksFor(total),
-                     " KV cache blocks; this worker has ", kv_->Stats().total_blocks));
+  const int64_t blocks = (total + block_size - 1) / block_size;
+  if (blocks > total_blocks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prompt + max_tokens needs ", blocks, " KV cache blocks; this worker has ", total_blocks));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::AddRequest(std::unique_ptr<Request> request) {
+  LLMSERVE_RETURN_IF_ERROR(
+      CheckRequestFits(*request, config_, kv_->Stats().total_blocks, kv_->block_size()));
   if (requests_.contains(request->id)) {
     return absl::AlreadyExistsError(absl::StrCat("request ", request->id, " is already live"));
   }

@@ -80,14 +80,20 @@ struct RequestOutput {
   int32_t num_preemptions = 0;
 };
 
+// Whether `request` can ever run under `config` with `total_blocks` usable KV blocks of
+// `block_size` tokens: INVALID_ARGUMENT naming the limit otherwise (empty prompt, max_tokens < 1,
+// min_tokens > max_tokens, prompt + max_tokens > max_model_len, more blocks than exist). Safe to
+// call from any thread: it reads only its arguments.
+absl::Status CheckRequestFits(const Request& request, const SchedulerConfig& config,
+                              int32_t total_blocks, int32_t block_size);
+
 class Scheduler {
  public:
   // `kv` outlives the scheduler.
   Scheduler(const SchedulerConfig& config, KvCacheManager* kv);
 
-  // Queues a request. INVALID_ARGUMENT (naming the limit) when it can never run: empty prompt,
-  // max_tokens < 1, prompt + max_tokens > max_model_len, or more KV blocks than exist;
-  // ALREADY_EXISTS for a live id. The request's status, arrival and counters are reset.
+  // Queues a request. INVALID_ARGUMENT when it can never run (CheckRequestFits); ALREADY_EXISTS
+  // for a live id. The request's status, arrival and counters are reset.
   absl::Status AddRequest(std::unique_ptr<Request> request);
 
   // Finishes a request in any state at once (its blocks are freed). Returns whether it was live.
@@ -107,6 +113,7 @@ class Scheduler {
   bool HasWork() const { return !running_.empty() || !waiting_.empty(); }
   // Running request ids in admission order (for tests).
   const std::vector<RequestId>& running() const { return running_; }
+  const SchedulerConfig& config() const { return config_; }
   int64_t num_preemptions() const { return num_preemptions_; }
 
  private:

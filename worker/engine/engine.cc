@@ -1,0 +1,290 @@
+#include "worker/engine/engine.h"
+
+#include <algorithm>
+
+#include "common/base/logging.h"
+#include "common/status/status_macros.h"
+
+namespace llmserve::worker {
+namespace {
+
+// Window over which Load() reports tokens per second.
+constexpr absl::Duration kRateWindow = absl::Seconds(5);
+
+double Seconds(absl::Time from, absl::Time to) { return absl::ToDoubleSeconds(to - from); }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Backend> backend,
+                                                       const EngineConfig& config) {
+  if (config.max_num_batched_tokens < 1 || config.max_num_seqs < 1) {
+    return absl::InvalidArgumentError("max_num_batched_tokens and max_num_seqs must be >= 1");
+  }
+  if (backend->num_kv_blocks() < 2) {
+    return absl::InvalidArgumentError("the backend's KV cache needs at least 2 blocks");
+  }
+  return std::unique_ptr<Engine>(new Engine(std::move(backend), config));
+}
+
+Engine::Engine(std::unique_ptr<Backend> backend, const EngineConfig& config)
+    : backend_(std::move(backend)),
+      scheduler_config_{.max_num_batched_tokens = config.max_num_batched_tokens,
+                        .max_num_seqs = config.max_num_seqs,
+                        .max_model_len = static_cast<int32_t>(backend_->config().max_model_len),
+                        .policy = config.policy,
+                        .eos_token_ids = backend_->config().eos_token_ids},
+      kv_(backend_->num_kv_blocks(), backend_->block_size(), config.enable_prefix_caching),
+      scheduler_(scheduler_config_, &kv_) {
+  absl::MutexLock lock(&mutex_);
+  load_.kv_blocks_total = kv_.Stats().total_blocks;
+  load_.kv_blocks_free = kv_.Stats().free_blocks;
+}
+
+Engine::~Engine() {
+  {
+    absl::MutexLock lock(&mutex_);
+    stopping_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+  // Whatever is still queued or live ends as aborted, so no caller waits forever.
+  std::vector<Pending> adds;
+  {
+    absl::MutexLock lock(&mutex_);
+    adds.swap(inbox_);
+  }
+  for (Pending& pending : adds) {
+    EngineOutput output{.id = pending.id, .finish = FinishReason::kAbort};
+    pending.live->on_output(output);
+  }
+  std::vector<RequestId> ids;
+  for (const auto& [id, live] : live_) ids.push_back(id);
+  for (RequestId id : ids) {
+    scheduler_.AbortRequest(id);
+    EngineOutput output{.id = id, .finish = FinishReason::kAbort};
+    Finish(id, output);
+  }
+}
+
+void Engine::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+absl::StatusOr<RequestId> Engine::AddRequest(EngineRequest request) {
+  if (!request.on_output) return absl::InvalidArgumentError("a request needs an output callback");
+  auto scheduled = std::make_unique<Request>();
+  scheduled->num_prompt_tokens = static_cast<int32_t>(request.prompt.size());
+  scheduled->stopping = std::move(request.stopping);
+  if (scheduled->stopping.max_tokens <= 0) {
+    scheduled->stopping.max_tokens = scheduler_config_.max_model_len - scheduled->num_prompt_tokens;
+  }
+  scheduled->priority = request.priority;
+  scheduled->cache_salt = std::move(request.cache_salt);
+  scheduled->tokens = std::move(request.prompt);
+  LLMSERVE_RETURN_IF_ERROR(CheckRequestFits(*scheduled, scheduler_config_,
+                                            backend_->num_kv_blocks() - 1, backend_->block_size()));
+  absl::StatusOr<SamplingState> sampling =
+      SamplingState::Create(request.sampling, scheduled->tokens, backend_->config().vocab_size);
+  if (!sampling.ok()) return sampling.status();
+  auto live = std::make_unique<Live>(Live{.sampling = *std::move(sampling),
+                                          .on_output = std::move(request.on_output),
+                                          .arrival = absl::Now()});
+  absl::MutexLock lock(&mutex_);
+  const RequestId id = next_id_++;
+  scheduled->id = id;
+  inbox_.push_back({id, std::move(scheduled), std::move(live)});
+  return id;
+}
+
+void Engine::AbortRequest(RequestId id) {
+  absl::MutexLock lock(&mutex_);
+  aborts_.push_back(id);
+}
+
+EngineLoad Engine::Load() const {
+  absl::MutexLock lock(&mutex_);
+  return load_;
+}
+
+void Engine::Loop() {
+  while (true) {
+    std::vector<Pending> adds;
+    std::vector<RequestId> aborts;
+    {
+      absl::MutexLock lock(&mutex_);
+      mutex_.Await(absl::Condition(
+          +[](Engine* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mutex_) {
+            return e->stopping_ || e->has_work_ || !e->inbox_.empty() || !e->aborts_.empty();
+          },
+          this));
+      if (stopping_) return;
+      adds.swap(inbox_);
+      aborts.swap(aborts_);
+    }
+    TakeInbox(std::move(adds), std::move(aborts));
+    if (scheduler_.HasWork()) RunStep();
+    absl::MutexLock lock(&mutex_);
+    has_work_ = scheduler_.HasWork();
+  }
+}
+
+bool Engine::StepOnce() {
+  std::vector<Pending> adds;
+  std::vector<RequestId> aborts;
+  {
+    absl::MutexLock lock(&mutex_);
+    adds.swap(inbox_);
+    aborts.swap(aborts_);
+  }
+  TakeInbox(std::move(adds), std::move(aborts));
+  if (scheduler_.HasWork()) RunStep();
+  return scheduler_.HasWork();
+}
+
+void Engine::TakeInbox(std::vector<Pending> adds, std::vector<RequestId> aborts) {
+  for (Pending& pending : adds) {
+    const RequestId id = pending.id;
+    const absl::Status added = scheduler_.AddRequest(std::move(pending.request));
+    if (!added.ok()) {  // cannot happen after AddRequest's checks, but never lose a caller
+      EngineOutput output{.id = id, .finish = FinishReason::kError, .error = added};
+      pending.live->on_output(output);
+      continue;
+    }
+    live_[id] = std::move(pending.live);
+  }
+  for (RequestId id : aborts) {
+    if (!scheduler_.AbortRequest(id)) continue;
+    EngineOutput output{.id = id, .finish = FinishReason::kAbort};
+    Finish(id, output);
+  }
+}
+
+void Engine::Finish(RequestId id, EngineOutput& output) {
+  const auto it = live_.find(id);
+  if (it == live_.end()) return;
+  Live& live = *it->second;
+  const absl::Time now = absl::Now();
+  if (live.first_scheduled != absl::InfinitePast()) {
+    output.queue_s = Seconds(live.arrival, live.first_scheduled);
+  }
+  if (live.first_token != absl::InfinitePast()) {
+    output.ttft_s = Seconds(live.arrival, live.first_token);
+  }
+  output.total_s = Seconds(live.arrival, now);
+  const OutputCallback callback = std::move(live.on_output);
+  live_.erase(it);
+  callback(output);
+}
+
+int64_t Engine::BuildBatch(const SchedulerOutput& plan) {
+  batch_.Clear();
+  int64_t prompt_tokens = 0;
+  std::vector<int32_t> chunk;
+  for (const ScheduledRequest& step : plan.scheduled) {
+    const Request& request = *scheduler_.Find(step.id);
+    const auto begin = request.tokens.begin() + step.num_computed_tokens;
+    chunk.assign(begin, begin + step.num_new_tokens);
+    batch_.AddSequence(chunk, step.num_computed_tokens, kv_.BlockTable(step.id));
+    const int32_t end = step.num_computed_tokens + step.num_new_tokens;
+    prompt_tokens += std::max(0, std::min(end, request.num_prompt_tokens) -
+                                     std::min(step.num_computed_tokens, request.num_prompt_tokens));
+  }
+  return prompt_tokens;
+}
+
+std::vector<SampleResult> Engine::SampleAll(const SchedulerOutput& plan) {
+  std::vector<SampleResult> results(plan.scheduled.size());
+  const int64_t vocab = forward_output_.vocab_size;
+  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+    if (!plan.scheduled[i].samples) continue;
+    const int32_t row = forward_output_.row_start[i + 1] - 1;
+    absl::Span<float> logits(forward_output_.logits.data() + row * vocab, vocab);
+    results[i] = sampler_.Sample(logits, live_.at(plan.scheduled[i].id)->sampling);
+  }
+  return results;
+}
+
+void Engine::FailStep(const SchedulerOutput& plan, const absl::Status& error) {
+  LLMSERVE_LOG(ERROR) << "forward pass failed: " << error;
+  for (const ScheduledRequest& step : plan.scheduled) {
+    scheduler_.AbortRequest(step.id);
+    EngineOutput output{.id = step.id, .finish = FinishReason::kError, .error = error};
+    Finish(step.id, output);
+  }
+}
+
+void Engine::RunStep() {
+  const absl::Time start = absl::Now();
+  const SchedulerOutput plan = scheduler_.Schedule();
+  for (RequestId id : plan.first_scheduled) live_.at(id)->first_scheduled = start;
+  if (plan.scheduled.empty()) return;
+  const int64_t prompt_tokens = BuildBatch(plan);
+  const absl::Time forward_start = absl::Now();
+  const absl::Status forward = backend_->Forward(batch_, &forward_output_);
+  const absl::Time forward_end = absl::Now();
+  if (!forward.ok()) return FailStep(plan, forward);
+
+  const std::vector<SampleResult> results = SampleAll(plan);
+  std::vector<int32_t> sampled(results.size());
+  for (size_t i = 0; i < results.size(); ++i) sampled[i] = results[i].token_id;
+  int64_t generated = 0;
+  size_t position = 0;  // Update's outputs follow the plan's order
+  for (const RequestOutput& out : scheduler_.Update(plan, sampled)) {
+    while (plan.scheduled[position].id != out.id) ++position;
+    const SampleResult& result = results[position];
+    Live& live = *live_.at(out.id);
+    live.sampling.Append(result.token_id);
+    ++generated;
+    if (out.first_token) live.first_token = forward_end;
+    EngineOutput output{.id = out.id};
+    GeneratedToken token{.token_id = result.token_id, .top_logprobs = result.top_logprobs};
+    if (live.sampling.params().wants_logprobs()) token.logprob = result.logprob;
+    output.tokens.push_back(std::move(token));
+    if (!IsFinished(out.status)) {
+      live.on_output(output);
+      continue;
+    }
+    output.finish =
+        out.status == RequestStatus::kFinishedStopped ? FinishReason::kStop : FinishReason::kLength;
+    output.prompt_tokens = out.num_prompt_tokens;
+    output.cached_prompt_tokens = out.num_cached_prompt_tokens;
+    output.output_tokens = out.num_output_tokens;
+    output.preemptions = out.num_preemptions;
+    Finish(out.id, output);
+  }
+  const absl::Time end = absl::Now();
+  PublishLoad(prompt_tokens, generated, Seconds(start, forward_start) + Seconds(forward_end, end),
+              Seconds(forward_start, forward_end));
+}
+
+void Engine::PublishLoad(int64_t prompt_tokens, int64_t generated_tokens, double overhead_s,
+                         double forward_s) {
+  const absl::Time now = absl::Now();
+  recent_tokens_.push_back({now, {prompt_tokens, generated_tokens}});
+  const auto old =
+      std::find_if(recent_tokens_.begin(), recent_tokens_.end(),
+                   [now](const auto& entry) { return now - entry.first <= kRateWindow; });
+  recent_tokens_.erase(recent_tokens_.begin(), old);
+  int64_t window_prompt = 0, window_generated = 0;
+  for (const auto& [time, counts] : recent_tokens_) {
+    window_prompt += counts.first;
+    window_generated += counts.second;
+  }
+  const double span = std::max(
+      1e-3, absl::ToDoubleSeconds(now - recent_tokens_.front().first) + forward_s + overhead_s);
+  const KvCacheStats kv = kv_.Stats();
+  absl::MutexLock lock(&mutex_);
+  load_.running = scheduler_.num_running();
+  load_.waiting = scheduler_.num_waiting();
+  load_.kv_blocks_total = kv.total_blocks;
+  load_.kv_blocks_free = kv.free_blocks;
+  load_.prefix_cache_hit_rate =
+      kv.prefix_queries == 0 ? 0 : static_cast<double>(kv.prefix_hits) / kv.prefix_queries;
+  load_.prompt_tokens_per_s = window_prompt / span;
+  load_.generated_tokens_per_s = window_generated / span;
+  ++load_.steps;
+  load_.preemptions = scheduler_.num_preemptions();
+  load_.overhead_s += overhead_s;
+  load_.forward_s += forward_s;
+}
+
+}  // namespace llmserve::worker

@@ -1,0 +1,182 @@
+// The serving engine: one thread that owns the scheduler, the KV cache manager, the backend and
+// the per-request sampling state, and runs the loop
+//     schedule -> forward -> sample -> update -> publish outputs
+// while there is work, and sleeps (no busy spin) when there is none.
+//
+// Other threads talk to it through thread-safe entry points: AddRequest and AbortRequest queue
+// work and wake the loop; Load() reads a snapshot published after every step. Outputs are pushed
+// to each request's callback on the engine thread.
+//
+// Thread-safe: every public method may be called from any thread (StepOnce only while no engine
+// thread runs).
+
+#ifndef LLMSERVE_WORKER_ENGINE_ENGINE_H_
+#define LLMSERVE_WORKER_ENGINE_ENGINE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "worker/engine/backend.h"
+#include "worker/kv/kv_cache_manager.h"
+#include "worker/sampling/sampler.h"
+#include "worker/sampling/sampling_state.h"
+#include "worker/scheduler/scheduler.h"
+
+namespace llmserve::worker {
+
+struct EngineConfig {
+  int32_t max_num_batched_tokens = 2048;
+  int32_t max_num_seqs = 64;
+  SchedulerConfig::Policy policy = SchedulerConfig::Policy::kFcfs;
+  bool enable_prefix_caching = true;
+};
+
+enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
+
+struct GeneratedToken {
+  int32_t token_id = 0;
+  // Set when the request asked for logprobs.
+  std::optional<float> logprob;
+  // The requested number of alternatives, most likely first.
+  std::vector<std::pair<int32_t, float>> top_logprobs;
+};
+
+// One message to a request's callback: new tokens, and on the last message why it ended.
+struct EngineOutput {
+  RequestId id = 0;
+  std::vector<GeneratedToken> tokens;
+  FinishReason finish = FinishReason::kNone;
+  // With kError: what went wrong (the backend failed).
+  absl::Status error;
+  // Set on the last message.
+  int32_t prompt_tokens = 0;
+  int32_t cached_prompt_tokens = 0;
+  int32_t output_tokens = 0;
+  int32_t preemptions = 0;
+  double queue_s = 0;  // arrival to first scheduled
+  double ttft_s = 0;   // arrival to first token
+  double total_s = 0;  // arrival to finish
+};
+
+using OutputCallback = std::function<void(const EngineOutput&)>;
+
+struct EngineRequest {
+  std::vector<int32_t> prompt;
+  SamplingParams sampling;
+  // max_tokens <= 0 means: up to the end of the context.
+  StoppingParams stopping;
+  int32_t priority = 0;
+  std::string cache_salt;
+  // Called on the engine thread with every output, the last one with finish != kNone. It must
+  // not block; it may call AbortRequest.
+  OutputCallback on_output;
+};
+
+// A snapshot of the engine's load, refreshed after every step.
+struct EngineLoad {
+  int32_t running = 0;
+  int32_t waiting = 0;
+  int32_t kv_blocks_total = 0;
+  int32_t kv_blocks_free = 0;
+  // Prompt tokens served from the prefix cache / prompt tokens admitted, since start.
+  double prefix_cache_hit_rate = 0;
+  // Over the last few seconds.
+  double prompt_tokens_per_s = 0;
+  double generated_tokens_per_s = 0;
+  int64_t steps = 0;
+  int64_t preemptions = 0;
+  // Time spent in the step loop outside Backend::Forward, and inside it, since start (seconds).
+  double overhead_s = 0;
+  double forward_s = 0;
+};
+
+class Engine {
+ public:
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(std::unique_ptr<Backend> backend,
+                                                        const EngineConfig& config);
+  // Stops the thread; requests still live get a kAbort output.
+  ~Engine();
+
+  // Starts the engine thread. Without it, the caller drives the loop with StepOnce.
+  void Start();
+
+  // Validates and queues a request: INVALID_ARGUMENT naming the field for bad sampling values,
+  // token ids outside the vocabulary, or a request that can never fit (scheduler.h).
+  absl::StatusOr<RequestId> AddRequest(EngineRequest request);
+
+  // Aborts a request in any state; its callback gets a kAbort output and its blocks are freed at
+  // the next loop iteration. Unknown or finished ids are ignored.
+  void AbortRequest(RequestId id);
+
+  EngineLoad Load() const;
+  const ModelConfig& model_config() const { return backend_->config(); }
+  const Backend& backend() const { return *backend_; }
+  int32_t max_model_len() const { return scheduler_config_.max_model_len; }
+
+  // Runs one loop iteration on the calling thread (no engine thread may be running): takes
+  // queued work, and runs a step if there is any. Returns whether work remains.
+  bool StepOnce();
+
+ private:
+  struct Live {
+    SamplingState sampling;
+    OutputCallback on_output;
+    absl::Time arrival;
+    absl::Time first_scheduled = absl::InfinitePast();
+    absl::Time first_token = absl::InfinitePast();
+  };
+  struct Pending {
+    RequestId id;
+    std::unique_ptr<Request> request;
+    std::unique_ptr<Live> live;
+  };
+
+  Engine(std::unique_ptr<Backend> backend, const EngineConfig& config);
+  void Loop();
+  // Moves queued adds and aborts into the scheduler.
+  void TakeInbox(std::vector<Pending> adds, std::vector<RequestId> aborts);
+  void RunStep();
+  // Fills batch_ from the plan; returns the prompt tokens it processes.
+  int64_t BuildBatch(const SchedulerOutput& plan);
+  // Samples a token for every scheduled request that needs one (index-aligned with the plan).
+  std::vector<SampleResult> SampleAll(const SchedulerOutput& plan);
+  void FailStep(const SchedulerOutput& plan, const absl::Status& error);
+  void Finish(RequestId id, EngineOutput& output);
+  void PublishLoad(int64_t prompt_tokens, int64_t generated_tokens, double overhead_s,
+                   double forward_s);
+
+  // Engine-thread state (no locks: only the engine thread, or StepOnce's caller, touches it).
+  std::unique_ptr<Backend> backend_;
+  SchedulerConfig scheduler_config_;
+  KvCacheManager kv_;
+  Scheduler scheduler_;
+  Sampler sampler_;
+  absl::flat_hash_map<RequestId, std::unique_ptr<Live>> live_;
+  ForwardBatch batch_;
+  ForwardOutput forward_output_;
+  std::vector<std::pair<absl::Time, std::pair<int64_t, int64_t>>> recent_tokens_;
+
+  mutable absl::Mutex mutex_;
+  std::vector<Pending> inbox_ ABSL_GUARDED_BY(mutex_);
+  std::vector<RequestId> aborts_ ABSL_GUARDED_BY(mutex_);
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+  bool has_work_ ABSL_GUARDED_BY(mutex_) = false;
+  RequestId next_id_ ABSL_GUARDED_BY(mutex_) = 1;
+  EngineLoad load_ ABSL_GUARDED_BY(mutex_);
+  std::thread thread_;
+};
+
+}  // namespace llmserve::worker
+
+#endif  // LLMSERVE_WORKER_ENGINE_ENGINE_H_
