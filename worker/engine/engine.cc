@@ -10,6 +10,8 @@ namespace {
 
 // Window over which Load() reports tokens per second.
 constexpr absl::Duration kRateWindow = absl::Seconds(5);
+// Untaken cache events are dropped past this many hashes (a consumer then resends everything).
+constexpr int64_t kMaxPendingEventHashes = 1 << 20;
 
 double Seconds(absl::Time from, absl::Time to) { return absl::ToDoubleSeconds(to - from); }
 
@@ -103,6 +105,20 @@ void Engine::AbortRequest(RequestId id) {
 EngineLoad Engine::Load() const {
   absl::MutexLock lock(&mutex_);
   return load_;
+}
+
+Engine::CacheEvents Engine::TakePrefixCacheEvents() {
+  absl::MutexLock lock(&mutex_);
+  CacheEvents taken{.overflowed = cache_events_overflowed_};
+  taken.events.swap(cache_events_);
+  pending_event_hashes_ = 0;
+  cache_events_overflowed_ = false;
+  return taken;
+}
+
+std::vector<uint64_t> Engine::CachedBlockHashes() const {
+  absl::MutexLock lock(&mutex_);
+  return std::vector<uint64_t>(cached_hashes_.begin(), cached_hashes_.end());
 }
 
 void Engine::Loop() {
@@ -205,11 +221,14 @@ std::vector<SampleResult> Engine::SampleAll(const SchedulerOutput& plan) {
 
 void Engine::FailStep(const SchedulerOutput& plan, const absl::Status& error) {
   LLMSERVE_LOG(ERROR) << "forward pass failed: " << error;
+  // Blocks this step registered in the prefix cache were never filled.
+  kv_.ClearPrefixCache();
   for (const ScheduledRequest& step : plan.scheduled) {
     scheduler_.AbortRequest(step.id);
     EngineOutput output{.id = step.id, .finish = FinishReason::kError, .error = error};
     Finish(step.id, output);
   }
+  PublishLoad(0, 0, 0, 0);
 }
 
 void Engine::RunStep() {
@@ -272,7 +291,25 @@ void Engine::PublishLoad(int64_t prompt_tokens, int64_t generated_tokens, double
   const double span = std::max(
       1e-3, absl::ToDoubleSeconds(now - recent_tokens_.front().first) + forward_s + overhead_s);
   const KvCacheStats kv = kv_.Stats();
+  std::vector<PrefixCacheEvent> events = kv_.TakeEvents();
   absl::MutexLock lock(&mutex_);
+  for (PrefixCacheEvent& event : events) {
+    if (event.kind == PrefixCacheEvent::Kind::kCleared) cached_hashes_.clear();
+    for (uint64_t hash : event.block_hashes) {
+      if (event.kind == PrefixCacheEvent::Kind::kStored) {
+        cached_hashes_.insert(hash);
+      } else {
+        cached_hashes_.erase(hash);
+      }
+    }
+    pending_event_hashes_ += static_cast<int64_t>(event.block_hashes.size());
+    cache_events_.push_back(std::move(event));
+  }
+  if (pending_event_hashes_ > kMaxPendingEventHashes) {
+    cache_events_.clear();
+    pending_event_hashes_ = 0;
+    cache_events_overflowed_ = true;
+  }
   load_.running = scheduler_.num_running();
   load_.waiting = scheduler_.num_waiting();
   load_.kv_blocks_total = kv.total_blocks;

@@ -24,6 +24,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -120,6 +121,17 @@ class Engine {
   void AbortRequest(RequestId id);
 
   EngineLoad Load() const;
+
+  // Prefix-cache changes since the last call, oldest first, for the worker's load stream (one
+  // consumer). `overflowed` means changes were dropped because nobody took them for a long time:
+  // the consumer should resend the full set (CachedBlockHashes) instead.
+  struct CacheEvents {
+    std::vector<PrefixCacheEvent> events;
+    bool overflowed = false;
+  };
+  CacheEvents TakePrefixCacheEvents();
+  // The routing hash of every block in the prefix cache now.
+  std::vector<uint64_t> CachedBlockHashes() const;
   const ModelConfig& model_config() const { return backend_->config(); }
   const Backend& backend() const { return *backend_; }
   int32_t max_model_len() const { return scheduler_config_.max_model_len; }
@@ -174,6 +186,12 @@ class Engine {
   bool has_work_ ABSL_GUARDED_BY(mutex_) = false;
   RequestId next_id_ ABSL_GUARDED_BY(mutex_) = 1;
   EngineLoad load_ ABSL_GUARDED_BY(mutex_);
+  // Cache events not yet taken, their hash count, and a mirror of the cached set (so that other
+  // threads can read it without touching the engine thread's state).
+  std::vector<PrefixCacheEvent> cache_events_ ABSL_GUARDED_BY(mutex_);
+  int64_t pending_event_hashes_ ABSL_GUARDED_BY(mutex_) = 0;
+  bool cache_events_overflowed_ ABSL_GUARDED_BY(mutex_) = false;
+  absl::flat_hash_set<uint64_t> cached_hashes_ ABSL_GUARDED_BY(mutex_);
   std::thread thread_;
 };
 

@@ -104,6 +104,12 @@ bool BlockPool::CacheBlock(int32_t block, const common::BlockHash& hash) {
   return true;
 }
 
+void BlockPool::ClearCache() {
+  for (const auto& [hash, block] : cached_) blocks_[block].cached = false;
+  cached_.clear();
+  events_.push_back({PrefixCacheEvent::Kind::kCleared, {}});
+}
+
 std::vector<PrefixCacheEvent> BlockPool::TakeEvents() {
   std::vector<PrefixCacheEvent> events;
   events.swap(events_);

@@ -26,7 +26,8 @@ namespace llmserve::worker {
 
 // A change to the set of cached blocks, for the worker's load stream.
 struct PrefixCacheEvent {
-  enum class Kind { kStored, kEvicted };
+  // kCleared: every cached block was dropped at once (block_hashes is empty).
+  enum class Kind { kStored, kEvicted, kCleared };
   Kind kind;
   // RoutingHash() of each block, in the order of the changes.
   std::vector<uint64_t> block_hashes;
@@ -61,6 +62,10 @@ class BlockPool {
   // is off, when the block is already cached, or when another block already holds that hash
   // (the duplicate stays private and is freed normally). Returns whether it was registered.
   bool CacheBlock(int32_t block, const common::BlockHash& hash);
+
+  // Forgets every cached hash (blocks in use stay in use, free ones stay free). For when cached
+  // contents can no longer be trusted, e.g. after a failed forward pass.
+  void ClearCache();
 
   // The events since the last call, oldest first.
   std::vector<PrefixCacheEvent> TakeEvents();

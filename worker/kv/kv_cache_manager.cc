@@ -97,6 +97,15 @@ void KvCacheManager::CacheComputedBlocks(RequestId id, absl::Span<const int32_t>
   request.num_cached = std::max(request.num_cached, full);
 }
 
+void KvCacheManager::ClearPrefixCache() {
+  pool_.ClearCache();
+  // Requests keep their blocks but must register them again if they are to be shared.
+  for (auto& [id, request] : requests_) {
+    request.num_cached = 0;
+    request.hashes.clear();
+  }
+}
+
 void KvCacheManager::Free(RequestId id) {
   const auto it = requests_.find(id);
   if (it == requests_.end()) return;

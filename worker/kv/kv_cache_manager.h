@@ -5,8 +5,10 @@
 //   2. AllocateSlots(id, num_new_tokens, &hit): on admission, takes the hit's blocks and enough
 //      new blocks for the tokens to compute. Later steps call it again to grow the table.
 //      Prepare-then-commit: when blocks are short it returns nullopt and changes nothing.
-//   3. CacheComputedBlocks(id, tokens, num_computed): after a forward pass, every block that is
-//      now full is hashed and registered for reuse.
+//   3. CacheComputedBlocks(id, tokens, num_computed): every block full once num_computed tokens
+//      are in the cache is hashed and registered for reuse. The scheduler calls it when it
+//      schedules the tokens, so that a request admitted later in the same step can share them:
+//      backends write every new token's K/V before any attention of the same layer reads it.
 //   4. Free(id): on finish, abort or preemption; cached blocks stay reusable until evicted.
 //
 // Prefix hits are whole blocks, and never the whole prompt: the last prompt token is always
@@ -75,6 +77,9 @@ class KvCacheManager {
   // Registers the request's blocks that are full once `num_computed` of `tokens` (its prompt and
   // output so far) are in the cache.
   void CacheComputedBlocks(RequestId id, absl::Span<const int32_t> tokens, int32_t num_computed);
+
+  // Forgets the whole prefix cache (after a failed forward pass, whose blocks hold garbage).
+  void ClearPrefixCache();
 
   // Releases the request's blocks (tail blocks first in eviction order). Unknown ids are ignored.
   void Free(RequestId id);

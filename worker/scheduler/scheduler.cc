@@ -118,6 +118,7 @@ bool Scheduler::ScheduleRunning(int32_t* budget, SchedulerOutput* output) {
       if (victim == id) break;
     }
     if (!allocated) continue;  // this request itself was preempted; running_[i] is the next one
+    kv_->CacheComputedBlocks(id, request.tokens, request.num_computed_tokens + num_new);
     output->scheduled.push_back({id, request.num_computed_tokens, num_new,
                                  request.num_computed_tokens + num_new == request.num_tokens()});
     *budget -= num_new;
@@ -143,6 +144,7 @@ void Scheduler::AdmitWaiting(int32_t* budget, SchedulerOutput* output) {
       output->first_scheduled.push_back(request.id);
     }
     InsertRunning(request);
+    kv_->CacheComputedBlocks(request.id, request.tokens, hit.num_tokens + num_new);
     output->scheduled.push_back(
         {request.id, hit.num_tokens, num_new, hit.num_tokens + num_new == request.num_tokens()});
     *budget -= num_new;
@@ -197,7 +199,6 @@ std::vector<RequestOutput> Scheduler::Update(const SchedulerOutput& output,
     if (it == requests_.end() || it->second->status != RequestStatus::kRunning) continue;
     Request& request = *it->second;
     request.num_computed_tokens += step.num_new_tokens;
-    kv_->CacheComputedBlocks(step.id, request.tokens, request.num_computed_tokens);
     if (!step.samples) continue;
     RequestOutput out;
     out.id = step.id;

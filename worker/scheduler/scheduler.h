@@ -9,6 +9,8 @@
 //      (FCFS, or priority with FCFS tie-break) while the budget, the sequence cap and the KV
 //      blocks allow; a prefix-cache hit skips the cached part of the prompt. Admission stops at
 //      the first request that does not fit, so the oldest is never starved.
+// Blocks that the scheduled tokens fill are registered in the prefix cache at once, so requests
+// admitted in the same step can share them (kv_cache_manager.h).
 // The engine runs the forward pass and samples a token for every scheduled request whose new
 // tokens reach the end of its known tokens, then calls Update() with those tokens: outputs grow,
 // stop conditions are checked (EOS unless ignore_eos, stop ids, max_tokens, max_model_len),

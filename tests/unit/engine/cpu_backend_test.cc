@@ -230,6 +230,35 @@ TEST(CpuBackendTest, OneChunkOrManyGiveTheSameLogits) {
   }
 }
 
+// A request admitted in the same step as the one filling its prefix blocks reads them in the
+// same forward pass: every layer writes all new K/V before any attention reads them.
+TEST(CpuBackendTest, SequencesShareBlocksWrittenInTheSameForwardPass) {
+  std::mt19937 rng(11);
+  const ModelConfig config = RandomConfig(rng, /*gpt2=*/false);
+  const std::string dir = ::testing::TempDir() + "/cpu_backend_same_step";
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(WriteRandomModel(config, {.seed = 8, .scale = 0.3f}, dir).ok());
+  auto files = ModelFiles::Open(dir);
+  ASSERT_TRUE(files.ok());
+  auto weights = LoadModelWeights(**files, config, DType::kF32);
+  ASSERT_TRUE(weights.ok());
+  auto backend =
+      CpuBackend::Create(*std::move(weights), {.kv_cache_bytes = 1 << 20, .block_size = 4});
+  ASSERT_TRUE(backend.ok());
+  std::vector<int32_t> a(11), b(10);
+  for (int32_t& t : a) t = rng() % config.vocab_size;
+  std::copy_n(a.begin(), 8, b.begin());  // two shared blocks
+  b[8] = 1;
+  b[9] = 2;
+  ForwardBatch batch;
+  batch.AddSequence(a, 0, {3, 7, 1});
+  batch.AddSequence({b[8], b[9]}, 8, {3, 7, 5});
+  ForwardOutput output;
+  ASSERT_TRUE((*backend)->Forward(batch, &output).ok());
+  const auto reference_b = testing::ReferenceModel(**files, config).Logits(b);
+  ExpectClose(output.LastRow(1), reference_b.back(), "shared in the same step");
+}
+
 TEST(CpuBackendTest, RejectsMalformedBatchesAndBudgets) {
   std::mt19937 rng(5);
   const ModelConfig config = RandomConfig(rng, /*gpt2=*/true);

@@ -126,6 +126,28 @@ TEST(EngineTest, GeneratesUntilLengthOrEosAndReportsUsage) {
   EXPECT_EQ(load.kv_blocks_free, load.kv_blocks_total);
 }
 
+TEST(EngineTest, PublishesPrefixCacheEventsAndTheCachedSet) {
+  auto engine = Engine::Create(std::make_unique<FakeBackend>(32), {});
+  ASSERT_TRUE(engine.ok());
+  Collector collector;
+  // 9 prompt tokens + 3 generated: blocks of 4 fill as tokens are computed.
+  (void)*(*engine)->AddRequest(Greedy({1, 2, 3, 4, 5, 6, 7, 8, 9}, 3, collector.Callback()));
+  while ((*engine)->StepOnce()) {
+  }
+  const Engine::CacheEvents taken = (*engine)->TakePrefixCacheEvents();
+  EXPECT_FALSE(taken.overflowed);
+  ASSERT_EQ(taken.events.size(), 1u);
+  EXPECT_EQ(taken.events[0].kind, PrefixCacheEvent::Kind::kStored);
+  // Tokens 0-7 are computed by the prefill, 8-10 by the decodes: 2 full blocks.
+  EXPECT_EQ(taken.events[0].block_hashes.size(), 2u);
+  std::vector<uint64_t> cached = (*engine)->CachedBlockHashes();
+  std::sort(cached.begin(), cached.end());
+  std::vector<uint64_t> stored = taken.events[0].block_hashes;
+  std::sort(stored.begin(), stored.end());
+  EXPECT_EQ(cached, stored);
+  EXPECT_TRUE((*engine)->TakePrefixCacheEvents().events.empty());
+}
+
 TEST(EngineTest, RejectsBadRequestsUpFront) {
   auto engine = Engine::Create(std::make_unique<FakeBackend>(32), {});
   ASSERT_TRUE(engine.ok());
@@ -167,6 +189,7 @@ TEST(EngineTest, AbortFreesBlocksAndBackendFailureEndsTheStepsRequests) {
   EXPECT_EQ(collector.Tokens(a).size(), 2u);
   EXPECT_EQ(collector.Final(b)->finish, FinishReason::kError);
   EXPECT_EQ(collector.Final(b)->error.message(), "device lost");
+  EXPECT_TRUE((*engine)->CachedBlockHashes().empty()) << "a failed step's blocks are not reused";
   EXPECT_FALSE((*engine)->StepOnce());
   (*engine)->AbortRequest(b);  // already finished: ignored
   EXPECT_FALSE((*engine)->StepOnce());

@@ -65,6 +65,23 @@ TEST(BlockPoolTest, CachedFreeBlocksAreEvictedInQueueOrderWithEvents) {
   EXPECT_THAT(pool.CachedRoutingHashes(), ElementsAre(1));
 }
 
+TEST(KvCacheManagerTest, ClearingThePrefixCacheForgetsEveryHash) {
+  KvCacheManager kv(11, 4, true);
+  const auto prompt = Tokens(10);
+  ASSERT_TRUE(Admit(kv, 1, prompt));
+  kv.CacheComputedBlocks(1, prompt, 10);
+  kv.TakeEvents();
+  kv.ClearPrefixCache();
+  EXPECT_THAT(kv.FindCachedPrefix(prompt, "").blocks, IsEmpty());
+  const auto events = kv.TakeEvents();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, PrefixCacheEvent::Kind::kCleared);
+  kv.CacheComputedBlocks(1, prompt, 10);  // registered again
+  EXPECT_THAT(kv.FindCachedPrefix(prompt, "").blocks, ElementsAre(1, 2));
+  kv.Free(1);
+  EXPECT_EQ(kv.Stats().free_blocks, 10);
+}
+
 TEST(KvCacheManagerTest, AllocatesOnDemandAndGrowsByBlocks) {
   KvCacheManager kv(11, 4, true);
   const auto prompt = Tokens(10);

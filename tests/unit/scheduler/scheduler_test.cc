@@ -137,6 +137,19 @@ TEST_F(SchedulerTest, PrefixHitSkipsCachedBlocks) {
   EXPECT_EQ(outputs[0].num_prompt_tokens, 9);
 }
 
+TEST_F(SchedulerTest, RequestsAdmittedTogetherShareBlocksInTheSameStep) {
+  Init(20, 4, 64, 4, 64);
+  ASSERT_TRUE(scheduler_->AddRequest(MakeRequest(1, 9, 2)).ok());
+  ASSERT_TRUE(scheduler_->AddRequest(MakeRequest(2, 9, 2)).ok());
+  ASSERT_TRUE(scheduler_->AddRequest(MakeRequest(3, 6, 2)).ok());  // shares 1 block of 4
+  EXPECT_EQ(Step(), "1:0+9* 2:8+1* 3:4+2*");
+  ASSERT_EQ(kv_->BlockTable(2).size(), 3u);
+  ASSERT_EQ(kv_->BlockTable(3).size(), 2u);
+  EXPECT_EQ(kv_->BlockTable(2)[0], kv_->BlockTable(1)[0]);
+  EXPECT_EQ(kv_->BlockTable(2)[1], kv_->BlockTable(1)[1]);
+  EXPECT_EQ(kv_->BlockTable(3)[0], kv_->BlockTable(1)[0]);
+}
+
 TEST_F(SchedulerTest, AbortAtAnyStateFreesBlocksAtOnce) {
   Init(20, 4, 8, 4, 64);
   ASSERT_TRUE(scheduler_->AddRequest(MakeRequest(1, 20, 4)).ok());
