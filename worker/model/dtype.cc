@@ -1,6 +1,10 @@
 #include "worker/model/dtype.h"
 
 #include <cstring>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -124,6 +128,51 @@ void StoreFromFloat(unsigned char* dst, DType to, size_t index, float value) {
   std::memcpy(dst + index * 2, &half, 2);
 }
 
+// bf16 is the top half of an f32: a shift, which the compiler vectorizes with the baseline ISA.
+void BFloat16ToFloatRun(const unsigned char* in, unsigned char* out, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    uint16_t half;
+    std::memcpy(&half, in + 2 * i, 2);
+    const uint32_t bits = static_cast<uint32_t>(half) << 16;
+    std::memcpy(out + 4 * i, &bits, 4);
+  }
+}
+
+#if defined(__x86_64__)
+// F16C converts 8 halves per instruction; chosen at run time so that the build still runs on CPUs
+// without it.
+__attribute__((target("avx,f16c"))) void HalfToFloatRunF16c(const unsigned char* in,
+                                                            unsigned char* out, size_t count) {
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m128i halves = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 2 * i));
+    _mm256_storeu_ps(reinterpret_cast<float*>(out + 4 * i), _mm256_cvtph_ps(halves));
+  }
+  for (; i < count; ++i) StoreFromFloat(out, DType::kF32, i, LoadAsFloat(in, DType::kF16, i));
+}
+
+__attribute__((target("avx2"))) void BFloat16ToFloatRunAvx2(const unsigned char* in,
+                                                            unsigned char* out, size_t count) {
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m128i halves = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 2 * i));
+    const __m256i widened = _mm256_slli_epi32(_mm256_cvtepu16_epi32(halves), 16);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 4 * i), widened);
+  }
+  BFloat16ToFloatRun(in + 2 * i, out + 4 * i, count - i);
+}
+
+bool HasAvx2() {
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+}
+
+bool HasF16c() {
+  static const bool has = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  return has;
+}
+#endif
+
 }  // namespace
 
 void ConvertElements(const void* src, DType from, void* dst, DType to, size_t count) {
@@ -133,6 +182,15 @@ void ConvertElements(const void* src, DType from, void* dst, DType to, size_t co
     std::memcpy(out, in, count * DTypeSize(from));
     return;
   }
+#if defined(__x86_64__)
+  if (from == DType::kBF16 && to == DType::kF32 && HasAvx2()) {
+    return BFloat16ToFloatRunAvx2(in, out, count);
+  }
+  if (from == DType::kF16 && to == DType::kF32 && HasF16c()) {
+    return HalfToFloatRunF16c(in, out, count);
+  }
+#endif
+  if (from == DType::kBF16 && to == DType::kF32) return BFloat16ToFloatRun(in, out, count);
   for (size_t i = 0; i < count; ++i) StoreFromFloat(out, to, i, LoadAsFloat(in, from, i));
 }
 

@@ -82,5 +82,27 @@ TEST(DTypeTest, ConvertElementsBetweenAllPairs) {
   }
 }
 
+TEST(DTypeTest, FastRunsMatchTheScalarConversions) {
+  // Long enough for the vectorized paths (F16C on x86 where present) plus a ragged tail, and
+  // starting at an odd byte offset, as tensors in a mapped safetensors file may.
+  std::vector<unsigned char> raw(2 * 1003 + 1);
+  for (size_t i = 0; i < raw.size(); ++i) raw[i] = static_cast<unsigned char>(i * 131 + 7);
+  const unsigned char* src = raw.data() + 1;
+  for (DType from : {DType::kF16, DType::kBF16}) {
+    std::vector<float> fast(1003);
+    ConvertElements(src, from, fast.data(), DType::kF32, fast.size());
+    for (size_t i = 0; i < fast.size(); ++i) {
+      uint16_t bits;
+      std::memcpy(&bits, src + 2 * i, 2);
+      const float expected = from == DType::kF16 ? HalfToFloat(bits) : BFloat16ToFloat(bits);
+      if (std::isnan(expected)) {
+        ASSERT_TRUE(std::isnan(fast[i])) << i;
+      } else {
+        ASSERT_EQ(fast[i], expected) << DTypeName(from) << " element " << i;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace llmserve::worker
