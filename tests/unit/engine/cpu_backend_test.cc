@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/testing/scoped_temp_dir.h"
 #include "tests/unit/engine/reference_model.h"
 #include "worker/model/model_files.h"
 #include "worker/model/model_weights.h"
@@ -95,8 +96,8 @@ TEST_P(CpuBackendPropertyTest, PagedBatchedForwardMatchesReference) {
   const bool gpt2 = seed % 2 == 0;
   const ModelConfig config = RandomConfig(rng, gpt2);
   const DType dtype = seed % 3 == 0 ? DType::kBF16 : seed % 3 == 1 ? DType::kF32 : DType::kF16;
-  const std::string dir = absl::StrCat(::testing::TempDir(), "/cpu_backend_test_", seed);
-  std::filesystem::remove_all(dir);
+  const ::llmserve::testing::ScopedTempDir temp("cpu_backend_test");
+  const std::string& dir = temp.path();
   ASSERT_TRUE(WriteRandomModel(
                   config, {.dtype = dtype, .seed = static_cast<uint64_t>(seed), .scale = 0.3f}, dir)
                   .ok());
@@ -198,8 +199,8 @@ TEST(CpuBackendTest, OneChunkOrManyGiveTheSameLogits) {
   ModelConfig config;
   std::mt19937 rng(99);
   config = RandomConfig(rng, /*gpt2=*/false);
-  const std::string dir = ::testing::TempDir() + "/cpu_backend_chunks";
-  std::filesystem::remove_all(dir);
+  const ::llmserve::testing::ScopedTempDir temp("cpu_backend_chunks");
+  const std::string& dir = temp.path();
   ASSERT_TRUE(WriteRandomModel(config, {.seed = 4, .scale = 0.3f}, dir).ok());
   auto files = ModelFiles::Open(dir);
   ASSERT_TRUE(files.ok());
@@ -235,8 +236,8 @@ TEST(CpuBackendTest, OneChunkOrManyGiveTheSameLogits) {
 TEST(CpuBackendTest, SequencesShareBlocksWrittenInTheSameForwardPass) {
   std::mt19937 rng(11);
   const ModelConfig config = RandomConfig(rng, /*gpt2=*/false);
-  const std::string dir = ::testing::TempDir() + "/cpu_backend_same_step";
-  std::filesystem::remove_all(dir);
+  const ::llmserve::testing::ScopedTempDir temp("cpu_backend_same_step");
+  const std::string& dir = temp.path();
   ASSERT_TRUE(WriteRandomModel(config, {.seed = 8, .scale = 0.3f}, dir).ok());
   auto files = ModelFiles::Open(dir);
   ASSERT_TRUE(files.ok());
@@ -262,8 +263,8 @@ TEST(CpuBackendTest, SequencesShareBlocksWrittenInTheSameForwardPass) {
 TEST(CpuBackendTest, RejectsMalformedBatchesAndBudgets) {
   std::mt19937 rng(5);
   const ModelConfig config = RandomConfig(rng, /*gpt2=*/true);
-  const std::string dir = ::testing::TempDir() + "/cpu_backend_malformed";
-  std::filesystem::remove_all(dir);
+  const ::llmserve::testing::ScopedTempDir temp("cpu_backend_malformed");
+  const std::string& dir = temp.path();
   ASSERT_TRUE(WriteRandomModel(config, {.seed = 1}, dir).ok());
   auto files = ModelFiles::Open(dir);
   ASSERT_TRUE(files.ok());

@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "common/status/status_macros.h"
 #include "gtest/gtest.h"
+#include "tests/testing/scoped_temp_dir.h"
 #include "worker/engine/cpu/cpu_backend.h"
 #include "worker/model/model_files.h"
 #include "worker/model/model_weights.h"
@@ -268,8 +269,8 @@ TEST(EngineTest, RunsTheCpuBackendEndToEnd) {
   c.head_dim = 8;
   c.max_position_embeddings = c.max_model_len = 128;
   c.eos_token_ids = {0};
-  const std::string dir = ::testing::TempDir() + "/engine_test_model";
-  std::filesystem::remove_all(dir);
+  const ::llmserve::testing::ScopedTempDir temp("engine_test_model");
+  const std::string& dir = temp.path();
   ASSERT_TRUE(WriteRandomModel(c, {.seed = 3, .scale = 0.3f}, dir).ok());
   auto files = ModelFiles::Open(dir);
   ASSERT_TRUE(files.ok());

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/testing/scoped_temp_dir.h"
 #include "worker/model/model_files.h"
 #include "worker/model/model_writer.h"
 #include "worker/model/safetensors_writer.h"
@@ -55,11 +56,8 @@ ModelConfig TinyGpt2() {
 
 class ModelWeightsTest : public ::testing::Test {
  protected:
-  std::string Dir(const std::string& name) {
-    const std::string dir = absl::StrCat(::testing::TempDir(), "/model_weights_test_", name);
-    std::filesystem::remove_all(dir);
-    return dir;
-  }
+  // A fresh subdirectory of this test's temporary directory.
+  std::string Dir(const std::string& name) { return temp_.File(name); }
 
   // Loads `dir` as written, re-reading its config.json.
   absl::StatusOr<std::unique_ptr<ModelWeights>> Load(const std::string& dir, DType dtype) {
@@ -80,6 +78,7 @@ class ModelWeightsTest : public ::testing::Test {
     return value;
   }
 
+  ::llmserve::testing::ScopedTempDir temp_{"model_weights_test"};
   std::unique_ptr<ModelFiles> files_;
 };
 

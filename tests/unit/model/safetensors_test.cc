@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/testing/scoped_temp_dir.h"
 #include "worker/model/safetensors_writer.h"
 
 namespace llmserve::worker {
@@ -115,7 +116,8 @@ TEST(SafetensorsTest, EmptyHeaderIsAValidEmptyFile) {
 }
 
 TEST(SafetensorsTest, OpenMapsAFileAndFindsTensors) {
-  const std::string path = ::testing::TempDir() + "/open_test.safetensors";
+  const ::llmserve::testing::ScopedTempDir temp;
+  const std::string path = temp.File("open_test.safetensors");
   SafetensorsWriter writer;
   writer.Add("w", "BF16", {2}, std::string("\x80\x3f\x00\x40", 4));
   ASSERT_TRUE(writer.WriteFile(path).ok());
@@ -130,11 +132,12 @@ TEST(SafetensorsTest, OpenMapsAFileAndFindsTensors) {
 }
 
 TEST(SafetensorsTest, OpenReportsMissingAndBadFiles) {
-  const auto missing = SafetensorsFile::Open(::testing::TempDir() + "/no_such.safetensors");
+  const ::llmserve::testing::ScopedTempDir temp;
+  const auto missing = SafetensorsFile::Open(temp.File("no_such.safetensors"));
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
-  const auto directory = SafetensorsFile::Open(::testing::TempDir());
+  const auto directory = SafetensorsFile::Open(temp.path());
   EXPECT_EQ(directory.status().code(), absl::StatusCode::kInvalidArgument);
-  const std::string path = ::testing::TempDir() + "/short.safetensors";
+  const std::string path = temp.File("short.safetensors");
   std::ofstream(path) << "abc";
   const auto short_file = SafetensorsFile::Open(path);
   EXPECT_EQ(short_file.status().code(), absl::StatusCode::kInvalidArgument);

@@ -3,6 +3,7 @@
 
 #include "common/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
+#include "tests/testing/scoped_temp_dir.h"
 #include "tools/make_model/bpe_builder.h"
 #include "tools/make_model/presets.h"
 #include "worker/model/model_files.h"
@@ -62,8 +63,8 @@ TEST(PresetsTest, EveryPresetWritesAModelThatLoads) {
     const BuiltTokenizer built = BuildByteLevelTokenizer(100);
     auto config = PresetConfig(name, built.vocab_size, built.bos_token_id, {built.eos_token_id});
     ASSERT_TRUE(config.ok());
-    const std::string dir = ::testing::TempDir() + "/make_model_test_" + name;
-    std::filesystem::remove_all(dir);
+    const ::llmserve::testing::ScopedTempDir temp("make_model_test_" + name);
+    const std::string& dir = temp.path();
     ASSERT_TRUE(worker::WriteRandomModel(*config, {.dtype = worker::DType::kBF16}, dir).ok());
     auto files = worker::ModelFiles::Open(dir);
     ASSERT_TRUE(files.ok()) << files.status();

@@ -7,6 +7,7 @@
 
 #include "common/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
+#include "tests/testing/scoped_temp_dir.h"
 #include "tools/make_model/bpe_builder.h"
 #include "tools/make_model/presets.h"
 #include "tools/run/bench.h"
@@ -48,7 +49,8 @@ TEST(PromptsTest, LinesOverrideDefaultsAndErrorsNameLineAndField) {
     EXPECT_NE(parsed.status().message().find(fragment), absl::string_view::npos)
         << parsed.status().message();
   }
-  const std::string path = ::testing::TempDir() + "/prompts_test.jsonl";
+  const ::llmserve::testing::ScopedTempDir temp;
+  const std::string path = temp.File("prompts_test.jsonl");
   std::ofstream(path) << "{\"prompt\": \"a\"}\n\n{\"prompt\": 1}\n";
   auto file = ReadPromptsFile(path, defaults);
   ASSERT_FALSE(file.ok());
@@ -63,8 +65,7 @@ TEST(PromptsTest, LinesOverrideDefaultsAndErrorsNameLineAndField) {
 class RunnerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = ::testing::TempDir() + "/runner_test_model";
-    std::filesystem::remove_all(dir_);
+    dir_ = temp_.path();
     const BuiltTokenizer built = BuildByteLevelTokenizer(200);
     auto config = PresetConfig("tiny", built.vocab_size, built.bos_token_id, {built.eos_token_id});
     ASSERT_TRUE(config.ok());
@@ -80,6 +81,7 @@ class RunnerTest : public ::testing::Test {
     tokenizer_ = *std::move(tokenizer);
   }
 
+  ::llmserve::testing::ScopedTempDir temp_{"runner_test_model"};
   std::string dir_;
   std::unique_ptr<worker::Engine> engine_;
   std::unique_ptr<common::tokenizer::Tokenizer> tokenizer_;
