@@ -237,6 +237,12 @@ TEST(EngineTest, ThreadedEngineServesConcurrentClientsAndIdles) {
   for (std::thread& t : clients) t.join();
   ASSERT_TRUE(collector.WaitForFinished(20, absl::Seconds(30)));
   for (RequestId id = 1; id <= 20; ++id) EXPECT_EQ(collector.Tokens(id).size(), 6u) << id;
+  // Callbacks run inside the step; its load snapshot is published just after. Wait for the
+  // snapshot of the last step (nothing running or waiting) before counting steps.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while ((*engine)->Load().running + (*engine)->Load().waiting > 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
   const int64_t steps = (*engine)->Load().steps;
   absl::SleepFor(absl::Milliseconds(50));
   EXPECT_EQ((*engine)->Load().steps, steps) << "an idle engine runs no steps";
