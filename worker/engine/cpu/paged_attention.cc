@@ -12,14 +12,20 @@ namespace {
 // load time (ifunc), so the build runs everywhere and uses what the CPU has.
 typedef float Vec8 __attribute__((vector_size(32)));
 
+#if defined(__x86_64__)
+#define LLMSERVE_SIMD_CLONES \
+  __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
+#else
+#define LLMSERVE_SIMD_CLONES
+#endif
+
 // Unaligned loads and stores as macros: a Vec8 passed to or returned from a function would
 // change the calling convention between the default and the AVX clones.
 #define LLMSERVE_LOAD8(v, p) std::memcpy(&(v), (p), sizeof(Vec8))
 #define LLMSERVE_STORE8(p, v) std::memcpy((p), &(v), sizeof(Vec8))
 
 // a · b. Two accumulators hide the add latency; the reassociation changes the last bits only.
-__attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default"))) float Dot(
-    const float* a, const float* b, int64_t n) {
+LLMSERVE_SIMD_CLONES float Dot(const float* a, const float* b, int64_t n) {
   Vec8 acc0 = {}, acc1 = {};
   int64_t i = 0;
   Vec8 x0, y0, x1, y1;
@@ -44,8 +50,7 @@ __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
 }
 
 // y += w * x.
-__attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default"))) void Axpy(
-    float w, const float* x, float* y, int64_t n) {
+LLMSERVE_SIMD_CLONES void Axpy(float w, const float* x, float* y, int64_t n) {
   const Vec8 wv = {w, w, w, w, w, w, w, w};
   int64_t i = 0;
   Vec8 xv, yv;
@@ -58,6 +63,7 @@ __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
   for (; i < n; ++i) y[i] += w * x[i];
 }
 
+#undef LLMSERVE_SIMD_CLONES
 #undef LLMSERVE_LOAD8
 #undef LLMSERVE_STORE8
 
