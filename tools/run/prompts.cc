@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <fstream>
-#include <utility>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"

@@ -33,9 +33,8 @@ constexpr const char* kParagraphs[] = {
     "    return a  # 0, 1, 1, 2, 3, 5, 8, 13, 21, 34\n",
     "Prices rose 3.7% to $1,234.56 on 2024-03-15 at 09:30:00 UTC; volume was 12,345,678 shares.\n",
     "Ünïcödé: Füßgänger überqueren die Straße. Ça va très bien, merci ! ¿Dónde está la estación?\n",
-    "日本語のテキストと中文文本，以及한국어 문장。Русский текст и ελληνικά γράμματα. 🚀🔥👍🏽 ½ "
-    "² "
-    "³\n",
+    "日本語のテキストと中文文本，以及한국어 문장。"
+    "Русский текст и ελληνικά γράμματα. 🚀🔥👍🏽 ½ ² ³\n",
     "    \t  Multiple   spaces\tand\ttabs,\n\n\nblank lines, and trailing whitespace   \n",
 };
 
