@@ -83,12 +83,13 @@ class Collector {
     return it->second;
   }
   bool WaitForFinished(size_t count, absl::Duration timeout) {
+    std::pair<Collector*, size_t> arg(this, count);
     absl::MutexLock lock(&mutex_);
     return mutex_.AwaitWithTimeout(absl::Condition(
-                                       +[](std::pair<Collector*, size_t>* arg) {
-                                         return arg->first->finished_.size() >= arg->second;
+                                       +[](std::pair<Collector*, size_t>* a) {
+                                         return a->first->finished_.size() >= a->second;
                                        },
-                                       new std::pair<Collector*, size_t>(this, count)),
+                                       &arg),
                                    timeout);
   }
 
