@@ -152,8 +152,7 @@ int main(int argc, char** argv) {
   const int32_t block_size = absl::GetFlag(FLAGS_block_size);
   const int64_t blocks_needed =
       static_cast<int64_t>(max_batch) * ((prompt_len + gen_len + block_size - 1) / block_size);
-  const int64_t block_bytes = 2 * config->num_layers * config->num_kv_heads * config->head_dim *
-                              block_size * static_cast<int64_t>(sizeof(float));
+  const int64_t block_bytes = llmserve::worker::CpuBackend::KvBytesPerBlock(*config, block_size);
   auto backend = llmserve::worker::CpuBackend::Create(
       *std::move(weights), {.kv_cache_bytes = blocks_needed * block_bytes,
                             .block_size = block_size,

@@ -36,6 +36,7 @@ Engine::Engine(std::unique_ptr<Backend> backend, const EngineConfig& config)
                         .policy = config.policy,
                         .eos_token_ids = backend_->config().eos_token_ids},
       kv_(backend_->num_kv_blocks(), backend_->block_size(), config.enable_prefix_caching),
+      total_kv_blocks_(kv_.Stats().total_blocks),
       scheduler_(scheduler_config_, &kv_) {
   absl::MutexLock lock(&mutex_);
   load_.kv_blocks_total = kv_.Stats().total_blocks;
@@ -82,8 +83,8 @@ absl::StatusOr<RequestId> Engine::AddRequest(EngineRequest request) {
   scheduled->priority = request.priority;
   scheduled->cache_salt = std::move(request.cache_salt);
   scheduled->tokens = std::move(request.prompt);
-  LLMSERVE_RETURN_IF_ERROR(CheckRequestFits(*scheduled, scheduler_config_,
-                                            backend_->num_kv_blocks() - 1, backend_->block_size()));
+  LLMSERVE_RETURN_IF_ERROR(
+      CheckRequestFits(*scheduled, scheduler_config_, total_kv_blocks_, backend_->block_size()));
   absl::StatusOr<SamplingState> sampling =
       SamplingState::Create(request.sampling, scheduled->tokens, backend_->config().vocab_size);
   if (!sampling.ok()) return sampling.status();

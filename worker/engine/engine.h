@@ -172,6 +172,8 @@ class Engine {
   std::unique_ptr<Backend> backend_;
   SchedulerConfig scheduler_config_;
   KvCacheManager kv_;
+  // Usable KV blocks (the null block excluded); constant, so AddRequest may read it on any thread.
+  int32_t total_kv_blocks_;
   Scheduler scheduler_;
   Sampler sampler_;
   absl::flat_hash_map<RequestId, std::unique_ptr<Live>> live_;

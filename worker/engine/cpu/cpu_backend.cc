@@ -30,8 +30,7 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("num_threads ", options.num_threads, " is outside [0, 1024]"));
   }
-  const int64_t bytes_per_block = 2 * c.num_layers * c.num_kv_heads * options.block_size *
-                                  c.head_dim * static_cast<int64_t>(sizeof(float));
+  const int64_t bytes_per_block = KvBytesPerBlock(c, options.block_size);
   const int64_t num_blocks = options.kv_cache_bytes / bytes_per_block;
   if (num_blocks < 1) {
     return absl::InvalidArgumentError(absl::StrCat("KV cache budget of ", options.kv_cache_bytes,
@@ -46,6 +45,11 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   return std::unique_ptr<CpuBackend>(
       new CpuBackend(std::move(weights), options, static_cast<int32_t>(num_blocks), threads));
+}
+
+int64_t CpuBackend::KvBytesPerBlock(const ModelConfig& c, int32_t block_size) {
+  return 2 * c.num_layers * c.num_kv_heads * block_size * c.head_dim *
+         static_cast<int64_t>(sizeof(float));
 }
 
 CpuBackend::CpuBackend(std::unique_ptr<const ModelWeights> weights,

@@ -43,6 +43,10 @@ class CpuBackend final : public Backend {
 
   int num_threads() const { return pool_.num_threads(); }
 
+  // Bytes one KV block of `block_size` tokens takes for `config` (K and V of every layer), so that
+  // callers can size kv_cache_bytes for a number of tokens.
+  static int64_t KvBytesPerBlock(const ModelConfig& config, int32_t block_size);
+
  private:
   CpuBackend(std::unique_ptr<const ModelWeights> weights, const CpuBackendOptions& options,
              int32_t num_blocks, int num_threads);
