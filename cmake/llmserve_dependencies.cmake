@@ -7,6 +7,7 @@ find_package(Protobuf REQUIRED)  # MODULE mode: Debian ships no protobuf config 
 find_package(gRPC CONFIG REQUIRED)
 find_package(GTest CONFIG REQUIRED)
 find_package(nlohmann_json CONFIG REQUIRED)
+find_package(prometheus-cpp CONFIG REQUIRED)  # no version argument: Debian's config has none
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)

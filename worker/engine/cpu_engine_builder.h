@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "worker/engine/engine.h"
 #include "worker/model/dtype.h"
+#include "worker/model/model_weights.h"
 
 namespace llmserve::worker {
 
@@ -21,10 +22,16 @@ struct CpuEngineOptions {
   DType dtype = DType::kF32;
   // Kernel threads, 0 = one per hardware thread.
   int num_threads = 0;
-  // KV cache budget in bytes.
+  // KV cache budget in bytes; when 0, kv_cache_fraction of the memory available once the
+  // weights are loaded (MemAvailable in /proc/meminfo).
   int64_t kv_cache_bytes = int64_t{1} << 30;
+  double kv_cache_fraction = 0;
   int32_t block_size = 16;
+  // Context length to serve; 0 = the model's. Above the model's is INVALID_ARGUMENT.
+  int64_t max_model_len = 0;
   EngineConfig engine;
+  // Reports weight loading, layer by layer.
+  LoadProgress load_progress;
 };
 
 // NOT_FOUND / INVALID_ARGUMENT / UNIMPLEMENTED from model loading, naming the file or field.

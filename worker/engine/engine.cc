@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "common/base/logging.h"
 #include "common/status/status_macros.h"
 
@@ -22,6 +23,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Backend> 
   if (config.max_num_batched_tokens < 1 || config.max_num_seqs < 1) {
     return absl::InvalidArgumentError("max_num_batched_tokens and max_num_seqs must be >= 1");
   }
+  if (config.max_waiting < 0) return absl::InvalidArgumentError("max_waiting must be >= 0");
   if (backend->num_kv_blocks() < 2) {
     return absl::InvalidArgumentError("the backend's KV cache needs at least 2 blocks");
   }
@@ -37,7 +39,9 @@ Engine::Engine(std::unique_ptr<Backend> backend, const EngineConfig& config)
                         .eos_token_ids = backend_->config().eos_token_ids},
       kv_(backend_->num_kv_blocks(), backend_->block_size(), config.enable_prefix_caching),
       total_kv_blocks_(kv_.Stats().total_blocks),
-      scheduler_(scheduler_config_, &kv_) {
+      scheduler_(scheduler_config_, &kv_),
+      on_step_(config.on_step),
+      max_waiting_(config.max_waiting) {
   absl::MutexLock lock(&mutex_);
   load_.kv_blocks_total = kv_.Stats().total_blocks;
   load_.kv_blocks_free = kv_.Stats().free_blocks;
@@ -92,6 +96,12 @@ absl::StatusOr<RequestId> Engine::AddRequest(EngineRequest request) {
                                           .on_output = std::move(request.on_output),
                                           .arrival = absl::Now()});
   absl::MutexLock lock(&mutex_);
+  if (max_waiting_ > 0 && load_.waiting >= max_waiting_) {
+    return absl::ResourceExhaustedError(absl::StrCat("the worker is overloaded: ", load_.waiting,
+                                                     " requests are already waiting (limit ",
+                                                     max_waiting_, "); retry later"));
+  }
+  ++load_.waiting;
   const RequestId id = next_id_++;
   scheduled->id = id;
   inbox_.push_back({id, std::move(scheduled), std::move(live)});
@@ -137,7 +147,9 @@ void Engine::Loop() {
       adds.swap(inbox_);
       aborts.swap(aborts_);
     }
+    const bool inbox_changed = !adds.empty() || !aborts.empty();
     TakeInbox(std::move(adds), std::move(aborts));
+    if (inbox_changed) PublishCounts();
     if (scheduler_.HasWork()) RunStep();
     absl::MutexLock lock(&mutex_);
     has_work_ = scheduler_.HasWork();
@@ -152,7 +164,9 @@ bool Engine::StepOnce() {
     adds.swap(inbox_);
     aborts.swap(aborts_);
   }
+  const bool inbox_changed = !adds.empty() || !aborts.empty();
   TakeInbox(std::move(adds), std::move(aborts));
+  if (inbox_changed) PublishCounts();
   if (scheduler_.HasWork()) RunStep();
   return scheduler_.HasWork();
 }
@@ -272,8 +286,23 @@ void Engine::RunStep() {
     Finish(out.id, output);
   }
   const absl::Time end = absl::Now();
+  if (on_step_) {
+    on_step_(StepStats{.num_seqs = static_cast<int32_t>(plan.scheduled.size()),
+                       .num_tokens = batch_.num_tokens(),
+                       .prompt_tokens = prompt_tokens,
+                       .generated_tokens = generated,
+                       .duration_s = Seconds(start, end)});
+  }
   PublishLoad(prompt_tokens, generated, Seconds(start, forward_start) + Seconds(forward_end, end),
               Seconds(forward_start, forward_end));
+}
+
+void Engine::PublishCounts() {
+  const KvCacheStats kv = kv_.Stats();
+  absl::MutexLock lock(&mutex_);
+  load_.running = scheduler_.num_running();
+  load_.waiting = scheduler_.num_waiting() + static_cast<int32_t>(inbox_.size());
+  load_.kv_blocks_free = kv.free_blocks;
 }
 
 void Engine::PublishLoad(int64_t prompt_tokens, int64_t generated_tokens, double overhead_s,
@@ -312,11 +341,13 @@ void Engine::PublishLoad(int64_t prompt_tokens, int64_t generated_tokens, double
     cache_events_overflowed_ = true;
   }
   load_.running = scheduler_.num_running();
-  load_.waiting = scheduler_.num_waiting();
+  load_.waiting = scheduler_.num_waiting() + static_cast<int32_t>(inbox_.size());
   load_.kv_blocks_total = kv.total_blocks;
   load_.kv_blocks_free = kv.free_blocks;
   load_.prefix_cache_hit_rate =
       kv.prefix_queries == 0 ? 0 : static_cast<double>(kv.prefix_hits) / kv.prefix_queries;
+  load_.prefix_cache_queries = kv.prefix_queries;
+  load_.prefix_cache_hits = kv.prefix_hits;
   load_.prompt_tokens_per_s = window_prompt / span;
   load_.generated_tokens_per_s = window_generated / span;
   ++load_.steps;

@@ -36,11 +36,27 @@
 
 namespace llmserve::worker {
 
+// What one engine step did, for metrics.
+struct StepStats {
+  // Requests in the forward pass, and their tokens (prompt chunks + one per decode).
+  int32_t num_seqs = 0;
+  int64_t num_tokens = 0;
+  int64_t prompt_tokens = 0;
+  int64_t generated_tokens = 0;
+  // Wall time of the whole step (schedule, forward, sample, update).
+  double duration_s = 0;
+};
+
 struct EngineConfig {
   int32_t max_num_batched_tokens = 2048;
   int32_t max_num_seqs = 64;
   SchedulerConfig::Policy policy = SchedulerConfig::Policy::kFcfs;
   bool enable_prefix_caching = true;
+  // AddRequest answers RESOURCE_EXHAUSTED while this many requests wait (queued, not running);
+  // 0 = no limit. Overload is refused at once rather than queued into timeouts.
+  int32_t max_waiting = 0;
+  // Called on the engine thread after every step that ran a forward pass; must not block.
+  std::function<void(const StepStats&)> on_step;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
@@ -87,11 +103,15 @@ struct EngineRequest {
 // A snapshot of the engine's load, refreshed after every step.
 struct EngineLoad {
   int32_t running = 0;
+  // Includes requests added but not yet taken by the engine thread.
   int32_t waiting = 0;
   int32_t kv_blocks_total = 0;
   int32_t kv_blocks_free = 0;
   // Prompt tokens served from the prefix cache / prompt tokens admitted, since start.
   double prefix_cache_hit_rate = 0;
+  // The two counts behind the rate (tokens).
+  int64_t prefix_cache_queries = 0;
+  int64_t prefix_cache_hits = 0;
   // Over the last few seconds.
   double prompt_tokens_per_s = 0;
   double generated_tokens_per_s = 0;
@@ -113,7 +133,8 @@ class Engine {
   void Start();
 
   // Validates and queues a request: INVALID_ARGUMENT naming the field for bad sampling values,
-  // token ids outside the vocabulary, or a request that can never fit (scheduler.h).
+  // token ids outside the vocabulary, or a request that can never fit (scheduler.h);
+  // RESOURCE_EXHAUSTED when max_waiting requests already wait.
   absl::StatusOr<RequestId> AddRequest(EngineRequest request);
 
   // Aborts a request in any state; its callback gets a kAbort output and its blocks are freed at
@@ -164,6 +185,8 @@ class Engine {
   // Samples a token for every scheduled request that needs one (index-aligned with the plan).
   std::vector<SampleResult> SampleAll(const SchedulerOutput& plan);
   void FailStep(const SchedulerOutput& plan, const absl::Status& error);
+  // Publishes running/waiting/free-block counts (after the inbox changed them, between steps).
+  void PublishCounts();
   void Finish(RequestId id, EngineOutput& output);
   void PublishLoad(int64_t prompt_tokens, int64_t generated_tokens, double overhead_s,
                    double forward_s);
@@ -180,6 +203,8 @@ class Engine {
   ForwardBatch batch_;
   ForwardOutput forward_output_;
   std::vector<std::pair<absl::Time, std::pair<int64_t, int64_t>>> recent_tokens_;
+  std::function<void(const StepStats&)> on_step_;
+  const int32_t max_waiting_;
 
   mutable absl::Mutex mutex_;
   std::vector<Pending> inbox_ ABSL_GUARDED_BY(mutex_);

@@ -220,7 +220,8 @@ bool IsKnownUnusedTensor(const ModelConfig& c, const std::string& name) {
 
 absl::StatusOr<std::unique_ptr<ModelWeights>> LoadModelWeights(const ModelFiles& files,
                                                                const ModelConfig& config,
-                                                               DType dtype) {
+                                                               DType dtype,
+                                                               const LoadProgress& progress) {
   auto weights = std::make_unique<ModelWeights>();
   weights->config = config;
   weights->dtype = dtype;
@@ -238,6 +239,7 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> LoadModelWeights(const ModelFiles&
     for (int i = 0; i < config.num_layers; ++i) {
       LLMSERVE_RETURN_IF_ERROR(
           LoadGpt2Layer(reader, config, dtype, prefix, i, &weights->layers[i]));
+      if (progress) progress(i + 1, config.num_layers);
     }
     LLMSERVE_ASSIGN_OR_RETURN(weights->final_norm_weight,
                               reader.Load(prefix + "ln_f.weight", {h}, DType::kF32));
@@ -248,6 +250,7 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> LoadModelWeights(const ModelFiles&
                               reader.Load("model.embed_tokens.weight", {vocab, h}, dtype));
     for (int i = 0; i < config.num_layers; ++i) {
       LLMSERVE_RETURN_IF_ERROR(LoadLlamaLayer(reader, config, dtype, i, &weights->layers[i]));
+      if (progress) progress(i + 1, config.num_layers);
     }
     LLMSERVE_ASSIGN_OR_RETURN(weights->final_norm_weight,
                               reader.Load("model.norm.weight", {h}, DType::kF32));

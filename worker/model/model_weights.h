@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -94,10 +95,14 @@ struct ModelWeights {
   size_t SizeBytes() const;
 };
 
+// Called after each decoder layer is loaded (for a progress line on big models).
+using LoadProgress = std::function<void(int64_t layers_done, int64_t layers_total)>;
+
 // Loads and converts the weights of `files` described by `config` into `dtype`.
 absl::StatusOr<std::unique_ptr<ModelWeights>> LoadModelWeights(const ModelFiles& files,
                                                                const ModelConfig& config,
-                                                               DType dtype);
+                                                               DType dtype,
+                                                               const LoadProgress& progress = {});
 
 }  // namespace llmserve::worker
 

@@ -1,0 +1,156 @@
+#!/usr/bin/python3
+"""A client no one here wrote: Debian's grpcio streams from the real llmserve-worker.
+
+Stubs are generated from proto/ at test time with protoc and Debian's grpc_python_plugin (the
+protoc bundled with python3-grpc-tools 1.14 predates proto3 `optional`, which our protos use).
+
+Usage: python_worker_client_test.py WORKER_BINARY MAKE_MODEL_BINARY PROTO_DIR
+Exit 0 on success, 77 (skipped) when grpcio or the plugin is missing, 1 on failure.
+"""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77
+
+
+def fail(message):
+    print("FAIL:", message, file=sys.stderr)
+    sys.exit(1)
+
+
+def generate_stubs(proto_dir, out_dir):
+    plugin = shutil.which("grpc_python_plugin")
+    protoc = shutil.which("protoc")
+    if plugin is None or protoc is None:
+        print("SKIP: protoc or grpc_python_plugin not installed", file=sys.stderr)
+        sys.exit(SKIP)
+    subprocess.run(
+        [protoc, f"-I{proto_dir}", f"--python_out={out_dir}", f"--grpc_python_out={out_dir}",
+         f"--plugin=protoc-gen-grpc_python={plugin}",
+         "llmserve/v1/inference.proto", "llmserve/worker/v1/worker.proto"],
+        check=True)
+    sys.path.insert(0, out_dir)
+
+
+def wait_for_line(process, pattern, timeout_s):
+    """Reads the worker's log until `pattern` matches; returns the match."""
+    deadline = time.monotonic() + timeout_s
+    seen = []
+    os.set_blocking(process.stdout.fileno(), False)
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            if process.poll() is not None:
+                break
+            time.sleep(0.02)
+            continue
+        seen.append(line)
+        match = re.search(pattern, line)
+        if match:
+            return match
+    fail(f"worker never logged {pattern!r}; output:\n{''.join(seen)}")
+
+
+def main():
+    worker_binary, make_model, proto_dir = sys.argv[1:4]
+    try:
+        import grpc  # noqa: F401  (Debian's python3-grpcio)
+    except ImportError:
+        print("SKIP: python3-grpcio not installed", file=sys.stderr)
+        return SKIP
+    import grpc
+
+    with tempfile.TemporaryDirectory(prefix="llmserve_py_e2e_") as temp:
+        stubs = os.path.join(temp, "stubs")
+        os.makedirs(stubs)
+        generate_stubs(proto_dir, stubs)
+        from llmserve.worker.v1 import worker_pb2, worker_pb2_grpc
+
+        model = os.path.join(temp, "tiny")
+        subprocess.run([make_model, "--preset=tiny", f"--out={model}"], check=True,
+                       stdout=subprocess.DEVNULL)
+        worker = subprocess.Popen(
+            [worker_binary, f"--model={model}", "--host=127.0.0.1", "--port=0",
+             "--metrics-port=-1", "--threads=1", "--kv-cache-memory=8MiB"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            port = wait_for_line(worker, r" on 127\.0\.0\.1:(\d+)", 60).group(1)
+            channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+            stub = worker_pb2_grpc.WorkerStub(channel)
+
+            info = stub.GetModelInfo(worker_pb2.GetModelInfoRequest(), timeout=30)
+            if info.model_name != "tiny" or info.vocab_size == 0 or not info.tokenizer_json:
+                fail(f"unexpected model info: {info.model_name} {info.vocab_size}")
+
+            request = worker_pb2.GenerateRequest(
+                request_id="py-1", prompt_token_ids=[1, 2, 3, 4, 5], max_tokens=12,
+                ignore_eos=True)
+            request.sampling.temperature = 0.7
+            request.sampling.seed = 5
+            request.sampling.top_logprobs = 2
+            tokens, last = [], None
+            for message in stub.Generate(request, timeout=60):
+                for token in message.tokens:
+                    if len(token.top_logprobs) != 2 or not token.HasField("logprob"):
+                        fail(f"token without logprobs: {token}")
+                    tokens.append(token.token_id)
+                last = message
+            if len(tokens) != 12 or any(t < 0 or t >= info.vocab_size for t in tokens):
+                fail(f"bad tokens: {tokens}")
+            if last.usage.completion_tokens != 12 or last.usage.prompt_tokens != 5:
+                fail(f"bad usage: {last.usage}")
+
+            # The same seed gives the same tokens.
+            again = [t.token_id for m in stub.Generate(
+                worker_pb2.GenerateRequest(request_id="py-2", prompt_token_ids=[1, 2, 3, 4, 5],
+                                           max_tokens=12, ignore_eos=True,
+                                           sampling=request.sampling), timeout=60)
+                     for t in m.tokens]
+            if again != tokens:
+                fail(f"same seed, different tokens: {tokens} vs {again}")
+
+            try:
+                list(stub.Generate(worker_pb2.GenerateRequest(
+                    request_id="py-3", prompt_token_ids=[info.vocab_size]), timeout=30))
+                fail("an out-of-vocabulary id was accepted")
+            except grpc.RpcError as error:
+                if error.code() != grpc.StatusCode.INVALID_ARGUMENT:
+                    fail(f"expected INVALID_ARGUMENT, got {error.code()}")
+
+            reports = stub.WatchLoad(worker_pb2.WatchLoadRequest(interval_ms=100), timeout=30)
+            first = next(reports)
+            if not first.reset or first.kv_blocks_total != info.num_kv_blocks:
+                fail(f"bad first load report: {first}")
+            reports.cancel()
+
+            # grpc.health.v1 without its stubs: an empty HealthCheckRequest is b"", and
+            # HealthCheckResponse{status: SERVING} is b"\x08\x01".
+            check = channel.unary_unary("/grpc.health.v1.Health/Check")
+            if check(b"", timeout=10) != b"\x08\x01":
+                fail("liveness is not SERVING")
+            readiness = b"\n\x19llmserve.worker.v1.Worker"
+            if check(readiness, timeout=10) != b"\x08\x01":
+                fail("readiness is not SERVING")
+            channel.close()
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            try:
+                code = worker.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+                fail("worker did not exit within 60 s of SIGTERM")
+        if code != 0:
+            fail(f"worker exited with {code} after SIGTERM")
+    print("python grpcio client: ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+#include "worker/service/request_conversion.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace llmserve::worker {
+namespace {
+
+constexpr RequestLimits kLimits{.vocab_size = 100, .max_model_len = 64};
+
+v1::GenerateRequest Valid() {
+  v1::GenerateRequest request;
+  request.set_request_id("r1");
+  request.add_prompt_token_ids(1);
+  request.add_prompt_token_ids(2);
+  return request;
+}
+
+void ExpectInvalid(const v1::GenerateRequest& request, const std::string& fragment) {
+  const absl::StatusOr<EngineRequest> converted = ToEngineRequest(request, kLimits);
+  ASSERT_FALSE(converted.ok()) << fragment;
+  EXPECT_EQ(converted.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(converted.status().message().find(fragment), absl::string_view::npos)
+      << converted.status().message();
+}
+
+TEST(RequestConversionTest, ConvertsEveryField) {
+  v1::GenerateRequest request = Valid();
+  request.mutable_sampling()->set_temperature(0.5f);
+  request.mutable_sampling()->set_top_k(5);
+  request.mutable_sampling()->set_seed(42);
+  request.mutable_sampling()->set_top_logprobs(3);
+  request.set_max_tokens(10);
+  request.add_stop_token_ids(7);
+  request.set_ignore_eos(true);
+  request.set_min_tokens(2);
+  request.set_priority(-5);
+  request.set_cache_salt("tenant");
+  const absl::StatusOr<EngineRequest> converted = ToEngineRequest(request, kLimits);
+  ASSERT_TRUE(converted.ok()) << converted.status();
+  EXPECT_EQ(converted->prompt, (std::vector<int32_t>{1, 2}));
+  EXPECT_FLOAT_EQ(converted->sampling.temperature, 0.5f);
+  EXPECT_EQ(converted->sampling.top_k, 5);
+  EXPECT_EQ(converted->sampling.seed, 42u);
+  EXPECT_EQ(converted->sampling.top_logprobs, 3);
+  EXPECT_FLOAT_EQ(converted->sampling.top_p, 1.0f);  // unset keeps the default
+  EXPECT_EQ(converted->stopping.max_tokens, 10);
+  EXPECT_EQ(converted->stopping.stop_token_ids, (std::vector<int32_t>{7}));
+  EXPECT_TRUE(converted->stopping.ignore_eos);
+  EXPECT_EQ(converted->stopping.min_tokens, 2);
+  EXPECT_EQ(converted->priority, -5);
+  EXPECT_EQ(converted->cache_salt, "tenant");
+}
+
+TEST(RequestConversionTest, MaxTokensZeroMeansUpToTheContextEnd) {
+  const absl::StatusOr<EngineRequest> converted = ToEngineRequest(Valid(), kLimits);
+  ASSERT_TRUE(converted.ok());
+  EXPECT_EQ(converted->stopping.max_tokens, 62);
+}
+
+TEST(RequestConversionTest, NamesTheBadField) {
+  ExpectInvalid(v1::GenerateRequest(), "prompt_token_ids: must not be empty");
+  v1::GenerateRequest request = Valid();
+  request.set_prompt_token_ids(1, 100);
+  ExpectInvalid(request, "prompt_token_ids[1]: 100 is outside the vocabulary [0, 100)");
+  request = Valid();
+  request.set_prompt_token_ids(0, -1);
+  ExpectInvalid(request, "prompt_token_ids[0]");
+  request = Valid();
+  for (int i = 0; i < 70; ++i) request.add_prompt_token_ids(1);
+  ExpectInvalid(request, "prompt_token_ids: 72 tokens");
+  request = Valid();
+  request.mutable_sampling()->set_temperature(-1);
+  ExpectInvalid(request, "sampling.temperature");
+  request = Valid();
+  request.mutable_sampling()->set_top_p(0);
+  ExpectInvalid(request, "sampling.top_p");
+  request = Valid();
+  request.mutable_sampling()->set_top_k(101);
+  ExpectInvalid(request, "sampling.top_k");
+  request = Valid();
+  request.set_max_tokens(63);
+  ExpectInvalid(request, "max_tokens: 63 with a prompt of 2 tokens exceeds the context");
+  request = Valid();
+  request.set_max_tokens(3);
+  request.set_min_tokens(4);
+  ExpectInvalid(request, "min_tokens: 4 exceeds max_tokens 3");
+  request = Valid();
+  request.add_stop_token_ids(100);
+  ExpectInvalid(request, "stop_token_ids[0]");
+  request = Valid();
+  for (int i = 0; i < 65; ++i) request.add_stop_token_ids(1);
+  ExpectInvalid(request, "stop_token_ids: 65 ids; at most 64");
+  request = Valid();
+  request.set_priority(1001);
+  ExpectInvalid(request, "priority: 1001 is outside [-1000, 1000]");
+  request = Valid();
+  request.set_cache_salt(std::string(257, 'x'));
+  ExpectInvalid(request, "cache_salt: 257 bytes");
+}
+
+TEST(RequestConversionTest, RequestIds) {
+  EXPECT_TRUE(ValidateRequestId("req-1_A.b:c").ok());
+  EXPECT_TRUE(ValidateRequestId(std::string(128, 'a')).ok());
+  EXPECT_FALSE(ValidateRequestId("").ok());
+  EXPECT_FALSE(ValidateRequestId(std::string(129, 'a')).ok());
+  EXPECT_FALSE(ValidateRequestId("has space").ok());
+  EXPECT_FALSE(ValidateRequestId("tab\t").ok());
+  EXPECT_FALSE(ValidateRequestId("\xc3\xa9").ok());
+}
+
+TEST(RequestConversionTest, OutputsBecomeResponses) {
+  EngineOutput output{
+      .tokens = {{.token_id = 5, .logprob = -0.5f, .top_logprobs = {{5, -0.5f}}}, {.token_id = 6}},
+      .finish = FinishReason::kStop,
+      .prompt_tokens = 3,
+      .cached_prompt_tokens = 1,
+      .output_tokens = 2,
+      .preemptions = 1,
+      .queue_s = 0.1,
+      .ttft_s = 0.2,
+      .total_s = 0.3};
+  v1::GenerateResponse response;
+  AppendTokens(output, &response);
+  SetFinal(output, &response);
+  ASSERT_EQ(response.tokens_size(), 2);
+  EXPECT_EQ(response.tokens(0).token_id(), 5);
+  EXPECT_FLOAT_EQ(response.tokens(0).logprob(), -0.5f);
+  EXPECT_EQ(response.tokens(0).top_logprobs_size(), 1);
+  EXPECT_FALSE(response.tokens(1).has_logprob());
+  EXPECT_EQ(response.finish_reason(), ::llmserve::v1::FINISH_REASON_STOP);
+  EXPECT_EQ(response.usage().prompt_tokens(), 3u);
+  EXPECT_EQ(response.usage().cached_prompt_tokens(), 1u);
+  EXPECT_EQ(response.usage().completion_tokens(), 2u);
+  EXPECT_EQ(response.timing().preemptions(), 1u);
+  EXPECT_DOUBLE_EQ(response.timing().time_to_first_token_s(), 0.2);
+}
+
+}  // namespace
+}  // namespace llmserve::worker

@@ -1,0 +1,502 @@
+// The worker service in process: a real gRPC server on a loopback port with the tiny model,
+// called through the generated C++ client.
+
+#include "worker/service/worker_server.h"
+
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "common/prefix_cache/block_hash.h"
+#include "gtest/gtest.h"
+#include "llmserve/worker/v1/worker.grpc.pb.h"
+#include "tests/testing/http_get.h"
+#include "tests/testing/scoped_temp_dir.h"
+#include "tests/testing/test_model.h"
+#include "worker/engine/cpu_engine_builder.h"
+
+namespace llmserve::worker {
+namespace {
+
+using ::llmserve::testing::HttpGet;
+
+// Long enough for a slow, shared CI machine; every wait in this file is bounded by it.
+constexpr absl::Duration kPatience = absl::Seconds(60);
+
+class WorkerServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(::llmserve::testing::WriteTinyModel(dir_.path()).ok()); }
+
+  // Metrics only where a test reads them: stopping the metrics server takes CivetWeb up to 2 s.
+  void StartServer(WorkerServerOptions options = {}, bool with_metrics = false) {
+    options.model_dir = dir_.path();
+    options.served_model_name = "tiny-test";
+    options.host = "127.0.0.1";
+    options.port = 0;
+    options.metrics_port = with_metrics ? 0 : -1;
+    options.kv_cache_bytes = 8 << 20;
+    options.threads = 1;
+    absl::StatusOr<std::unique_ptr<WorkerServer>> server = WorkerServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
+                                   grpc::InsecureChannelCredentials());
+    stub_ = v1::Worker::NewStub(channel_);
+  }
+
+  static v1::GenerateRequest Request(const std::string& id, int prompt_len, int max_tokens) {
+    v1::GenerateRequest request;
+    request.set_request_id(id);
+    for (int i = 0; i < prompt_len; ++i) request.add_prompt_token_ids(3 + (i * 7) % 150);
+    request.set_max_tokens(max_tokens);
+    request.set_ignore_eos(true);
+    return request;
+  }
+
+  struct StreamResult {
+    std::vector<int32_t> tokens;
+    std::vector<v1::GenerateResponse> messages;
+    grpc::Status status;
+  };
+
+  StreamResult Generate(const v1::GenerateRequest& request) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
+    StreamResult result;
+    std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =
+        stub_->Generate(&context, request);
+    v1::GenerateResponse response;
+    while (reader->Read(&response)) {
+      for (const v1::GeneratedToken& token : response.tokens()) {
+        result.tokens.push_back(token.token_id());
+      }
+      result.messages.push_back(response);
+    }
+    result.status = reader->Finish();
+    return result;
+  }
+
+  // The health status of `service` (1 SERVING, 2 NOT_SERVING), or -1 when the call fails.
+  int Health(const std::string& service) {
+    grpc::GenericStub generic(channel_);
+    std::string request;
+    if (!service.empty()) request = std::string("\n") + static_cast<char>(service.size()) + service;
+    grpc::ByteBuffer request_buffer(std::vector<grpc::Slice>{grpc::Slice(request)}.data(), 1),
+        response;
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    absl::Notification done;
+    grpc::Status status;
+    generic.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
+                      &request_buffer, &response, [&](grpc::Status s) {
+                        status = s;
+                        done.Notify();
+                      });
+    done.WaitForNotification();
+    if (!status.ok()) return -1;
+    std::vector<grpc::Slice> slices;
+    if (!response.Dump(&slices).ok()) return -1;
+    std::string bytes;
+    for (const grpc::Slice& slice : slices) {
+      bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    }
+    return bytes.size() == 2 && bytes[0] == 0x08 ? bytes[1] : (bytes.empty() ? 0 : -1);
+  }
+
+  // The value of the metric line starting with `series` ("name{labels}"), or -1.
+  double Metric(const std::string& series) {
+    const std::string body = HttpGet(server_->metrics_port(), "/metrics");
+    for (absl::string_view line : absl::StrSplit(body, '\n')) {
+      if (!absl::StartsWith(line, series + " ")) continue;
+      double value = 0;
+      if (absl::SimpleAtod(line.substr(series.size() + 1), &value)) return value;
+    }
+    return -1;
+  }
+
+  // Waits until the engine holds no blocks and runs nothing.
+  bool WaitForIdleEngine() {
+    const absl::Time deadline = absl::Now() + kPatience;
+    while (absl::Now() < deadline) {
+      const EngineLoad load = server_->engine().Load();
+      if (load.running == 0 && load.waiting == 0 && load.kv_blocks_free == load.kv_blocks_total) {
+        return true;
+      }
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return false;
+  }
+
+  ::llmserve::testing::ScopedTempDir dir_{"worker_server_test"};
+  std::unique_ptr<WorkerServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Worker::Stub> stub_;
+};
+
+TEST_F(WorkerServerTest, ModelInfoDescribesTheModel) {
+  StartServer();
+  grpc::ClientContext context;
+  v1::ModelInfo info;
+  ASSERT_TRUE(stub_->GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok());
+  EXPECT_EQ(info.model_name(), "tiny-test");
+  EXPECT_EQ(info.max_model_len(), static_cast<uint32_t>(server_->engine().max_model_len()));
+  EXPECT_EQ(info.vocab_size(), static_cast<uint32_t>(server_->engine().model_config().vocab_size));
+  EXPECT_EQ(info.block_size(), 16u);
+  EXPECT_GT(info.num_kv_blocks(), 0u);
+  EXPECT_EQ(info.backend(), "cpu");
+  EXPECT_EQ(info.dtype(), "f32");
+  EXPECT_TRUE(info.prefix_caching());
+  EXPECT_FALSE(info.worker_id().empty());
+  EXPECT_NE(info.tokenizer_json().find("\"model\""), std::string::npos);
+  EXPECT_FALSE(info.chat_template().empty());
+  EXPECT_FALSE(info.eos_token_ids().empty());
+}
+
+TEST_F(WorkerServerTest, StreamMatchesTheOfflineEngineForTheSameSeed) {
+  StartServer();
+  v1::GenerateRequest request = Request("seeded", 20, 24);
+  request.mutable_sampling()->set_temperature(0.9f);
+  request.mutable_sampling()->set_seed(1234);
+  request.mutable_sampling()->set_return_logprobs(true);
+  const StreamResult streamed = Generate(request);
+  ASSERT_TRUE(streamed.status.ok()) << streamed.status.error_message();
+  ASSERT_EQ(streamed.tokens.size(), 24u);
+  const v1::GenerateResponse& last = streamed.messages.back();
+  EXPECT_EQ(last.finish_reason(), ::llmserve::v1::FINISH_REASON_LENGTH);
+  EXPECT_EQ(last.usage().prompt_tokens(), 20u);
+  EXPECT_EQ(last.usage().completion_tokens(), 24u);
+  EXPECT_GT(last.timing().total_s(), 0);
+  EXPECT_TRUE(streamed.messages.front().tokens(0).has_logprob());
+
+  // The same request through an engine driven by hand.
+  absl::StatusOr<std::unique_ptr<Engine>> offline =
+      BuildCpuEngine({.model_dir = dir_.path(), .num_threads = 1, .kv_cache_bytes = 8 << 20});
+  ASSERT_TRUE(offline.ok()) << offline.status();
+  std::vector<int32_t> expected;
+  EngineRequest engine_request;
+  engine_request.prompt.assign(request.prompt_token_ids().begin(),
+                               request.prompt_token_ids().end());
+  engine_request.sampling.temperature = 0.9f;
+  engine_request.sampling.seed = 1234;
+  engine_request.stopping.max_tokens = 24;
+  engine_request.stopping.ignore_eos = true;
+  engine_request.on_output = [&expected](const EngineOutput& output) {
+    for (const GeneratedToken& token : output.tokens) expected.push_back(token.token_id);
+  };
+  ASSERT_TRUE((*offline)->AddRequest(std::move(engine_request)).ok());
+  while ((*offline)->StepOnce()) {
+  }
+  EXPECT_EQ(streamed.tokens, expected);
+}
+
+TEST_F(WorkerServerTest, SixtyFourConcurrentStreamsComplete) {
+  StartServer({.max_num_seqs = 16});
+  constexpr int kStreams = 64;
+  std::vector<std::thread> clients;
+  std::atomic<int> completed{0};
+  for (int i = 0; i < kStreams; ++i) {
+    clients.emplace_back([this, i, &completed] {
+      const StreamResult result = Generate(Request(absl::StrCat("c", i), 5 + i % 30, 8 + i % 5));
+      if (result.status.ok() && result.tokens.size() == static_cast<size_t>(8 + i % 5)) {
+        ++completed;
+      } else {
+        ADD_FAILURE() << "stream " << i << ": " << result.status.error_message() << ", "
+                      << result.tokens.size() << " tokens";
+      }
+    });
+  }
+  for (std::thread& client : clients) client.join();
+  EXPECT_EQ(completed.load(), kStreams);
+  EXPECT_TRUE(WaitForIdleEngine());
+}
+
+TEST_F(WorkerServerTest, CancellingMidStreamFreesTheBlocks) {
+  StartServer();
+  {
+    grpc::ClientContext context;
+    v1::GenerateRequest request = Request("to-cancel", 40, 900);
+    std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =
+        stub_->Generate(&context, request);
+    v1::GenerateResponse response;
+    ASSERT_TRUE(reader->Read(&response));
+    EXPECT_GT(server_->engine().Load().kv_blocks_total - server_->engine().Load().kv_blocks_free,
+              0);
+    context.TryCancel();
+    while (reader->Read(&response)) {
+    }
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  EXPECT_TRUE(WaitForIdleEngine());
+  // The id is free again once the engine let go of it.
+  const StreamResult again = Generate(Request("to-cancel", 4, 2));
+  EXPECT_TRUE(again.status.ok()) << again.status.error_message();
+}
+
+TEST_F(WorkerServerTest, DeadlinePassingAbortsTheRequest) {
+  // One slot, held by a long request: the second waits in the queue until its deadline passes.
+  StartServer({.max_num_seqs = 1});
+  grpc::ClientContext long_context;
+  auto long_stream = stub_->Generate(&long_context, Request("long", 40, 900));
+  v1::GenerateResponse response;
+  ASSERT_TRUE(long_stream->Read(&response));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Milliseconds(20)));
+  std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =
+      stub_->Generate(&context, Request("deadline", 40, 900));
+  while (reader->Read(&response)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  long_context.TryCancel();
+  while (long_stream->Read(&response)) {
+  }
+  EXPECT_TRUE(WaitForIdleEngine());
+}
+
+TEST_F(WorkerServerTest, BadRequestsGetTheRightCodes) {
+  StartServer({}, /*with_metrics=*/true);
+  auto code_of = [this](const v1::GenerateRequest& request) { return Generate(request).status; };
+  v1::GenerateRequest empty = Request("e", 0, 4);
+  grpc::Status status = code_of(empty);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("prompt_token_ids"), std::string::npos);
+
+  v1::GenerateRequest out_of_vocab = Request("v", 3, 4);
+  out_of_vocab.set_prompt_token_ids(2, 1 << 20);
+  status = code_of(out_of_vocab);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("prompt_token_ids[2]"), std::string::npos);
+
+  v1::GenerateRequest bad_sampling = Request("s", 3, 4);
+  bad_sampling.mutable_sampling()->set_top_p(1.5f);
+  status = code_of(bad_sampling);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("sampling.top_p"), std::string::npos);
+
+  v1::GenerateRequest too_long = Request("l", 3, server_->engine().max_model_len());
+  status = code_of(too_long);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("max_tokens"), std::string::npos);
+
+  status = code_of(Request("", 3, 4));
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("request_id"), std::string::npos);
+
+  grpc::ClientContext watch_context;
+  v1::WatchLoadRequest watch;
+  watch.set_interval_ms(10);
+  auto watch_reader = stub_->WatchLoad(&watch_context, watch);
+  v1::LoadReport report;
+  EXPECT_FALSE(watch_reader->Read(&report));
+  status = watch_reader->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("interval_ms"), std::string::npos);
+
+  EXPECT_TRUE(WaitForIdleEngine());
+  EXPECT_EQ(Metric("llmserve_request_failure_total{code=\"invalid_argument\",model=\"tiny-test\"}"),
+            5);
+}
+
+TEST_F(WorkerServerTest, DuplicateIdsAndOverloadAreRefused) {
+  StartServer({.max_num_seqs = 1, .max_queue = 1});
+  grpc::ClientContext first_context;
+  auto first = stub_->Generate(&first_context, Request("dup", 10, 1000));
+  v1::GenerateResponse response;
+  ASSERT_TRUE(first->Read(&response));  // running now
+
+  const StreamResult duplicate = Generate(Request("dup", 3, 2));
+  EXPECT_EQ(duplicate.status.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+
+  grpc::ClientContext queued_context;
+  auto queued = stub_->Generate(&queued_context, Request("queued", 3, 2));
+  const absl::Time deadline = absl::Now() + kPatience;
+  while (server_->engine().Load().waiting < 1 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  const StreamResult overloaded = Generate(Request("third", 3, 2));
+  EXPECT_EQ(overloaded.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(overloaded.status.error_message().find("overloaded"), std::string::npos);
+
+  first_context.TryCancel();
+  while (first->Read(&response)) {
+  }
+  while (queued->Read(&response)) {
+  }
+  EXPECT_TRUE(queued->Finish().ok());
+  EXPECT_TRUE(WaitForIdleEngine());
+}
+
+TEST_F(WorkerServerTest, WatchLoadSnapshotsThenStreamsCacheEvents) {
+  StartServer();
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
+  v1::WatchLoadRequest watch;
+  watch.set_interval_ms(50);
+  auto reader = stub_->WatchLoad(&context, watch);
+  v1::LoadReport report;
+  ASSERT_TRUE(reader->Read(&report));
+  EXPECT_TRUE(report.reset());
+  EXPECT_EQ(report.sequence(), 1u);
+  EXPECT_EQ(report.kv_blocks_total(), report.kv_blocks_free());
+
+  // Two full blocks of prompt: both are stored in the prefix cache.
+  const v1::GenerateRequest request = Request("cached", 32, 1);
+  ASSERT_TRUE(Generate(request).status.ok());
+  const std::vector<int32_t> prompt(request.prompt_token_ids().begin(),
+                                    request.prompt_token_ids().end());
+  std::vector<uint64_t> expected;
+  for (const common::BlockHash& hash : common::HashFullBlocks(prompt, 16, "")) {
+    expected.push_back(hash.RoutingHash());
+  }
+  std::vector<uint64_t> stored;
+  uint64_t sequence = report.sequence();
+  while (stored.size() < expected.size() && reader->Read(&report)) {
+    EXPECT_EQ(report.sequence(), ++sequence);
+    EXPECT_FALSE(report.reset());
+    for (const v1::PrefixCacheEvent& event : report.events()) {
+      if (event.kind() == v1::PrefixCacheEvent::KIND_STORED) {
+        stored.insert(stored.end(), event.block_hashes().begin(), event.block_hashes().end());
+      }
+    }
+  }
+  EXPECT_EQ(stored, expected);
+
+  // A second watcher starts from a snapshot that has them.
+  grpc::ClientContext second_context;
+  second_context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
+  auto second = stub_->WatchLoad(&second_context, watch);
+  ASSERT_TRUE(second->Read(&report));
+  EXPECT_TRUE(report.reset());
+  ASSERT_EQ(report.events_size(), 1);
+  std::vector<uint64_t> snapshot(report.events(0).block_hashes().begin(),
+                                 report.events(0).block_hashes().end());
+  std::sort(snapshot.begin(), snapshot.end());
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(snapshot, expected);
+  context.TryCancel();
+  second_context.TryCancel();
+}
+
+TEST_F(WorkerServerTest, HealthAndGracefulDrain) {
+  StartServer({.drain_timeout = absl::Seconds(60)});
+  EXPECT_EQ(Health(""), 1);
+  EXPECT_EQ(Health(kReadinessServiceName), 1);
+
+  grpc::ClientContext watch_context;
+  v1::WatchLoadRequest watch;
+  watch.set_interval_ms(60000);
+  auto watcher = stub_->WatchLoad(&watch_context, watch);
+  v1::LoadReport report;
+  ASSERT_TRUE(watcher->Read(&report));
+  EXPECT_FALSE(report.draining());
+
+  // A stream in flight when the drain starts finishes normally.
+  grpc::ClientContext context;
+  auto in_flight = stub_->Generate(&context, Request("in-flight", 10, 300));
+  v1::GenerateResponse response;
+  ASSERT_TRUE(in_flight->Read(&response));
+  int tokens = response.tokens_size();
+
+  std::thread drain([this] { EXPECT_EQ(server_->Drain(), 0); });
+  // The watcher hears about the drain at once, though its interval is a minute.
+  ASSERT_TRUE(watcher->Read(&report));
+  EXPECT_TRUE(report.draining());
+  EXPECT_EQ(Health(kReadinessServiceName), 2);
+  EXPECT_EQ(Health(""), 1);  // draining is not dead
+  const StreamResult refused = Generate(Request("late", 3, 2));
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(refused.status.error_message().find("draining"), std::string::npos);
+
+  while (in_flight->Read(&response)) tokens += response.tokens_size();
+  EXPECT_TRUE(in_flight->Finish().ok());
+  EXPECT_EQ(tokens, 300);
+  while (watcher->Read(&report)) {
+  }
+  EXPECT_TRUE(watcher->Finish().ok());
+  drain.join();
+}
+
+TEST_F(WorkerServerTest, DrainTimeoutAbortsWithAClearStatus) {
+  // One slot and eight long requests: far more work than the drain timeout allows.
+  StartServer({.max_num_seqs = 1, .drain_timeout = absl::Milliseconds(20)});
+  constexpr int kStreams = 8;
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>>> streams;
+  for (int i = 0; i < kStreams; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    streams.push_back(
+        stub_->Generate(contexts.back().get(), Request(absl::StrCat("slow", i), 10, 1000)));
+  }
+  v1::GenerateResponse response;
+  ASSERT_TRUE(streams[0]->Read(&response));
+  const absl::Time deadline = absl::Now() + kPatience;
+  while (server_->engine().Load().waiting < kStreams - 1 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_GE(server_->Drain(), 1);
+  int aborted = 0;
+  for (auto& stream : streams) {
+    int tokens = 0;
+    while (stream->Read(&response)) tokens += response.tokens_size();
+    const grpc::Status status = stream->Finish();
+    if (status.ok()) {
+      EXPECT_EQ(tokens, 1000);
+      continue;
+    }
+    ++aborted;
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_NE(status.error_message().find("drain timeout"), std::string::npos)
+        << status.error_message();
+  }
+  EXPECT_GE(aborted, 1);
+}
+
+TEST_F(WorkerServerTest, MetricsCountWhatHappened) {
+  StartServer({}, /*with_metrics=*/true);
+  const std::string model = "model=\"tiny-test\"";
+  EXPECT_EQ(Metric("llmserve_generation_tokens_total{" + model + "}"), 0);  // warm-up excluded
+  EXPECT_EQ(Metric("llmserve_num_requests_running{" + model + "}"), 0);
+  ASSERT_TRUE(Generate(Request("m1", 20, 7)).status.ok());
+  ASSERT_TRUE(Generate(Request("m2", 20, 5)).status.ok());
+  EXPECT_EQ(Metric("llmserve_generation_tokens_total{" + model + "}"), 12);
+  EXPECT_EQ(Metric("llmserve_prompt_tokens_total{" + model + "}"), 40 - 16);  // a cached block
+  EXPECT_EQ(Metric("llmserve_prefix_cache_hits_total{" + model + "}"), 16);
+  EXPECT_EQ(Metric("llmserve_request_success_total{finished_reason=\"length\"," + model + "}"), 2);
+  EXPECT_EQ(Metric("llmserve_time_to_first_token_seconds_count{" + model + "}"), 2);
+  EXPECT_EQ(Metric("llmserve_inter_token_latency_seconds_count{" + model + "}"), 10);
+  EXPECT_EQ(Metric("llmserve_request_generation_tokens_sum{" + model + "}"), 12);
+  EXPECT_EQ(Metric("llmserve_kv_cache_usage_ratio{" + model + "}"), 0);
+  EXPECT_EQ(Metric("llmserve_cache_config_info{block_size=\"16\"," + model + ",num_blocks=\"" +
+                   absl::StrCat(server_->model_info().num_kv_blocks()) + "\"}"),
+            1);
+}
+
+TEST(WorkerServerOptionsTest, BadOptionsNameTheFlag) {
+  auto message = [](WorkerServerOptions options) {
+    options.model_dir = options.model_dir.empty() ? "/nonexistent" : options.model_dir;
+    return std::string(ValidateWorkerServerOptions(options).message());
+  };
+  EXPECT_NE(message({.backend = "tpu"}).find("--backend=tpu"), std::string::npos);
+  EXPECT_NE(message({.port = 70000}).find("--port=70000"), std::string::npos);
+  EXPECT_NE(message({.block_size = 0}).find("--block_size=0"), std::string::npos);
+  EXPECT_NE(message({.max_queue = -1}).find("--max_queue"), std::string::npos);
+  EXPECT_NE(message({.drain_timeout = absl::Seconds(-1)}).find("--drain_timeout"),
+            std::string::npos);
+  EXPECT_NE(std::string(ValidateWorkerServerOptions({}).message()).find("--model"),
+            std::string::npos);
+  absl::StatusOr<std::unique_ptr<WorkerServer>> missing =
+      WorkerServer::Start({.model_dir = "/nonexistent/model", .port = 0, .metrics_port = -1});
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace llmserve::worker

@@ -1,0 +1,182 @@
+#include "worker/service/generate_call.h"
+
+#include <utility>
+
+#include "common/status/grpc_status.h"
+#include "worker/service/request_conversion.h"
+
+namespace llmserve::worker {
+
+GenerateCall::GenerateCall(Engine* engine, WorkerMetrics* metrics,
+                           std::function<void()> on_engine_done)
+    : engine_(engine), metrics_(metrics), on_engine_done_(std::move(on_engine_done)) {}
+
+absl::Status GenerateCall::Start(EngineRequest request) {
+  prompt_tokens_ = static_cast<int32_t>(request.prompt.size());
+  request.on_output = [this](const EngineOutput& output) { OnEngineOutput(output); };
+  {
+    // The engine's reference (taken before the engine can call back), and this function's own:
+    // the engine may finish the request and gRPC end the call before AddRequest returns.
+    absl::MutexLock lock(&mutex_);
+    refs_ += 2;
+  }
+  const absl::StatusOr<RequestId> id = engine_->AddRequest(std::move(request));
+  bool abort_now = false;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (id.ok()) {
+      engine_id_ = *id;
+      abort_now = cancelled_ || abort_status_.has_value();
+    } else {
+      --refs_;  // the engine never took it
+      engine_done_ = true;
+      finish_status_ = common::ToGrpcStatus(id.status());
+    }
+  }
+  if (id.ok() && abort_now) {
+    // A cancel or drain that came while AddRequest ran could not name the engine request yet.
+    engine_->AbortRequest(*id);
+  }
+  if (!id.ok()) {
+    if (metrics_ != nullptr) metrics_->OnFailed(id.status().code());
+    on_engine_done_();
+    Pump();
+  }
+  Unref();
+  return id.ok() ? absl::OkStatus() : id.status();
+}
+
+void GenerateCall::Abort(const grpc::Status& status) {
+  RequestId id = 0;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (engine_done_ || abort_status_.has_value()) return;
+    abort_status_ = status;
+    id = engine_id_;
+  }
+  if (id != 0) engine_->AbortRequest(id);
+}
+
+void GenerateCall::OnCancel() {
+  RequestId id = 0;
+  {
+    absl::MutexLock lock(&mutex_);
+    cancelled_ = true;
+    if (!engine_done_) id = engine_id_;
+  }
+  if (id != 0) engine_->AbortRequest(id);
+  Pump();
+}
+
+void GenerateCall::OnEngineOutput(const EngineOutput& output) {
+  const absl::Time now = absl::Now();
+  const int num_tokens = static_cast<int>(output.tokens.size());
+  if (metrics_ != nullptr && num_tokens > 0) {
+    if (generated_tokens_ == 0) {
+      metrics_->OnFirstToken(absl::ToDoubleSeconds(now - arrival_));
+      if (num_tokens > 1) metrics_->OnInterToken(num_tokens - 1, 0);
+    } else {
+      metrics_->OnInterToken(num_tokens, absl::ToDoubleSeconds(now - last_token_time_));
+    }
+  }
+  generated_tokens_ += num_tokens;
+  if (num_tokens > 0) last_token_time_ = now;
+
+  const bool last = output.finish != FinishReason::kNone;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (num_tokens > 0) {
+      AppendTokens(output, &pending_);
+      has_pending_ = true;
+    }
+    if (last) {
+      engine_done_ = true;
+      if (output.finish == FinishReason::kError) {
+        finish_status_ = common::ToGrpcStatus(
+            output.error.ok() ? absl::InternalError("the engine failed") : output.error);
+      } else if (output.finish == FinishReason::kAbort && abort_status_.has_value()) {
+        finish_status_ = *abort_status_;
+      } else if (output.finish == FinishReason::kAbort && !cancelled_) {
+        // Only the engine shutting down aborts a request nobody asked to abort.
+        finish_status_ = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                      "the worker stopped before the request finished");
+      } else {
+        EngineOutput final_output = output;
+        if (output.finish == FinishReason::kAbort) {
+          final_output.prompt_tokens = prompt_tokens_;
+          final_output.output_tokens = generated_tokens_;
+        }
+        SetFinal(final_output, &pending_);
+        has_pending_ = true;
+        finish_status_ = grpc::Status::OK;
+      }
+    }
+  }
+  if (last && metrics_ != nullptr) {
+    if (output.finish == FinishReason::kError) {
+      metrics_->OnFailed(output.error.ok() ? absl::StatusCode::kInternal : output.error.code());
+    } else {
+      metrics_->OnFinished(output, prompt_tokens_, generated_tokens_);
+    }
+  }
+  Pump();
+  if (last) {
+    on_engine_done_();
+    Unref();
+  }
+}
+
+void GenerateCall::Pump() {
+  enum class Action { kNone, kWrite, kFinish } action = Action::kNone;
+  grpc::Status status;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (writing_ || finish_called_) return;
+    if (cancelled_) {
+      // Nobody reads any more: end at once (gRPC needs Finish even for a cancelled call).
+      finish_called_ = true;
+      status = grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled");
+      action = Action::kFinish;
+    } else if (has_pending_) {
+      in_flight_.Clear();
+      in_flight_.Swap(&pending_);
+      has_pending_ = false;
+      writing_ = true;
+      action = Action::kWrite;
+    } else if (finish_status_.has_value()) {
+      finish_called_ = true;
+      status = *finish_status_;
+      action = Action::kFinish;
+    }
+  }
+  if (action == Action::kWrite) StartWrite(&in_flight_);
+  if (action == Action::kFinish) Finish(status);
+}
+
+void GenerateCall::OnWriteDone(bool ok) {
+  RequestId abort_id = 0;
+  {
+    absl::MutexLock lock(&mutex_);
+    writing_ = false;
+    if (!ok && !cancelled_) {
+      // The stream broke (client gone): stop the request rather than compute for nobody.
+      cancelled_ = true;
+      if (!engine_done_) abort_id = engine_id_;
+    }
+  }
+  if (abort_id != 0) engine_->AbortRequest(abort_id);
+  Pump();
+}
+
+void GenerateCall::OnDone() { Unref(); }
+
+void GenerateCall::Unref() {
+  bool last = false;
+  {
+    absl::MutexLock lock(&mutex_);
+    last = --refs_ == 0;
+  }
+  if (last) delete this;
+}
+
+}  // namespace llmserve::worker

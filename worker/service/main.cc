@@ -1,0 +1,162 @@
+// llmserve-worker: serves one model on one device over llmserve.worker.v1.Worker.
+//
+// SIGTERM or SIGINT drains (stop admitting, finish running requests up to --drain_timeout, abort
+// the rest) and exits 0; a second signal exits at once with status 1.
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/time/time.h"
+#include "common/base/byte_size.h"
+#include "common/base/flag_names.h"
+#include "common/base/logging.h"
+#include "common/status/status_macros.h"
+#include "worker/service/worker_server.h"
+
+ABSL_FLAG(std::string, model, "", "Hugging Face model directory to serve (required)");
+ABSL_FLAG(std::string, served_model_name, "",
+          "name the model is served under (default: the model directory's name)");
+ABSL_FLAG(std::string, backend, "cpu", "compute backend: cpu or cuda");
+ABSL_FLAG(int, device, 0, "accelerator index for --backend=cuda");
+ABSL_FLAG(std::string, dtype, "f32", "runtime weight dtype: f32, bf16 or f16");
+ABSL_FLAG(std::string, host, "0.0.0.0", "address to listen on (gRPC and metrics)");
+ABSL_FLAG(int, port, 50051, "gRPC port (0: pick a free one)");
+ABSL_FLAG(int, metrics_port, 9400, "Prometheus /metrics port (0: pick a free one; -1: off)");
+ABSL_FLAG(std::string, kv_cache_memory, "25%",
+          "KV cache size: bytes (4GiB, 512MiB) or a percentage of the memory free after the "
+          "weights are loaded (25%)");
+ABSL_FLAG(int, block_size, 16, "tokens per KV cache block");
+ABSL_FLAG(int, max_num_seqs, 64, "most requests in one engine step");
+ABSL_FLAG(int, max_num_batched_tokens, 2048, "most tokens in one engine step");
+ABSL_FLAG(int64_t, max_model_len, 0, "context length to serve (0: the model's)");
+ABSL_FLAG(bool, enable_prefix_caching, true, "reuse the KV cache of shared prompt prefixes");
+ABSL_FLAG(int, threads, 0, "CPU kernel threads (0: one per hardware thread)");
+ABSL_FLAG(
+    int, max_queue, 256,
+    "requests allowed to wait for a slot before new ones get RESOURCE_EXHAUSTED (0: no limit)");
+ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
+          "on SIGTERM, how long running requests may take before they are aborted");
+
+namespace {
+
+int signal_pipe[2] = {-1, -1};
+volatile sig_atomic_t signals_received = 0;
+
+void OnSignal(int signal_number) {
+  if (signals_received != 0) _exit(1);
+  signals_received = 1;
+  const char byte = static_cast<char>(signal_number);
+  // Nothing to do on failure inside a handler; the pipe has room for one byte.
+  [[maybe_unused]] const ssize_t written = write(signal_pipe[1], &byte, 1);
+}
+
+// SIGTERM/SIGINT go to a pipe the main thread reads, whichever thread the kernel picks (the
+// BLAS and gRPC threads exist before we could block signals in them).
+bool InstallSignalHandlers() {
+  if (pipe2(signal_pipe, O_CLOEXEC) != 0) return false;
+  struct sigaction action = {};
+  action.sa_handler = OnSignal;
+  sigemptyset(&action.sa_mask);
+  return sigaction(SIGTERM, &action, nullptr) == 0 && sigaction(SIGINT, &action, nullptr) == 0;
+}
+
+int WaitForSignal() {
+  char byte = 0;
+  while (read(signal_pipe[0], &byte, 1) < 0 && errno == EINTR) {
+  }
+  return byte;
+}
+
+absl::Status ParseKvCacheMemory(const std::string& text,
+                                llmserve::worker::WorkerServerOptions* options) {
+  absl::string_view value = text;
+  if (absl::ConsumeSuffix(&value, "%")) {
+    double percent = 0;
+    if (!absl::SimpleAtod(value, &percent) || !(percent > 0 && percent <= 100)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--kv_cache_memory=", text, ": a percentage must be in (0%, 100%]"));
+    }
+    options->kv_cache_bytes = 0;
+    options->kv_cache_fraction = percent / 100;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<int64_t> bytes = llmserve::common::ParseByteSize(value);
+  if (!bytes.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kv_cache_memory: ", bytes.status().message(), ", or a percentage (25%)"));
+  }
+  if (*bytes <= 0) return absl::InvalidArgumentError("--kv_cache_memory must be more than 0");
+  options->kv_cache_bytes = *bytes;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<llmserve::worker::WorkerServerOptions> OptionsFromFlags() {
+  llmserve::worker::WorkerServerOptions options;
+  options.model_dir = absl::GetFlag(FLAGS_model);
+  options.served_model_name = absl::GetFlag(FLAGS_served_model_name);
+  options.backend = absl::GetFlag(FLAGS_backend);
+  options.device = absl::GetFlag(FLAGS_device);
+  absl::StatusOr<llmserve::worker::DType> dtype =
+      llmserve::worker::ParseDType(absl::GetFlag(FLAGS_dtype));
+  if (!dtype.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--dtype: ", dtype.status().message()));
+  }
+  options.dtype = *dtype;
+  options.host = absl::GetFlag(FLAGS_host);
+  options.port = absl::GetFlag(FLAGS_port);
+  options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  LLMSERVE_RETURN_IF_ERROR(ParseKvCacheMemory(absl::GetFlag(FLAGS_kv_cache_memory), &options));
+  options.block_size = absl::GetFlag(FLAGS_block_size);
+  options.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
+  options.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
+  options.max_model_len = absl::GetFlag(FLAGS_max_model_len);
+  options.enable_prefix_caching = absl::GetFlag(FLAGS_enable_prefix_caching);
+  options.threads = absl::GetFlag(FLAGS_threads);
+  options.max_queue = absl::GetFlag(FLAGS_max_queue);
+  options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
+  LLMSERVE_RETURN_IF_ERROR(llmserve::worker::ValidateWorkerServerOptions(options));
+  return options;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Serves one model over gRPC (llmserve.worker.v1.Worker).\n"
+      "  llmserve-worker --model=DIR [--port=50051] [--metrics_port=9400] [--dtype=f32]");
+  llmserve::common::NormalizeFlagNames(argc, argv);
+  absl::ParseCommandLine(argc, argv);
+  absl::StatusOr<llmserve::worker::WorkerServerOptions> options = OptionsFromFlags();
+  if (!options.ok()) {
+    std::fprintf(stderr, "llmserve-worker: %s\n", std::string(options.status().message()).c_str());
+    return 2;
+  }
+  if (!InstallSignalHandlers()) {
+    std::fprintf(stderr, "llmserve-worker: cannot install signal handlers\n");
+    return 1;
+  }
+  absl::StatusOr<std::unique_ptr<llmserve::worker::WorkerServer>> server =
+      llmserve::worker::WorkerServer::Start(*options);
+  if (!server.ok()) {
+    std::fprintf(stderr, "llmserve-worker: %s\n", server.status().ToString().c_str());
+    return 1;
+  }
+  const int signal_number = WaitForSignal();
+  LLMSERVE_LOG(INFO) << "received " << (signal_number == SIGINT ? "SIGINT" : "SIGTERM")
+                     << ": draining";
+  (*server)->Drain();
+  server->reset();
+  LLMSERVE_LOG(INFO) << "stopped";
+  return 0;
+}

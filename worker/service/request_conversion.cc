@@ -1,0 +1,153 @@
+#include "worker/service/request_conversion.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace llmserve::worker {
+namespace {
+
+absl::Status Invalid(absl::string_view field, absl::string_view problem) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", problem));
+}
+
+// Sampling fields the proto leaves unset keep SamplingParams' defaults; the ranges are checked
+// by ValidateSamplingParams (through the engine), which names the field the same way.
+SamplingParams ToSamplingParams(const ::llmserve::v1::SamplingParams& proto) {
+  SamplingParams params;
+  if (proto.has_temperature()) params.temperature = proto.temperature();
+  if (proto.has_top_k()) params.top_k = proto.top_k();
+  if (proto.has_top_p()) params.top_p = proto.top_p();
+  if (proto.has_min_p()) params.min_p = proto.min_p();
+  if (proto.has_repetition_penalty()) params.repetition_penalty = proto.repetition_penalty();
+  if (proto.has_presence_penalty()) params.presence_penalty = proto.presence_penalty();
+  if (proto.has_frequency_penalty()) params.frequency_penalty = proto.frequency_penalty();
+  if (proto.has_seed()) params.seed = proto.seed();
+  params.top_logprobs = proto.top_logprobs();
+  params.return_logprobs = proto.return_logprobs();
+  return params;
+}
+
+::llmserve::v1::FinishReason ToProtoFinish(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kStop:
+      return ::llmserve::v1::FINISH_REASON_STOP;
+    case FinishReason::kLength:
+      return ::llmserve::v1::FINISH_REASON_LENGTH;
+    case FinishReason::kAbort:
+    case FinishReason::kError:
+      return ::llmserve::v1::FINISH_REASON_ABORT;
+    case FinishReason::kNone:
+      break;
+  }
+  return ::llmserve::v1::FINISH_REASON_UNSPECIFIED;
+}
+
+}  // namespace
+
+absl::Status ValidateRequestId(const std::string& request_id) {
+  if (request_id.empty() || request_id.size() > kMaxRequestIdLength) {
+    return Invalid("request_id", absl::StrCat("must be 1 to ", kMaxRequestIdLength,
+                                              " characters, got ", request_id.size()));
+  }
+  for (char c : request_id) {
+    if (c < 0x21 || c > 0x7e) {
+      return Invalid("request_id", "must be printable ASCII without spaces");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<EngineRequest> ToEngineRequest(const v1::GenerateRequest& request,
+                                              const RequestLimits& limits) {
+  const int prompt_len = request.prompt_token_ids_size();
+  if (prompt_len == 0) return Invalid("prompt_token_ids", "must not be empty");
+  if (prompt_len > limits.max_model_len - 1) {
+    return Invalid("prompt_token_ids",
+                   absl::StrCat(prompt_len, " tokens, but the worker's context (max_model_len) is ",
+                                limits.max_model_len, " and leaves room for at most ",
+                                limits.max_model_len - 1, " prompt tokens"));
+  }
+  EngineRequest out;
+  out.prompt.reserve(prompt_len);
+  for (int i = 0; i < prompt_len; ++i) {
+    const int32_t id = request.prompt_token_ids(i);
+    if (id < 0 || id >= limits.vocab_size) {
+      return Invalid(absl::StrCat("prompt_token_ids[", i, "]"),
+                     absl::StrCat(id, " is outside the vocabulary [0, ", limits.vocab_size, ")"));
+    }
+    out.prompt.push_back(id);
+  }
+
+  out.sampling = ToSamplingParams(request.sampling());
+  if (const absl::Status sampling = ValidateSamplingParams(out.sampling, limits.vocab_size);
+      !sampling.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("sampling.", sampling.message()));
+  }
+
+  const int32_t room = limits.max_model_len - prompt_len;
+  if (request.max_tokens() > static_cast<uint32_t>(room)) {
+    return Invalid("max_tokens",
+                   absl::StrCat(request.max_tokens(), " with a prompt of ", prompt_len,
+                                " tokens exceeds the context (max_model_len ", limits.max_model_len,
+                                "); at most ", room, ", or 0 for up to the context end"));
+  }
+  out.stopping.max_tokens = request.max_tokens() == 0 ? room : request.max_tokens();
+  if (request.min_tokens() > static_cast<uint32_t>(out.stopping.max_tokens)) {
+    return Invalid("min_tokens", absl::StrCat(request.min_tokens(), " exceeds max_tokens ",
+                                              out.stopping.max_tokens));
+  }
+  out.stopping.min_tokens = static_cast<int32_t>(request.min_tokens());
+  out.stopping.ignore_eos = request.ignore_eos();
+  if (request.stop_token_ids_size() > kMaxStopTokenIds) {
+    return Invalid("stop_token_ids",
+                   absl::StrCat(request.stop_token_ids_size(), " ids; at most ", kMaxStopTokenIds));
+  }
+  for (int i = 0; i < request.stop_token_ids_size(); ++i) {
+    const int32_t id = request.stop_token_ids(i);
+    if (id < 0 || id >= limits.vocab_size) {
+      return Invalid(absl::StrCat("stop_token_ids[", i, "]"),
+                     absl::StrCat(id, " is outside the vocabulary [0, ", limits.vocab_size, ")"));
+    }
+    out.stopping.stop_token_ids.push_back(id);
+  }
+  if (request.priority() < -kMaxPriority || request.priority() > kMaxPriority) {
+    return Invalid("priority", absl::StrCat(request.priority(), " is outside [", -kMaxPriority,
+                                            ", ", kMaxPriority, "]"));
+  }
+  out.priority = request.priority();
+  if (request.cache_salt().size() > kMaxCacheSaltBytes) {
+    return Invalid("cache_salt", absl::StrCat(request.cache_salt().size(), " bytes; at most ",
+                                              kMaxCacheSaltBytes));
+  }
+  out.cache_salt = request.cache_salt();
+  return out;
+}
+
+void AppendTokens(const EngineOutput& output, v1::GenerateResponse* response) {
+  for (const GeneratedToken& token : output.tokens) {
+    v1::GeneratedToken* out = response->add_tokens();
+    out->set_token_id(token.token_id);
+    if (token.logprob.has_value()) out->set_logprob(*token.logprob);
+    for (const auto& [id, logprob] : token.top_logprobs) {
+      v1::TokenLogprob* alternative = out->add_top_logprobs();
+      alternative->set_token_id(id);
+      alternative->set_logprob(logprob);
+    }
+  }
+}
+
+void SetFinal(const EngineOutput& output, v1::GenerateResponse* response) {
+  response->set_finish_reason(ToProtoFinish(output.finish));
+  ::llmserve::v1::Usage* usage = response->mutable_usage();
+  usage->set_prompt_tokens(output.prompt_tokens);
+  usage->set_completion_tokens(output.output_tokens);
+  usage->set_cached_prompt_tokens(output.cached_prompt_tokens);
+  v1::WorkerTiming* timing = response->mutable_timing();
+  timing->set_queue_s(output.queue_s);
+  timing->set_time_to_first_token_s(output.ttft_s);
+  timing->set_total_s(output.total_s);
+  timing->set_preemptions(output.preemptions);
+}
+
+}  // namespace llmserve::worker

@@ -1,0 +1,296 @@
+#include "worker/service/worker_server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <exception>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "common/base/logging.h"
+#include "common/status/status_macros.h"
+#include "worker/engine/cpu_engine_builder.h"
+#include "worker/model/model_files.h"
+
+namespace llmserve::worker {
+namespace {
+
+// GetModelInfo carries tokenizer.json (Llama-3's is about 9 MB): see worker.proto.
+constexpr int kMaxMessageBytes = 64 << 20;
+constexpr size_t kMaxTokenizerBytes = 64 << 20;
+
+absl::Status CheckRange(absl::string_view flag, int64_t value, int64_t low, int64_t high) {
+  if (value >= low && value <= high) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", flag, "=", value, " is outside [", low, ", ", high, "]"));
+}
+
+std::string DirectoryName(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string WorkerId() {
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  return absl::StrCat(host[0] == '\0' ? "worker" : host, "-", getpid(), "-",
+                      absl::ToUnixMillis(absl::Now()));
+}
+
+// The tokenizer files the gateway needs (GetModelInfo). A missing tokenizer.json is allowed
+// (token-id prompts still work) but logged; a malformed tokenizer_config.json is an error.
+absl::Status AddTokenizerFiles(const std::string& model_dir, v1::ModelInfo* info) {
+  absl::StatusOr<std::string> tokenizer =
+      ReadTextFile(model_dir + "/tokenizer.json", kMaxTokenizerBytes);
+  if (tokenizer.ok()) {
+    info->set_tokenizer_json(*std::move(tokenizer));
+  } else if (absl::IsNotFound(tokenizer.status())) {
+    LLMSERVE_LOG(WARNING) << model_dir << " has no tokenizer.json: clients must send token ids";
+  } else {
+    return tokenizer.status();
+  }
+  absl::StatusOr<std::string> config =
+      ReadTextFile(model_dir + "/tokenizer_config.json", kMaxTokenizerBytes);
+  if (!config.ok() && !absl::IsNotFound(config.status())) return config.status();
+  info->set_tokenizer_config_json(config.ok() ? *config : "{}");
+  if (config.ok()) {
+    try {
+      const nlohmann::json json = nlohmann::json::parse(*config);
+      const auto it = json.find("chat_template");
+      if (it != json.end() && it->is_string()) {
+        info->set_chat_template(it->get<std::string>());
+      } else if (it != json.end() && it->is_array()) {
+        // Named templates (older transformers): [{"name": "default", "template": ...}, ...].
+        for (const nlohmann::json& entry : *it) {
+          if (entry.value("name", "") == "default" && entry.contains("template")) {
+            info->set_chat_template(entry["template"].get<std::string>());
+          }
+        }
+      }
+    } catch (const std::exception& e) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(model_dir, "/tokenizer_config.json: not valid JSON: ", e.what()));
+    }
+  }
+  if (info->chat_template().empty()) {
+    absl::StatusOr<std::string> jinja =
+        ReadTextFile(model_dir + "/chat_template.jinja", kMaxTokenizerBytes);
+    if (jinja.ok()) info->set_chat_template(*std::move(jinja));
+  }
+  return absl::OkStatus();
+}
+
+// One short request through the whole engine, so the first client does not pay for cold caches
+// and lazily allocated buffers, and a broken backend fails at start, not on traffic.
+absl::Status WarmUp(Engine& engine) {
+  absl::Notification done;
+  absl::Status result;
+  EngineRequest request;
+  request.prompt = {engine.model_config().bos_token_id >= 0 ? engine.model_config().bos_token_id
+                                                            : 0};
+  request.sampling.temperature = 0;
+  request.stopping.max_tokens = 1;
+  request.stopping.ignore_eos = true;
+  request.on_output = [&](const EngineOutput& output) {
+    if (output.finish == FinishReason::kNone) return;
+    if (output.finish == FinishReason::kError) result = output.error;
+    if (output.finish == FinishReason::kAbort) result = absl::AbortedError("warm-up aborted");
+    done.Notify();
+  };
+  LLMSERVE_RETURN_IF_ERROR(engine.AddRequest(std::move(request)).status());
+  done.WaitForNotification();
+  if (!result.ok()) {
+    return absl::Status(result.code(), absl::StrCat("warm-up step failed: ", result.message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateWorkerServerOptions(const WorkerServerOptions& o) {
+  if (o.model_dir.empty()) return absl::InvalidArgumentError("--model is required");
+  if (o.backend != "cpu" && o.backend != "cuda") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--backend=", o.backend, " is not one of cpu, cuda"));
+  }
+  LLMSERVE_RETURN_IF_ERROR(CheckRange("device", o.device, 0, 1023));
+  LLMSERVE_RETURN_IF_ERROR(CheckRange("port", o.port, 0, 65535));
+  LLMSERVE_RETURN_IF_ERROR(CheckRange("metrics_port", o.metrics_port, -1, 65535));
+  if (o.kv_cache_bytes <= 0 && !(o.kv_cache_fraction > 0 && o.kv_cache_fraction <= 1)) {
+    return absl::InvalidArgumentError(
+        "--kv_cache_memory: give a size (4GiB) or a percentage of free memory in (0%, 100%]");
+  }
+  LLMSERVE_RETURN_IF_ERROR(CheckRange("block_size", o.block_size, 1, 1024));
+  LLMSERVE_RETURN_IF_ERROR(CheckRange("max_num_seqs", o.max_num_seqs, 1, 65536));
+  LLMSERVE_RETURN_IF_ERROR(
+      CheckRange("max_num_batched_tokens", o.max_num_batched_tokens, 1, 1 << 20));
+  LLMSERVE_RETURN_IF_ERROR(CheckRange("max_model_len", o.max_model_len, 0, 1 << 24));
+  LLMSERVE_RETURN_IF_ERROR(CheckRange("threads", o.threads, 0, 4096));
+  LLMSERVE_RETURN_IF_ERROR(CheckRange("max_queue", o.max_queue, 0, 1 << 20));
+  if (o.drain_timeout < absl::ZeroDuration() || o.drain_timeout > absl::Hours(24)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--drain_timeout=", absl::FormatDuration(o.drain_timeout), " is outside [0s, 24h]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
+    const WorkerServerOptions& options) {
+  LLMSERVE_RETURN_IF_ERROR(ValidateWorkerServerOptions(options));
+  if (options.backend == "cuda") {
+    return absl::UnimplementedError(
+        "--backend=cuda: this worker was built without the CUDA backend; use --backend=cpu");
+  }
+  std::unique_ptr<WorkerServer> server(new WorkerServer());
+  server->options_ = options;
+  const std::string model_name = options.served_model_name.empty()
+                                     ? DirectoryName(options.model_dir)
+                                     : options.served_model_name;
+
+  LLMSERVE_LOG(INFO) << "loading " << options.model_dir << " (" << DTypeName(options.dtype)
+                     << " weights, cpu backend)";
+  const absl::Time load_start = absl::Now();
+  absl::Time last_progress = load_start;
+  WorkerServer* raw = server.get();
+  CpuEngineOptions engine_options{
+      .model_dir = options.model_dir,
+      .dtype = options.dtype,
+      .num_threads = options.threads,
+      .kv_cache_bytes = options.kv_cache_bytes,
+      .kv_cache_fraction = options.kv_cache_fraction,
+      .block_size = options.block_size,
+      .max_model_len = options.max_model_len,
+      .engine = {.max_num_batched_tokens = options.max_num_batched_tokens,
+                 .max_num_seqs = options.max_num_seqs,
+                 .enable_prefix_caching = options.enable_prefix_caching,
+                 .max_waiting = options.max_queue,
+                 // Null until after the warm-up, which is not traffic.
+                 .on_step =
+                     [raw](const StepStats& step) {
+                       if (WorkerMetrics* metrics = raw->step_metrics_.load()) {
+                         metrics->OnStep(step);
+                       }
+                     }},
+      .load_progress =
+          [&last_progress](int64_t done, int64_t total) {
+            const absl::Time now = absl::Now();
+            if (done == total || now - last_progress >= absl::Seconds(2)) {
+              LLMSERVE_LOG(INFO) << "loading weights: layer " << done << "/" << total;
+              last_progress = now;
+            }
+          },
+  };
+  LLMSERVE_ASSIGN_OR_RETURN(server->engine_, BuildCpuEngine(engine_options));
+  Engine& engine = *server->engine_;
+  const ModelConfig& config = engine.model_config();
+  const EngineLoad load = engine.Load();
+  LLMSERVE_LOG(INFO) << "loaded " << config.architecture << " (" << config.NumParameters() / 1e6
+                     << "M parameters, " << config.num_layers << " layers, vocab "
+                     << config.vocab_size << ") in "
+                     << absl::FormatDuration(
+                            absl::Trunc(absl::Now() - load_start, absl::Milliseconds(1)));
+  LLMSERVE_LOG(INFO) << "KV cache: " << load.kv_blocks_total << " blocks of " << options.block_size
+                     << " tokens = " << int64_t{load.kv_blocks_total} * options.block_size
+                     << " tokens; context " << engine.max_model_len() << " tokens, prefix caching "
+                     << (options.enable_prefix_caching ? "on" : "off");
+
+  v1::ModelInfo& info = server->model_info_;
+  info.set_model_name(model_name);
+  info.set_max_model_len(engine.max_model_len());
+  for (int32_t eos : config.eos_token_ids) info.add_eos_token_ids(eos);
+  info.set_bos_token_id(config.bos_token_id);
+  info.set_block_size(options.block_size);
+  info.set_vocab_size(static_cast<uint32_t>(config.vocab_size));
+  info.set_num_kv_blocks(load.kv_blocks_total);
+  info.set_max_num_seqs(options.max_num_seqs);
+  info.set_backend(std::string(engine.backend().name()));
+  info.set_dtype(std::string(DTypeName(options.dtype)));
+  info.set_worker_id(WorkerId());
+  info.set_prefix_caching(options.enable_prefix_caching);
+  LLMSERVE_RETURN_IF_ERROR(AddTokenizerFiles(options.model_dir, &info));
+
+  server->metrics_ = std::make_unique<WorkerMetrics>(
+      model_name, options.block_size, load.kv_blocks_total,
+      [engine_ptr = server->engine_.get()] { return engine_ptr->Load(); });
+  if (options.metrics_port >= 0) {
+    LLMSERVE_ASSIGN_OR_RETURN(server->exposer_,
+                              common::MetricsExposer::Start(options.host, options.metrics_port));
+    for (const auto& collectable : server->metrics_->collectables()) {
+      server->exposer_->Register(collectable);
+    }
+  }
+  engine.Start();
+  const absl::Time warm_start = absl::Now();
+  LLMSERVE_RETURN_IF_ERROR(WarmUp(engine));
+  server->step_metrics_ = server->metrics_.get();
+  LLMSERVE_LOG(INFO) << "warm-up step done in "
+                     << absl::FormatDuration(
+                            absl::Trunc(absl::Now() - warm_start, absl::Microseconds(100)));
+
+  server->service_ =
+      std::make_unique<WorkerService>(server->engine_.get(), server->metrics_.get(), info);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  const std::string address = absl::StrCat(options.host, ":", options.port);
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &server->port_);
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  builder.RegisterService(server->service_.get());
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || server->port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", address, " (port in use, or a bad address?)"));
+  }
+  grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService();
+  health->SetServingStatus("", true);
+  health->SetServingStatus(kReadinessServiceName, true);
+  LLMSERVE_LOG(INFO) << "serving " << model_name << " on " << options.host << ":" << server->port_
+                     << (server->exposer_ != nullptr
+                             ? absl::StrCat(", metrics on http://", options.host, ":",
+                                            server->exposer_->port(), "/metrics")
+                             : std::string(", no metrics server"));
+  return server;
+}
+
+WorkerServer::~WorkerServer() {
+  if (server_ != nullptr) Drain();
+  // Everything that reads the engine (scrapes, the load thread) before the engine; the engine
+  // (whose steps report to metrics_) before the metrics.
+  exposer_.reset();
+  service_.reset();
+  engine_.reset();
+}
+
+int WorkerServer::Drain() {
+  if (drained_.exchange(true)) return 0;
+  server_->GetHealthCheckService()->SetServingStatus(kReadinessServiceName, false);
+  service_->StartDrain();
+  const int running = service_->live_requests();
+  LLMSERVE_LOG(INFO) << "draining: " << running << " requests running, waiting up to "
+                     << absl::FormatDuration(options_.drain_timeout);
+  const int left = service_->WaitForIdle(absl::Now() + options_.drain_timeout);
+  if (left > 0) {
+    LLMSERVE_LOG(WARNING) << "drain timeout passed: aborting " << left << " requests";
+    service_->AbortAll(absl::StrCat(
+        "the worker shut down before the request finished (drain "
+        "timeout of ",
+        absl::FormatDuration(options_.drain_timeout), " passed); retry on another worker"));
+    // Aborts take effect at the engine's next iteration.
+    service_->WaitForIdle(absl::Now() + absl::Seconds(10));
+  }
+  service_->FinishWatchers();
+  // Streams still writing to a stuck client are cancelled after this deadline.
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  server_->Wait();
+  LLMSERVE_LOG(INFO) << "drained";
+  return left;
+}
+
+}  // namespace llmserve::worker

@@ -1,0 +1,105 @@
+// A whole worker process minus its command line: loads the model into an engine, warms it up,
+// serves llmserve.worker.v1.Worker with gRPC health and reflection, exposes /metrics, and
+// drains on request. main.cc and the in-process tests both run it.
+//
+// Health (grpc.health.v1): the empty service name is liveness (SERVING while the process runs,
+// draining included: a busy or draining worker must not be restarted); the name
+// "llmserve.worker.v1.Worker" is readiness (SERVING once weights are loaded and a warm-up step ran,
+// NOT_SERVING from the start of a drain). The port opens only when the worker is ready.
+//
+// Thread-safe: Drain may be called from any thread, once.
+
+#ifndef LLMSERVE_WORKER_SERVICE_WORKER_SERVER_H_
+#define LLMSERVE_WORKER_SERVICE_WORKER_SERVER_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/metrics/metrics_exposer.h"
+#include "worker/engine/engine.h"
+#include "worker/model/dtype.h"
+#include "worker/service/worker_metrics.h"
+#include "worker/service/worker_service.h"
+
+namespace llmserve::worker {
+
+struct WorkerServerOptions {
+  std::string model_dir;
+  // Empty: the model directory's name.
+  std::string served_model_name;
+  // "cpu" (or "cuda" when built with it).
+  std::string backend = "cpu";
+  int device = 0;
+  DType dtype = DType::kF32;
+  std::string host = "0.0.0.0";
+  // 0 picks a free port (tests); port() tells which.
+  int port = 50051;
+  // -1: no metrics server; 0 picks a free port.
+  int metrics_port = 9400;
+  // KV cache size: bytes when > 0, otherwise this fraction of the memory available after the
+  // weights are loaded.
+  int64_t kv_cache_bytes = 0;
+  double kv_cache_fraction = 0.25;
+  int32_t block_size = 16;
+  int32_t max_num_seqs = 64;
+  int32_t max_num_batched_tokens = 2048;
+  // 0: the model's context length.
+  int64_t max_model_len = 0;
+  bool enable_prefix_caching = true;
+  // Kernel threads; 0: one per hardware thread.
+  int threads = 0;
+  // Requests allowed to wait before RESOURCE_EXHAUSTED; 0: no limit.
+  int32_t max_queue = 256;
+  absl::Duration drain_timeout = absl::Seconds(30);
+};
+
+// INVALID_ARGUMENT naming the option (with the flag spelling) for values out of range.
+absl::Status ValidateWorkerServerOptions(const WorkerServerOptions& options);
+
+class WorkerServer {
+ public:
+  // Loads, warms up, and starts listening. Errors name what failed: the model (NOT_FOUND,
+  // INVALID_ARGUMENT), the backend (UNIMPLEMENTED), a port in use (UNAVAILABLE).
+  static absl::StatusOr<std::unique_ptr<WorkerServer>> Start(const WorkerServerOptions& options);
+  // Drains (if not yet) and stops.
+  ~WorkerServer();
+
+  int port() const { return port_; }
+  // -1 without a metrics server.
+  int metrics_port() const { return metrics_ == nullptr ? -1 : exposer_->port(); }
+  const Engine& engine() const { return *engine_; }
+  const v1::ModelInfo& model_info() const { return model_info_; }
+
+  // Readiness NOT_SERVING, new calls UNAVAILABLE; waits for running requests up to the drain
+  // timeout, aborts the rest (UNAVAILABLE naming the timeout), then shuts the gRPC server down.
+  // Returns how many requests were aborted.
+  int Drain();
+
+ private:
+  WorkerServer() = default;
+
+  WorkerServerOptions options_;
+  std::unique_ptr<Engine> engine_;
+  v1::ModelInfo model_info_;
+  std::unique_ptr<WorkerMetrics> metrics_;
+  // What the engine thread reports steps to (metrics_ once warmed up).
+  std::atomic<WorkerMetrics*> step_metrics_{nullptr};
+  std::unique_ptr<common::MetricsExposer> exposer_;
+  std::unique_ptr<WorkerService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::atomic<bool> drained_{false};
+};
+
+// The gRPC health service name that reports readiness.
+inline constexpr char kReadinessServiceName[] = "llmserve.worker.v1.Worker";
+
+}  // namespace llmserve::worker
+
+#endif  // LLMSERVE_WORKER_SERVICE_WORKER_SERVER_H_

@@ -1,0 +1,131 @@
+#include "worker/service/worker_service.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status/grpc_status.h"
+#include "worker/service/request_conversion.h"
+
+namespace llmserve::worker {
+namespace {
+
+constexpr uint32_t kDefaultWatchIntervalMs = 500;
+constexpr uint32_t kMaxWatchIntervalMs = 60000;
+
+// A call refused before it started: finishes at once with `status`.
+template <typename Response>
+class RefusedCall final : public grpc::ServerWriteReactor<Response> {
+ public:
+  explicit RefusedCall(const grpc::Status& status) { this->Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+WorkerService::WorkerService(Engine* engine, WorkerMetrics* metrics, v1::ModelInfo model_info)
+    : engine_(engine),
+      metrics_(metrics),
+      model_info_(std::move(model_info)),
+      broadcaster_(engine, model_info_.prefix_caching()) {}
+
+WorkerService::~WorkerService() = default;
+
+grpc::ServerWriteReactor<v1::GenerateResponse>* WorkerService::Generate(
+    grpc::CallbackServerContext* /*context*/, const v1::GenerateRequest* request) {
+  auto refuse = [this](const absl::Status& status) {
+    if (metrics_ != nullptr) metrics_->OnFailed(status.code());
+    return new RefusedCall<v1::GenerateResponse>(common::ToGrpcStatus(status));
+  };
+  if (const absl::Status id = ValidateRequestId(request->request_id()); !id.ok()) {
+    return refuse(id);
+  }
+  absl::StatusOr<EngineRequest> engine_request = ToEngineRequest(
+      *request, {.vocab_size = static_cast<int64_t>(model_info_.vocab_size()),
+                 .max_model_len = static_cast<int32_t>(model_info_.max_model_len())});
+  if (!engine_request.ok()) return refuse(engine_request.status());
+
+  const std::string request_id = request->request_id();
+  GenerateCall* call = nullptr;
+  absl::Status refused;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (draining_) {
+      refused = absl::UnavailableError(
+          "the worker is draining (shutting down) and accepts no new requests; retry on another "
+          "worker");
+    } else if (live_.contains(request_id)) {
+      refused = absl::AlreadyExistsError(
+          absl::StrCat("request_id \"", request_id, "\" is already running on this worker"));
+    } else {
+      call = new GenerateCall(engine_, metrics_, [this, request_id] {
+        absl::MutexLock lock(&mutex_);
+        live_.erase(request_id);
+      });
+      live_[request_id] = call;
+    }
+  }
+  if (call == nullptr) return refuse(refused);
+  // On failure the call has finished itself with the status (and left live_).
+  (void)call->Start(*std::move(engine_request));
+  return call;
+}
+
+grpc::ServerUnaryReactor* WorkerService::GetModelInfo(grpc::CallbackServerContext* context,
+                                                      const v1::GetModelInfoRequest* /*request*/,
+                                                      v1::ModelInfo* response) {
+  *response = model_info_;
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerWriteReactor<v1::LoadReport>* WorkerService::WatchLoad(
+    grpc::CallbackServerContext* /*context*/, const v1::WatchLoadRequest* request) {
+  uint32_t interval_ms = request->interval_ms();
+  if (interval_ms == 0) interval_ms = kDefaultWatchIntervalMs;
+  const uint32_t min_ms = absl::ToInt64Milliseconds(LoadBroadcaster::kMinInterval);
+  if (interval_ms < min_ms || interval_ms > kMaxWatchIntervalMs) {
+    return new RefusedCall<v1::LoadReport>(
+        grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                     absl::StrCat("interval_ms: ", interval_ms, " is outside [", min_ms, ", ",
+                                  kMaxWatchIntervalMs, "] (0 means the default, ",
+                                  kDefaultWatchIntervalMs, ")")));
+  }
+  return broadcaster_.Watch(absl::Milliseconds(interval_ms));
+}
+
+void WorkerService::StartDrain() {
+  {
+    absl::MutexLock lock(&mutex_);
+    draining_ = true;
+  }
+  broadcaster_.SetDraining();
+}
+
+int WorkerService::WaitForIdle(absl::Time deadline) {
+  absl::MutexLock lock(&mutex_);
+  mutex_.AwaitWithDeadline(
+      absl::Condition(
+          +[](absl::flat_hash_map<std::string, GenerateCall*>* live) { return live->empty(); },
+          &live_),
+      deadline);
+  return static_cast<int>(live_.size());
+}
+
+void WorkerService::AbortAll(const std::string& message) {
+  absl::MutexLock lock(&mutex_);
+  // A registered call is alive: it leaves live_ (under this lock) before it can be deleted.
+  for (const auto& [id, call] : live_) {
+    call->Abort(grpc::Status(grpc::StatusCode::UNAVAILABLE, message));
+  }
+}
+
+void WorkerService::FinishWatchers() { broadcaster_.FinishAll(); }
+
+int WorkerService::live_requests() const {
+  absl::MutexLock lock(&mutex_);
+  return static_cast<int>(live_.size());
+}
+
+}  // namespace llmserve::worker

@@ -1,0 +1,68 @@
+// The gRPC service llmserve.worker.v1.Worker over one Engine (callback API: no thread per call,
+// reactors never block). Validates requests at the edge, streams tokens, reports load, and
+// drains: StartDrain refuses new calls, WaitForIdle lets running ones finish, AbortAll ends the
+// rest with a clear status.
+//
+// Thread-safe: gRPC calls its handlers from its own threads; the drain methods may be called
+// from any thread.
+
+#ifndef LLMSERVE_WORKER_SERVICE_WORKER_SERVICE_H_
+#define LLMSERVE_WORKER_SERVICE_WORKER_SERVICE_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "llmserve/worker/v1/worker.grpc.pb.h"
+#include "worker/engine/engine.h"
+#include "worker/service/generate_call.h"
+#include "worker/service/load_broadcaster.h"
+#include "worker/service/worker_metrics.h"
+
+namespace llmserve::worker {
+
+class WorkerService final : public v1::Worker::CallbackService {
+ public:
+  // `engine` (started) and `metrics` (may be null) outlive this. `model_info` is what
+  // GetModelInfo answers.
+  WorkerService(Engine* engine, WorkerMetrics* metrics, v1::ModelInfo model_info);
+  ~WorkerService() override;
+
+  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
+      grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override;
+  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
+                                         const v1::GetModelInfoRequest* request,
+                                         v1::ModelInfo* response) override;
+  grpc::ServerWriteReactor<v1::LoadReport>* WatchLoad(grpc::CallbackServerContext* context,
+                                                      const v1::WatchLoadRequest* request) override;
+
+  // From now on Generate answers UNAVAILABLE; load watchers see draining at once.
+  void StartDrain();
+  // Waits until no request is in the engine or `deadline` passes; returns how many remain.
+  int WaitForIdle(absl::Time deadline);
+  // Aborts every request still in the engine; each call ends with UNAVAILABLE and `message`.
+  void AbortAll(const std::string& message);
+  // Ends every WatchLoad stream (before the server shuts down).
+  void FinishWatchers();
+  // Requests in the engine now (live Generate calls whose request has not finished).
+  int live_requests() const;
+
+ private:
+  Engine* const engine_;
+  WorkerMetrics* const metrics_;
+  const v1::ModelInfo model_info_;
+  LoadBroadcaster broadcaster_;
+
+  mutable absl::Mutex mutex_;
+  bool draining_ ABSL_GUARDED_BY(mutex_) = false;
+  // Live requests by the client's request id (ids are unique among them).
+  absl::flat_hash_map<std::string, GenerateCall*> live_ ABSL_GUARDED_BY(mutex_);
+};
+
+}  // namespace llmserve::worker
+
+#endif  // LLMSERVE_WORKER_SERVICE_WORKER_SERVICE_H_
