@@ -3,7 +3,7 @@
 #   make build    install deps, configure, build
 #   make format   clang-format every C++ file we own
 #   make clean    remove the build directory
-#   make run      start the stack (not yet: see README)
+#   make run      install deps, build, start the stack on the default model (foreground)
 
 BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
@@ -40,6 +40,5 @@ format:
 clean:
 	rm -rf $(BUILD_DIR)
 
-run:
-	@echo "make run: the gateway and worker do not exist yet (issues 5 and 6); see README.md." >&2
-	@exit 1
+run: build
+	@bash scripts/run-stack.sh $(BUILD_DIR)

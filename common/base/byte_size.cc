@@ -17,7 +17,8 @@ absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
     ++unit_start;
   }
   const std::string number(trimmed.substr(0, unit_start));
-  const std::string unit = absl::AsciiStrToLower(trimmed.substr(unit_start));
+  const std::string unit =
+      absl::AsciiStrToLower(absl::StripLeadingAsciiWhitespace(trimmed.substr(unit_start)));
   double value = 0;
   auto invalid = [&text](absl::string_view why) {
     return absl::InvalidArgumentError(

@@ -9,51 +9,17 @@
 #include "tools/run/runner.h"
 
 namespace llmserve::tools {
-namespace {
-
-nlohmann::json Percentiles(std::vector<double> values) {
-  if (values.empty()) return nullptr;
-  std::sort(values.begin(), values.end());
-  auto at = [&values](double q) {
-    return values[std::min(values.size() - 1, static_cast<size_t>(q * values.size()))];
-  };
-  double sum = 0;
-  for (double v : values) sum += v;
-  return {{"mean", sum / values.size()}, {"p50", at(0.5)}, {"p90", at(0.9)}, {"p99", at(0.99)}};
-}
-
-}  // namespace
-
 absl::StatusOr<std::string> RunBenchmark(worker::Engine* engine, const BenchOptions& options) {
-  if (options.num_requests < 1 || options.prompt_len < 1 || options.output_len < 1 ||
-      options.rate < 0 || options.shared_prefix < 0 || options.shared_prefix >= 1) {
-    return absl::InvalidArgumentError(
-        "benchmark needs requests, prompt and output lengths >= 1, rate >= 0 and shared prefix "
-        "in [0, 1)");
-  }
-  std::mt19937_64 rng(options.seed);
-  const int64_t vocab = engine->model_config().vocab_size;
-  const int32_t shared = static_cast<int32_t>(options.shared_prefix * options.prompt_len);
-  std::vector<int32_t> prefix(shared);
-  for (int32_t& id : prefix) id = static_cast<int32_t>(rng() % vocab);
+  absl::StatusOr<BenchLoad> load = MakeBenchLoad(options, engine->model_config().vocab_size);
+  if (!load.ok()) return load.status();
   std::vector<RunPrompt> prompts(options.num_requests);
-  std::vector<absl::Duration> arrivals;
-  double at = 0;
-  std::exponential_distribution<double> gap(options.rate > 0 ? options.rate : 1.0);
-  for (RunPrompt& prompt : prompts) {
-    std::vector<int32_t> ids = prefix;
-    while (static_cast<int32_t>(ids.size()) < options.prompt_len) {
-      ids.push_back(static_cast<int32_t>(rng() % vocab));
-    }
-    prompt.ids = std::move(ids);
-    prompt.sampling.temperature = 0;
-    prompt.stopping.max_tokens = options.output_len;
-    prompt.stopping.ignore_eos = true;
-    if (options.rate > 0) {
-      arrivals.push_back(absl::Seconds(at));
-      at += gap(rng);
-    }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    prompts[i].ids = std::move(load->prompts[i]);
+    prompts[i].sampling.temperature = 0;
+    prompts[i].stopping.max_tokens = options.output_len;
+    prompts[i].stopping.ignore_eos = true;
   }
+  const std::vector<absl::Duration>& arrivals = load->arrivals;
   Runner runner(engine, /*tokenizer=*/nullptr);
   std::vector<double> ttft, tpot, e2e;
   int64_t generated = 0, errors = 0;

@@ -12,20 +12,10 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "tools/bench_load/bench_load.h"
 #include "worker/engine/engine.h"
 
 namespace llmserve::tools {
-
-struct BenchOptions {
-  int32_t num_requests = 64;
-  int32_t prompt_len = 128;
-  int32_t output_len = 128;
-  // Requests per second, Poisson arrivals; 0: all at once.
-  double rate = 0;
-  // Fraction of the prompt shared by every request, in [0, 1).
-  double shared_prefix = 0;
-  uint64_t seed = 1;
-};
 
 // Runs the benchmark and returns its JSON line.
 absl::StatusOr<std::string> RunBenchmark(worker::Engine* engine, const BenchOptions& options);

@@ -1,6 +1,7 @@
 #include <string>
 #include <vector>
 
+#include "common/base/byte_size.h"
 #include "common/base/flag_names.h"
 #include "common/base/logging.h"
 #include "gtest/gtest.h"
@@ -40,6 +41,30 @@ TEST(LoggingTest, SeverityFilter) {
   EXPECT_NE(output.find("kept"), std::string::npos);
   EXPECT_EQ(output[0], 'E');
   SetMinLogSeverity(LogSeverity::INFO);
+}
+
+}  // namespace
+}  // namespace llmserve::common
+
+namespace llmserve::common {
+namespace {
+
+TEST(ByteSizeTest, UnitsAreBinary) {
+  EXPECT_EQ(*ParseByteSize("65536"), 65536);
+  EXPECT_EQ(*ParseByteSize("12B"), 12);
+  EXPECT_EQ(*ParseByteSize("4k"), 4096);
+  EXPECT_EQ(*ParseByteSize("512MiB"), int64_t{512} << 20);
+  EXPECT_EQ(*ParseByteSize("1.5G"), int64_t{3} << 29);
+  EXPECT_EQ(*ParseByteSize(" 2 GB "), int64_t{2} << 30);
+  EXPECT_EQ(*ParseByteSize("1TiB"), int64_t{1} << 40);
+}
+
+TEST(ByteSizeTest, RejectsWhatIsNotASize) {
+  for (const char* text : {"", "GiB", "-1G", "4 parsecs", "1e3", "1..2M", "99999999999T"}) {
+    const absl::StatusOr<int64_t> parsed = ParseByteSize(text);
+    ASSERT_FALSE(parsed.ok()) << text;
+    EXPECT_NE(parsed.status().message().find("is not a size"), absl::string_view::npos);
+  }
 }
 
 }  // namespace

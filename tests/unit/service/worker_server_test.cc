@@ -23,6 +23,7 @@
 #include "tests/testing/http_get.h"
 #include "tests/testing/scoped_temp_dir.h"
 #include "tests/testing/test_model.h"
+#include "tools/bench/worker_bench.h"
 #include "worker/engine/cpu_engine_builder.h"
 
 namespace llmserve::worker {
@@ -478,6 +479,20 @@ TEST_F(WorkerServerTest, MetricsCountWhatHappened) {
   EXPECT_EQ(Metric("llmserve_cache_config_info{block_size=\"16\"," + model + ",num_blocks=\"" +
                    absl::StrCat(server_->model_info().num_kv_blocks()) + "\"}"),
             1);
+}
+
+TEST_F(WorkerServerTest, BenchmarkClientCountsEveryToken) {
+  StartServer();
+  absl::StatusOr<std::string> report = tools::RunWorkerBenchmark(
+      stub_.get(), {.num_requests = 6, .prompt_len = 20, .output_len = 9}, /*concurrency=*/3);
+  ASSERT_TRUE(report.ok()) << report.status();
+  const nlohmann::json json = nlohmann::json::parse(*report);
+  EXPECT_EQ(json["errors"], 0);
+  EXPECT_EQ(json["requests"], 6);
+  EXPECT_EQ(json["concurrency"], 3);
+  EXPECT_GT(json["output_tokens_per_s"].get<double>(), 0);
+  EXPECT_GE(json["e2e_s"]["p99"].get<double>(), json["ttft_s"]["p50"].get<double>());
+  EXPECT_EQ(server_->engine().Load().prefix_cache_queries, 6 * 20 + 1);  // + the warm-up token
 }
 
 TEST(WorkerServerOptionsTest, BadOptionsNameTheFlag) {

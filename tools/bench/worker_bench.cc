@@ -1,0 +1,119 @@
+#include "tools/bench/worker_bench.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "common/status/grpc_status.h"
+
+namespace llmserve::tools {
+namespace {
+
+struct Sample {
+  bool ok = false;
+  int64_t tokens = 0;
+  double ttft_s = 0;
+  double e2e_s = 0;
+  std::string error;
+};
+
+Sample RunOne(worker::v1::Worker::StubInterface* stub, const std::string& id,
+              const std::vector<int32_t>& prompt, int32_t output_len) {
+  worker::v1::GenerateRequest request;
+  request.set_request_id(id);
+  request.mutable_prompt_token_ids()->Add(prompt.begin(), prompt.end());
+  request.mutable_sampling()->set_temperature(0);
+  request.set_max_tokens(output_len);
+  request.set_ignore_eos(true);
+  grpc::ClientContext context;
+  Sample sample;
+  const absl::Time start = absl::Now();
+  auto reader = stub->Generate(&context, request);
+  worker::v1::GenerateResponse response;
+  while (reader->Read(&response)) {
+    if (sample.tokens == 0 && response.tokens_size() > 0) {
+      sample.ttft_s = absl::ToDoubleSeconds(absl::Now() - start);
+    }
+    sample.tokens += response.tokens_size();
+  }
+  const grpc::Status status = reader->Finish();
+  sample.e2e_s = absl::ToDoubleSeconds(absl::Now() - start);
+  sample.ok = status.ok();
+  if (!status.ok()) sample.error = common::FromGrpcStatus(status).ToString();
+  return sample;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> RunWorkerBenchmark(worker::v1::Worker::StubInterface* stub,
+                                               const BenchOptions& options, int concurrency) {
+  grpc::ClientContext info_context;
+  worker::v1::ModelInfo info;
+  const grpc::Status info_status =
+      stub->GetModelInfo(&info_context, worker::v1::GetModelInfoRequest(), &info);
+  if (!info_status.ok()) return common::FromGrpcStatus(info_status);
+  absl::StatusOr<BenchLoad> load = MakeBenchLoad(options, info.vocab_size());
+  if (!load.ok()) return load.status();
+
+  const int threads =
+      concurrency <= 0 ? options.num_requests : std::min(concurrency, options.num_requests);
+  std::vector<Sample> samples(options.num_requests);
+  std::atomic<int> next{0};
+  const std::string run_id = absl::StrCat(absl::ToUnixMicros(absl::Now()));
+  const absl::Time start = absl::Now();
+  std::vector<std::thread> clients;
+  for (int t = 0; t < threads; ++t) {
+    clients.emplace_back([&] {
+      for (int i = next++; i < options.num_requests; i = next++) {
+        if (!load->arrivals.empty()) absl::SleepFor(start + load->arrivals[i] - absl::Now());
+        samples[i] = RunOne(stub, absl::StrCat("bench-", run_id, "-", i), load->prompts[i],
+                            options.output_len);
+      }
+    });
+  }
+  for (std::thread& client : clients) client.join();
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+
+  std::vector<double> ttft, tpot, e2e;
+  int64_t generated = 0, errors = 0;
+  std::string first_error;
+  for (const Sample& sample : samples) {
+    if (!sample.ok) {
+      if (errors++ == 0) first_error = sample.error;
+      continue;
+    }
+    generated += sample.tokens;
+    ttft.push_back(sample.ttft_s);
+    e2e.push_back(sample.e2e_s);
+    if (sample.tokens > 1) tpot.push_back((sample.e2e_s - sample.ttft_s) / (sample.tokens - 1));
+  }
+  nlohmann::json report = {
+      {"api", "worker"},
+      {"requests", options.num_requests},
+      {"concurrency", threads},
+      {"prompt_len", options.prompt_len},
+      {"output_len", options.output_len},
+      {"rate", options.rate},
+      {"shared_prefix", options.shared_prefix},
+      {"errors", errors},
+      {"elapsed_s", seconds},
+      {"requests_per_s", (options.num_requests - errors) / seconds},
+      {"output_tokens_per_s", generated / seconds},
+      {"total_tokens_per_s",
+       (generated + static_cast<double>(options.num_requests - errors) * options.prompt_len) /
+           seconds},
+      {"ttft_s", Percentiles(ttft)},
+      {"tpot_s", Percentiles(tpot)},
+      {"e2e_s", Percentiles(e2e)},
+  };
+  if (errors > 0) report["first_error"] = first_error;
+  return report.dump();
+}
+
+}  // namespace llmserve::tools
