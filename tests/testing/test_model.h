@@ -14,11 +14,20 @@
 
 namespace llmserve::testing {
 
-inline absl::Status WriteTinyModel(const std::string& dir, uint64_t seed = 9) {
+// `slow` widens and deepens it (8 layers of 256, about 3 ms a token on one thread): for tests that
+// must catch a request still running.
+inline absl::Status WriteTinyModel(const std::string& dir, uint64_t seed = 9, bool slow = false) {
   const tools::BuiltTokenizer built = tools::BuildByteLevelTokenizer(200);
   absl::StatusOr<worker::ModelConfig> config =
       tools::PresetConfig("tiny", built.vocab_size, built.bos_token_id, {built.eos_token_id});
   if (!config.ok()) return config.status();
+  if (slow) {
+    config->hidden_size = 256;
+    config->intermediate_size = 1024;
+    config->num_heads = 256 / config->head_dim;
+    config->num_kv_heads = config->num_heads / 4;
+    config->num_layers = 8;
+  }
   if (absl::Status written = worker::WriteRandomModel(*config, {.seed = seed}, dir);
       !written.ok()) {
     return written;

@@ -42,7 +42,9 @@ class LoadBroadcaster::Watcher final : public grpc::ServerWriteReactor<v1::LoadR
              const std::vector<PrefixCacheEvent>& events, bool reset,
              const std::vector<uint64_t>* snapshot) {
     absl::MutexLock lock(&mutex_);
-    if (finish_called_ || cancelled_ || finish_requested_) return false;
+    if (finish_called_ || cancelled_) return false;
+    // A stream being finished still gets the report that says the worker drains.
+    if (finish_requested_ && !(draining && !last_draining_)) return false;
     if (reset && !needs_reset_) {
       needs_reset_ = true;
       pending_events_.clear();
@@ -110,12 +112,14 @@ class LoadBroadcaster::Watcher final : public grpc::ServerWriteReactor<v1::LoadR
   // call alive (it cannot finish before OnWriteDone).
   void Write() { StartWrite(&in_flight_); }
 
-  // Ends the stream with OK once the write in flight (if any) is done. Returns whether the
-  // caller must call Finish now (outside its locks).
-  bool RequestFinish() {
+  // Ends the stream with OK once the write in flight (if any) is done and, when the worker
+  // drains, once the client was told so. Returns whether the caller must call Finish now
+  // (outside its locks); otherwise OnWriteDone does.
+  bool RequestFinish(bool draining) {
     absl::MutexLock lock(&mutex_);
     finish_requested_ = true;
     if (writing_ || finish_called_) return false;
+    if (draining && !last_draining_) return false;  // the next round sends that report
     finish_called_ = true;
     return true;
   }
@@ -185,7 +189,7 @@ grpc::ServerWriteReactor<v1::LoadReport>* LoadBroadcaster::Watch(absl::Duration 
     absl::MutexLock lock(&mutex_);
     watchers_.insert(watcher);
     wake_ = true;
-    finish_now = finishing_ && watcher->RequestFinish();
+    finish_now = finishing_ && watcher->RequestFinish(/*draining=*/false);
   }
   if (finish_now) watcher->Finish(grpc::Status::OK);
   return watcher;
@@ -203,7 +207,7 @@ void LoadBroadcaster::FinishAll() {
     absl::MutexLock lock(&mutex_);
     finishing_ = true;
     for (Watcher* watcher : watchers_) {
-      if (watcher->RequestFinish()) finish_now.push_back(watcher);
+      if (watcher->RequestFinish(draining_)) finish_now.push_back(watcher);
     }
   }
   for (Watcher* watcher : finish_now) watcher->Finish(grpc::Status::OK);

@@ -103,8 +103,11 @@ absl::Status WarmUp(Engine& engine) {
     if (output.finish == FinishReason::kAbort) result = absl::AbortedError("warm-up aborted");
     done.Notify();
   };
+  const int64_t steps_before = engine.Load().steps;
   LLMSERVE_RETURN_IF_ERROR(engine.AddRequest(std::move(request)).status());
   done.WaitForNotification();
+  // The output arrives mid-step; the step's end (and its metrics report) comes just after.
+  while (engine.Load().steps == steps_before) absl::SleepFor(absl::Microseconds(100));
   if (!result.ok()) {
     return absl::Status(result.code(), absl::StrCat("warm-up step failed: ", result.message()));
   }

@@ -45,7 +45,7 @@ class WorkerServerTest : public ::testing::Test {
     options.host = "127.0.0.1";
     options.port = 0;
     options.metrics_port = with_metrics ? 0 : -1;
-    options.kv_cache_bytes = 8 << 20;
+    if (options.kv_cache_bytes == 0) options.kv_cache_bytes = 8 << 20;
     options.threads = 1;
     absl::StatusOr<std::unique_ptr<WorkerServer>> server = WorkerServer::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
@@ -222,7 +222,9 @@ TEST_F(WorkerServerTest, SixtyFourConcurrentStreamsComplete) {
 }
 
 TEST_F(WorkerServerTest, CancellingMidStreamFreesTheBlocks) {
-  StartServer();
+  // A model slow enough that 900 tokens take seconds: the request is surely running at the cancel.
+  ASSERT_TRUE(::llmserve::testing::WriteTinyModel(dir_.path(), 9, /*slow=*/true).ok());
+  StartServer({.kv_cache_bytes = 64 << 20});
   {
     grpc::ClientContext context;
     v1::GenerateRequest request = Request("to-cancel", 40, 900);
@@ -230,8 +232,15 @@ TEST_F(WorkerServerTest, CancellingMidStreamFreesTheBlocks) {
         stub_->Generate(&context, request);
     v1::GenerateResponse response;
     ASSERT_TRUE(reader->Read(&response));
-    EXPECT_GT(server_->engine().Load().kv_blocks_total - server_->engine().Load().kv_blocks_free,
-              0);
+    // The load snapshot is published at the end of the step whose tokens we just read.
+    const absl::Time deadline = absl::Now() + kPatience;
+    EngineLoad load = server_->engine().Load();
+    while (load.kv_blocks_free == load.kv_blocks_total && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(1));
+      load = server_->engine().Load();
+    }
+    EXPECT_EQ(load.running, 1);
+    EXPECT_LT(load.kv_blocks_free, load.kv_blocks_total);
     context.TryCancel();
     while (reader->Read(&response)) {
     }
@@ -388,7 +397,9 @@ TEST_F(WorkerServerTest, WatchLoadSnapshotsThenStreamsCacheEvents) {
 }
 
 TEST_F(WorkerServerTest, HealthAndGracefulDrain) {
-  StartServer({.drain_timeout = absl::Seconds(60)});
+  // A slow model: the in-flight request takes seconds, so the drain is surely still on below.
+  ASSERT_TRUE(::llmserve::testing::WriteTinyModel(dir_.path(), 9, /*slow=*/true).ok());
+  StartServer({.kv_cache_bytes = 64 << 20, .drain_timeout = absl::Seconds(60)});
   EXPECT_EQ(Health(""), 1);
   EXPECT_EQ(Health(kReadinessServiceName), 1);
 
@@ -402,14 +413,14 @@ TEST_F(WorkerServerTest, HealthAndGracefulDrain) {
 
   // A stream in flight when the drain starts finishes normally.
   grpc::ClientContext context;
-  auto in_flight = stub_->Generate(&context, Request("in-flight", 10, 300));
+  auto in_flight = stub_->Generate(&context, Request("in-flight", 10, 600));
   v1::GenerateResponse response;
   ASSERT_TRUE(in_flight->Read(&response));
   int tokens = response.tokens_size();
 
   std::thread drain([this] { EXPECT_EQ(server_->Drain(), 0); });
   // The watcher hears about the drain at once, though its interval is a minute.
-  ASSERT_TRUE(watcher->Read(&report));
+  EXPECT_TRUE(watcher->Read(&report));
   EXPECT_TRUE(report.draining());
   EXPECT_EQ(Health(kReadinessServiceName), 2);
   EXPECT_EQ(Health(""), 1);  // draining is not dead
@@ -419,7 +430,7 @@ TEST_F(WorkerServerTest, HealthAndGracefulDrain) {
 
   while (in_flight->Read(&response)) tokens += response.tokens_size();
   EXPECT_TRUE(in_flight->Finish().ok());
-  EXPECT_EQ(tokens, 300);
+  EXPECT_EQ(tokens, 600);
   while (watcher->Read(&report)) {
   }
   EXPECT_TRUE(watcher->Finish().ok());
@@ -427,30 +438,30 @@ TEST_F(WorkerServerTest, HealthAndGracefulDrain) {
 }
 
 TEST_F(WorkerServerTest, DrainTimeoutAbortsWithAClearStatus) {
-  // One slot and eight long requests: far more work than the drain timeout allows.
-  StartServer({.max_num_seqs = 1, .drain_timeout = absl::Milliseconds(20)});
+  // One slot, a slow model and eight long requests: far more work than the drain timeout allows.
+  ASSERT_TRUE(::llmserve::testing::WriteTinyModel(dir_.path(), 9, /*slow=*/true).ok());
+  StartServer(
+      {.kv_cache_bytes = 64 << 20, .max_num_seqs = 1, .drain_timeout = absl::Milliseconds(20)});
   constexpr int kStreams = 8;
   std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
   std::vector<std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>>> streams;
   for (int i = 0; i < kStreams; ++i) {
     contexts.push_back(std::make_unique<grpc::ClientContext>());
+    contexts.back()->set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
     streams.push_back(
         stub_->Generate(contexts.back().get(), Request(absl::StrCat("slow", i), 10, 1000)));
   }
+  std::vector<int> tokens(kStreams, 0);
   v1::GenerateResponse response;
   ASSERT_TRUE(streams[0]->Read(&response));
-  const absl::Time deadline = absl::Now() + kPatience;
-  while (server_->engine().Load().waiting < kStreams - 1 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(1));
-  }
+  tokens[0] = response.tokens_size();
   EXPECT_GE(server_->Drain(), 1);
   int aborted = 0;
-  for (auto& stream : streams) {
-    int tokens = 0;
-    while (stream->Read(&response)) tokens += response.tokens_size();
-    const grpc::Status status = stream->Finish();
+  for (int i = 0; i < kStreams; ++i) {
+    while (streams[i]->Read(&response)) tokens[i] += response.tokens_size();
+    const grpc::Status status = streams[i]->Finish();
     if (status.ok()) {
-      EXPECT_EQ(tokens, 1000);
+      EXPECT_EQ(tokens[i], 1000);
       continue;
     }
     ++aborted;
