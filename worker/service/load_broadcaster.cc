@@ -174,12 +174,14 @@ class LoadBroadcaster::Watcher final : public grpc::ServerWriteReactor<v1::LoadR
 LoadBroadcaster::LoadBroadcaster(Engine* engine, bool prefix_caching)
     : engine_(engine), prefix_caching_(prefix_caching), thread_([this] { Loop(); }) {}
 
-LoadBroadcaster::~LoadBroadcaster() {
+LoadBroadcaster::~LoadBroadcaster() { Stop(); }
+
+void LoadBroadcaster::Stop() {
   {
     absl::MutexLock lock(&mutex_);
     stopping_ = true;
   }
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 grpc::ServerWriteReactor<v1::LoadReport>* LoadBroadcaster::Watch(absl::Duration interval) {

@@ -36,6 +36,9 @@ class LoadBroadcaster {
   // Every watcher must be done (the gRPC server shut down) before this runs.
   ~LoadBroadcaster();
 
+  // Stops the thread that reads the engine (idempotent); call it before the engine goes away.
+  void Stop();
+
   // The reactor for one WatchLoad call; interval_ms already validated.
   grpc::ServerWriteReactor<v1::LoadReport>* Watch(absl::Duration interval);
 

@@ -264,11 +264,13 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
 
 WorkerServer::~WorkerServer() {
   if (server_ != nullptr) Drain();
-  // Everything that reads the engine (scrapes, the load thread) before the engine; the engine
-  // (whose steps report to metrics_) before the metrics.
+  // Everything that reads the engine (scrapes, the load thread) stops before the engine goes; the
+  // engine goes before the service and the metrics, which its last outputs (requests a stuck
+  // drain could not end) still reach.
   exposer_.reset();
-  service_.reset();
+  if (service_ != nullptr) service_->StopLoadThread();
   engine_.reset();
+  service_.reset();
 }
 
 int WorkerServer::Drain() {

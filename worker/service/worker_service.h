@@ -48,6 +48,9 @@ class WorkerService final : public v1::Worker::CallbackService {
   void AbortAll(const std::string& message);
   // Ends every WatchLoad stream (before the server shuts down).
   void FinishWatchers();
+  // Stops reading the engine's load (after the server shut down, before the engine goes away;
+  // the service itself must outlive the engine, whose last outputs it still receives).
+  void StopLoadThread() { broadcaster_.Stop(); }
   // Requests in the engine now (live Generate calls whose request has not finished).
   int live_requests() const;
 

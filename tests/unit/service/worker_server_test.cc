@@ -125,6 +125,18 @@ class WorkerServerTest : public ::testing::Test {
     return -1;
   }
 
+  // Step-level counters are updated at the end of the step whose tokens the client may already
+  // have: wait (bounded) for `series` to reach `expected`, and return its last value.
+  double WaitForMetric(const std::string& series, double expected) {
+    const absl::Time deadline = absl::Now() + kPatience;
+    double value = Metric(series);
+    while (value != expected && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(5));
+      value = Metric(series);
+    }
+    return value;
+  }
+
   // Waits until the engine holds no blocks and runs nothing.
   bool WaitForIdleEngine() {
     const absl::Time deadline = absl::Now() + kPatience;
@@ -479,8 +491,9 @@ TEST_F(WorkerServerTest, MetricsCountWhatHappened) {
   EXPECT_EQ(Metric("llmserve_num_requests_running{" + model + "}"), 0);
   ASSERT_TRUE(Generate(Request("m1", 20, 7)).status.ok());
   ASSERT_TRUE(Generate(Request("m2", 20, 5)).status.ok());
-  EXPECT_EQ(Metric("llmserve_generation_tokens_total{" + model + "}"), 12);
-  EXPECT_EQ(Metric("llmserve_prompt_tokens_total{" + model + "}"), 40 - 16);  // a cached block
+  EXPECT_EQ(WaitForMetric("llmserve_generation_tokens_total{" + model + "}", 12), 12);
+  EXPECT_EQ(WaitForMetric("llmserve_prompt_tokens_total{" + model + "}", 40 - 16),
+            40 - 16);  // a cached block
   EXPECT_EQ(Metric("llmserve_prefix_cache_hits_total{" + model + "}"), 16);
   EXPECT_EQ(Metric("llmserve_request_success_total{finished_reason=\"length\"," + model + "}"), 2);
   EXPECT_EQ(Metric("llmserve_time_to_first_token_seconds_count{" + model + "}"), 2);
