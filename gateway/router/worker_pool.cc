@@ -1,0 +1,409 @@
+#include "gateway/router/worker_pool.h"
+
+#include <grpcpp/generic/generic_stub.h>
+#include <netdb.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "common/prefix_cache/block_hash.h"
+
+namespace llmserve::gateway {
+namespace {
+
+// The health service name a worker reports readiness under (worker_server.h).
+constexpr char kReadinessService[] = "llmserve.worker.v1.Worker";
+// GetModelInfo carries tokenizer files (worker.proto).
+constexpr int kMaxMessageBytes = 64 << 20;
+constexpr absl::Duration kTick = absl::Milliseconds(50);
+
+// Splits "host:port" (or "[v6]:port"); nullopt without a valid port.
+std::optional<std::pair<std::string, std::string>> SplitHostPort(absl::string_view address) {
+  const size_t colon = address.rfind(':');
+  if (colon == absl::string_view::npos || colon == 0) return std::nullopt;
+  int port = 0;
+  if (!absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 1 || port > 65535) {
+    return std::nullopt;
+  }
+  std::string host(address.substr(0, colon));
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return std::make_pair(host, std::string(address.substr(colon + 1)));
+}
+
+// Every address `name` resolves to, as "ip:port" ("[ip]:port" for IPv6).
+absl::StatusOr<std::vector<std::string>> Resolve(const std::string& host, const std::string& port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* result = nullptr;
+  const int error = getaddrinfo(host.c_str(), port.c_str(), &hints, &result);
+  if (error != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot resolve worker DNS name ", host, ": ", gai_strerror(error)));
+  }
+  std::vector<std::string> addresses;
+  for (addrinfo* entry = result; entry != nullptr; entry = entry->ai_next) {
+    char text[NI_MAXHOST];
+    if (getnameinfo(entry->ai_addr, entry->ai_addrlen, text, sizeof(text), nullptr, 0,
+                    NI_NUMERICHOST) != 0) {
+      continue;
+    }
+    std::string address = entry->ai_family == AF_INET6 ? absl::StrCat("[", text, "]:", port)
+                                                       : absl::StrCat(text, ":", port);
+    if (std::find(addresses.begin(), addresses.end(), address) == addresses.end()) {
+      addresses.push_back(std::move(address));
+    }
+  }
+  freeaddrinfo(result);
+  return addresses;
+}
+
+// grpc.health.v1.Health/Check without the health stubs: the request is {service}, the answer
+// {status} with SERVING = 1. Returns whether the service is SERVING.
+absl::StatusOr<bool> CheckServing(const std::shared_ptr<grpc::Channel>& channel,
+                                  absl::Duration timeout) {
+  grpc::GenericStub stub(channel);
+  std::string request =
+      absl::StrCat("\n", std::string(1, sizeof(kReadinessService) - 1), kReadinessService);
+  grpc::Slice slice(request);
+  grpc::ByteBuffer request_buffer(&slice, 1), response;
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  absl::Notification done;
+  grpc::Status status;
+  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request_buffer,
+                 &response, [&](grpc::Status s) {
+                   status = std::move(s);
+                   done.Notify();
+                 });
+  done.WaitForNotification();
+  if (!status.ok()) {
+    return absl::UnavailableError(absl::StrCat("health check failed: ", status.error_message()));
+  }
+  std::vector<grpc::Slice> slices;
+  if (!response.Dump(&slices).ok()) return absl::UnavailableError("unreadable health answer");
+  std::string bytes;
+  for (const grpc::Slice& part : slices) {
+    bytes.append(reinterpret_cast<const char*>(part.begin()), part.size());
+  }
+  return bytes == std::string("\x08\x01", 2);
+}
+
+}  // namespace
+
+// The WatchLoad stream of one worker: reports go to the pool as they come.
+class WorkerPool::LoadStream final : public grpc::ClientReadReactor<worker::v1::LoadReport> {
+ public:
+  LoadStream(WorkerPool* pool, std::string address, uint64_t generation)
+      : pool_(pool), address_(std::move(address)), generation_(generation) {}
+
+  void Start(worker::v1::Worker::Stub* stub, absl::Duration interval) {
+    request_.set_interval_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(interval)));
+    stub->async()->WatchLoad(&context_, &request_, this);
+    StartRead(&report_);
+    StartCall();
+  }
+
+  void Cancel() { context_.TryCancel(); }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // OnDone follows with the status
+    pool_->OnReport(address_, generation_, report_);
+    StartRead(&report_);
+  }
+
+  void OnDone(const grpc::Status& status) override {
+    pool_->OnStreamDone(address_, generation_, status, this);
+    delete this;
+  }
+
+ private:
+  WorkerPool* const pool_;
+  const std::string address_;
+  const uint64_t generation_;
+  grpc::ClientContext context_;
+  worker::v1::WatchLoadRequest request_;
+  worker::v1::LoadReport report_;
+};
+
+absl::Status ValidateWorkerPoolOptions(const WorkerPoolOptions& options) {
+  if (options.workers.empty() && options.worker_dns.empty()) {
+    return absl::InvalidArgumentError("no workers: give --workers host:port,... or --worker_dns");
+  }
+  for (const std::string& address : options.workers) {
+    if (!SplitHostPort(address).has_value()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--workers: \"", address, "\" is not host:port"));
+    }
+  }
+  if (!options.worker_dns.empty() && !SplitHostPort(options.worker_dns).has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--worker_dns: \"", options.worker_dns, "\" is not name:port"));
+  }
+  if (options.load_interval < absl::Milliseconds(50) || options.load_interval > absl::Seconds(60)) {
+    return absl::InvalidArgumentError("the load report interval must be in [50ms, 60s]");
+  }
+  if (options.probe_timeout <= absl::ZeroDuration() ||
+      options.probe_interval <= absl::ZeroDuration() ||
+      options.backoff_initial <= absl::ZeroDuration() ||
+      options.backoff_max < options.backoff_initial ||
+      options.dns_refresh <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("probe, backoff and DNS refresh durations must be positive");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Start(const WorkerPoolOptions& options) {
+  if (absl::Status valid = ValidateWorkerPoolOptions(options); !valid.ok()) return valid;
+  std::unique_ptr<WorkerPool> pool(new WorkerPool(options));
+  pool->monitor_ = std::thread([raw = pool.get()] { raw->MonitorLoop(); });
+  return pool;
+}
+
+WorkerPool::WorkerPool(const WorkerPoolOptions& options) : options_(options) {}
+
+WorkerPool::~WorkerPool() {
+  {
+    absl::MutexLock lock(&mutex_);
+    stopping_ = true;
+  }
+  if (monitor_.joinable()) monitor_.join();
+  absl::MutexLock lock(&mutex_);
+  for (auto& [address, worker] : workers_) {
+    if (worker->stream != nullptr) worker->stream->Cancel();
+  }
+  // Streams call back into the pool until their OnDone: wait for every one.
+  mutex_.Await(absl::Condition(
+      +[](int* live) { return *live == 0; }, &live_streams_));
+}
+
+void WorkerPool::MonitorLoop() {
+  while (true) {
+    std::vector<std::string> to_probe;
+    {
+      absl::MutexLock lock(&mutex_);
+      mutex_.AwaitWithTimeout(absl::Condition(&stopping_), kTick);
+      if (stopping_) return;
+      const absl::Time now = absl::Now();
+      Discover(now);
+      const absl::Duration stale = std::max(3 * options_.load_interval, absl::Seconds(5));
+      for (auto& [address, worker] : workers_) {
+        if (worker->stream != nullptr && now - worker->last_report_time > stale) {
+          // Silent past the heartbeat: treat as gone (OnStreamDone marks it down).
+          worker->stream->Cancel();
+        }
+        if (worker->stream == nullptr && now >= worker->next_probe) to_probe.push_back(address);
+      }
+    }
+    for (const std::string& address : to_probe) Probe(address);
+  }
+}
+
+void WorkerPool::Discover(absl::Time now) {
+  absl::flat_hash_set<std::string> wanted(options_.workers.begin(), options_.workers.end());
+  const bool resolve = !options_.worker_dns.empty() && now >= next_dns_;
+  if (resolve) {
+    next_dns_ = now + options_.dns_refresh;
+    const auto [host, port] = *SplitHostPort(options_.worker_dns);
+    absl::StatusOr<std::vector<std::string>> resolved = Resolve(host, port);
+    if (resolved.ok()) {
+      dns_addresses_ = absl::flat_hash_set<std::string>(resolved->begin(), resolved->end());
+    } else {
+      // Keep the last answer: a DNS hiccup must not empty the pool.
+      dns_error_ = std::string(resolved.status().message());
+    }
+  }
+  wanted.insert(dns_addresses_.begin(), dns_addresses_.end());
+  for (const std::string& address : wanted) {
+    if (workers_.contains(address)) continue;
+    auto worker = std::make_unique<Worker>();
+    worker->address = address;
+    grpc::ChannelArguments arguments;
+    arguments.SetMaxReceiveMessageSize(kMaxMessageBytes);
+    worker->channel =
+        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), arguments);
+    worker->stub = worker::v1::Worker::NewStub(worker->channel);
+    worker->backoff = options_.backoff_initial;
+    workers_[address] = std::move(worker);
+  }
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    if (wanted.contains(it->first)) {
+      ++it;
+      continue;
+    }
+    // Gone from DNS. Its stream (if any) ends on its own: OnStreamDone finds no worker.
+    if (it->second->stream != nullptr) it->second->stream->Cancel();
+    prefix_index_.Remove(it->first);
+    workers_.erase(it++);
+  }
+}
+
+void WorkerPool::Probe(const std::string& address) {
+  std::shared_ptr<grpc::Channel> channel;
+  worker::v1::Worker::Stub* stub = nullptr;
+  {
+    absl::MutexLock lock(&mutex_);
+    const auto it = workers_.find(address);
+    if (it == workers_.end() || it->second->stream != nullptr) return;
+    channel = it->second->channel;
+    stub = it->second->stub.get();  // lives as long as the worker entry; see below
+  }
+  absl::StatusOr<bool> serving = CheckServing(channel, options_.probe_timeout);
+  std::shared_ptr<worker::v1::ModelInfo> info;
+  grpc::Status info_status;
+  if (serving.ok() && *serving) {
+    info = std::make_shared<worker::v1::ModelInfo>();
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + options_.probe_timeout));
+    // The stub is only destroyed by Discover on this same thread, so it is alive here.
+    info_status = stub->GetModelInfo(&context, worker::v1::GetModelInfoRequest(), info.get());
+  }
+  absl::MutexLock lock(&mutex_);
+  const auto it = workers_.find(address);
+  if (it == workers_.end() || stopping_) return;
+  Worker& worker = *it->second;
+  if (!serving.ok()) return MarkDown(worker, std::string(serving.status().message()));
+  if (!*serving) return MarkDown(worker, "not ready (health NOT_SERVING)");
+  if (!info_status.ok()) {
+    return MarkDown(worker, absl::StrCat("GetModelInfo failed: ", info_status.error_message()));
+  }
+  worker.model_info = std::move(info);
+  known_models_.insert(worker.model_info->model_name());
+  ++worker.generation;
+  worker.last_report_time = absl::Now();
+  auto* stream = new LoadStream(this, address, worker.generation);
+  worker.stream = stream;
+  ++live_streams_;
+  // Ready once the first report (a snapshot of its cache) arrives.
+  stream->Start(worker.stub.get(), options_.load_interval);
+}
+
+void WorkerPool::MarkDown(Worker& worker, const std::string& error) {
+  worker.ready = false;
+  worker.last_error = error;
+  ++worker.generation;
+  worker.next_probe = absl::Now() + worker.backoff;
+  worker.backoff = std::min(2 * worker.backoff, options_.backoff_max);
+  prefix_index_.Remove(worker.address);
+}
+
+void WorkerPool::OnReport(const std::string& address, uint64_t generation,
+                          const worker::v1::LoadReport& report) {
+  absl::MutexLock lock(&mutex_);
+  const auto it = workers_.find(address);
+  if (it == workers_.end() || it->second->generation != generation) return;
+  Worker& worker = *it->second;
+  worker.last_report = report;
+  worker.last_report_time = absl::Now();
+  worker.draining = report.draining();
+  worker.ready = !report.draining();
+  worker.backoff = options_.backoff_initial;
+  worker.last_error.clear();
+  prefix_index_.Apply(address, report);
+}
+
+void WorkerPool::OnStreamDone(const std::string& address, uint64_t generation,
+                              const grpc::Status& status, LoadStream* stream) {
+  absl::MutexLock lock(&mutex_);
+  --live_streams_;
+  const auto it = workers_.find(address);
+  if (it == workers_.end()) return;
+  Worker& worker = *it->second;
+  if (worker.stream == stream) worker.stream = nullptr;
+  if (worker.generation == generation && !stopping_) {
+    MarkDown(worker, status.ok() ? "load stream ended (worker stopping)"
+                                 : absl::StrCat("load stream failed: ", status.error_message()));
+  }
+}
+
+void WorkerPool::ReportFailure(const std::string& address, const std::string& error) {
+  absl::MutexLock lock(&mutex_);
+  const auto it = workers_.find(address);
+  if (it == workers_.end()) return;
+  MarkDown(*it->second, error);
+  if (it->second->stream != nullptr) it->second->stream->Cancel();
+}
+
+absl::StatusOr<RoutedWorker> WorkerPool::Route(absl::string_view model,
+                                               absl::Span<const int32_t> prompt_tokens,
+                                               absl::string_view cache_salt,
+                                               const absl::flat_hash_set<std::string>& excluded) {
+  absl::MutexLock lock(&mutex_);
+  std::vector<Worker*> eligible;
+  std::vector<RoutingCandidate> candidates;
+  absl::flat_hash_map<uint32_t, std::vector<uint64_t>> hashes_by_block_size;
+  for (auto& [address, worker] : workers_) {
+    if (!worker->ready || worker->draining || worker->model_info == nullptr ||
+        excluded.contains(address)) {
+      continue;
+    }
+    if (!model.empty() && worker->model_info->model_name() != model) continue;
+    const uint32_t block_size = worker->model_info->block_size();
+    auto [hashes, inserted] = hashes_by_block_size.try_emplace(block_size);
+    if (inserted && block_size > 0) {
+      for (const common::BlockHash& hash :
+           common::HashFullBlocks(prompt_tokens, static_cast<int32_t>(block_size), cache_salt)) {
+        hashes->second.push_back(hash.RoutingHash());
+      }
+    }
+    const worker::v1::LoadReport& load = worker->last_report;
+    eligible.push_back(worker.get());
+    candidates.push_back({.worker = address,
+                          .running = static_cast<int32_t>(load.running()),
+                          .waiting = static_cast<int32_t>(load.waiting()),
+                          .kv_blocks_total = static_cast<int32_t>(load.kv_blocks_total()),
+                          .kv_blocks_free = static_cast<int32_t>(load.kv_blocks_free()),
+                          .matched_blocks = prefix_index_.MatchedBlocks(address, hashes->second)});
+  }
+  const std::optional<RoutingDecision> decision =
+      ChooseWorker(candidates, options_.routing, &round_robin_);
+  if (!decision.has_value()) {
+    if (!model.empty() && !known_models_.contains(model)) {
+      return absl::NotFoundError(
+          absl::StrCat("model \"", model, "\" is not served here; known models: ",
+                       known_models_.empty() ? "none yet" : absl::StrJoin(known_models_, ", ")));
+    }
+    return absl::UnavailableError(absl::StrCat("no ready worker", model.empty() ? "" : " for ",
+                                               model, excluded.empty() ? "" : " left to try"));
+  }
+  Worker& chosen = *eligible[decision->index];
+  return RoutedWorker{.address = chosen.address,
+                      .channel = chosen.channel,
+                      .model_info = chosen.model_info,
+                      .decision = *decision};
+}
+
+std::vector<WorkerStatus> WorkerPool::Workers() const {
+  absl::MutexLock lock(&mutex_);
+  std::vector<WorkerStatus> statuses;
+  for (const auto& [address, worker] : workers_) {
+    statuses.push_back({.address = address,
+                        .ready = worker->ready,
+                        .draining = worker->draining,
+                        .model_info = worker->model_info,
+                        .last_report = worker->last_report,
+                        .cached_blocks = prefix_index_.NumBlocks(address),
+                        .last_error = worker->last_error});
+  }
+  std::sort(statuses.begin(), statuses.end(),
+            [](const WorkerStatus& a, const WorkerStatus& b) { return a.address < b.address; });
+  return statuses;
+}
+
+bool WorkerPool::AnyReady() const {
+  absl::MutexLock lock(&mutex_);
+  for (const auto& [address, worker] : workers_) {
+    if (worker->ready && !worker->draining) return true;
+  }
+  return false;
+}
+
+}  // namespace llmserve::gateway

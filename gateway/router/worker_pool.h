@@ -1,0 +1,147 @@
+// The gateway's view of its workers: where they are (a static list and/or a DNS name
+// re-resolved periodically, e.g. a Kubernetes headless service), whether they are ready (gRPC
+// health, readiness service name), what they serve (GetModelInfo) and how loaded they are, with
+// their prefix-cache contents (a WatchLoad stream per worker, read by a callback reactor: no
+// thread per worker).
+//
+// One monitor thread discovers workers and probes the ones not streaming; a worker that fails
+// is marked down and retried with exponential backoff. Route() picks a worker for a request with
+// the configured policy (routing_policy.h) among the ready workers serving the model.
+//
+// Thread-safe: every public method may be called from any thread.
+
+#ifndef LLMSERVE_GATEWAY_ROUTER_WORKER_POOL_H_
+#define LLMSERVE_GATEWAY_ROUTER_WORKER_POOL_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "gateway/router/prefix_index.h"
+#include "gateway/router/routing_policy.h"
+#include "llmserve/worker/v1/worker.grpc.pb.h"
+
+namespace llmserve::gateway {
+
+struct WorkerPoolOptions {
+  // host:port of each worker.
+  std::vector<std::string> workers;
+  // host:port whose name resolves to the workers' addresses (all A/AAAA records), re-resolved
+  // every dns_refresh. Empty: none.
+  std::string worker_dns;
+  absl::Duration dns_refresh = absl::Seconds(10);
+  // How often a worker without a live load stream is probed.
+  absl::Duration probe_interval = absl::Seconds(1);
+  // Deadline of each probe call (health, model info).
+  absl::Duration probe_timeout = absl::Seconds(3);
+  // WatchLoad interval asked of each worker.
+  absl::Duration load_interval = absl::Milliseconds(200);
+  // Backoff after a failure: doubles from the first value up to the second.
+  absl::Duration backoff_initial = absl::Milliseconds(500);
+  absl::Duration backoff_max = absl::Seconds(30);
+  RoutingOptions routing;
+};
+
+// INVALID_ARGUMENT naming the option: no workers at all, an address without a port, durations
+// out of range.
+absl::Status ValidateWorkerPoolOptions(const WorkerPoolOptions& options);
+
+// A worker chosen for one request.
+struct RoutedWorker {
+  std::string address;
+  std::shared_ptr<grpc::Channel> channel;
+  std::shared_ptr<const worker::v1::ModelInfo> model_info;
+  RoutingDecision decision;
+};
+
+// What the pool knows of one worker (for /readyz, ListModels, metrics and tests).
+struct WorkerStatus {
+  std::string address;
+  bool ready = false;
+  bool draining = false;
+  // Set once GetModelInfo answered.
+  std::shared_ptr<const worker::v1::ModelInfo> model_info;
+  worker::v1::LoadReport last_report;
+  size_t cached_blocks = 0;
+  std::string last_error;
+};
+
+class WorkerPool {
+ public:
+  static absl::StatusOr<std::unique_ptr<WorkerPool>> Start(const WorkerPoolOptions& options);
+  ~WorkerPool();
+
+  // A ready, non-draining worker serving `model` (empty: any model) for a prompt of
+  // `prompt_tokens` with `cache_salt`, skipping `excluded` addresses (earlier failed attempts).
+  // NOT_FOUND when no worker ever served the model; UNAVAILABLE when none is ready now.
+  absl::StatusOr<RoutedWorker> Route(absl::string_view model,
+                                     absl::Span<const int32_t> prompt_tokens,
+                                     absl::string_view cache_salt,
+                                     const absl::flat_hash_set<std::string>& excluded = {});
+
+  // A call to `address` failed before its first token: mark it down until probes bring it back.
+  void ReportFailure(const std::string& address, const std::string& error);
+
+  std::vector<WorkerStatus> Workers() const;
+  bool AnyReady() const;
+
+ private:
+  class LoadStream;
+  struct Worker {
+    std::string address;
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<worker::v1::Worker::Stub> stub;
+    bool ready = false;
+    bool draining = false;
+    // The live WatchLoad stream, or null (then the monitor probes it when next_probe comes).
+    LoadStream* stream = nullptr;
+    absl::Time last_report_time = absl::InfinitePast();
+    std::shared_ptr<const worker::v1::ModelInfo> model_info;
+    worker::v1::LoadReport last_report;
+    std::string last_error;
+    absl::Time next_probe = absl::InfinitePast();
+    absl::Duration backoff;
+    // Bumped when the worker is marked down, so a stale stream's reports are ignored.
+    uint64_t generation = 0;
+  };
+
+  explicit WorkerPool(const WorkerPoolOptions& options);
+  void MonitorLoop();
+  void Discover(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Probes one worker (health + model info) and, when ready, starts its load stream.
+  void Probe(const std::string& address);
+  void MarkDown(Worker& worker, const std::string& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void OnReport(const std::string& address, uint64_t generation,
+                const worker::v1::LoadReport& report);
+  void OnStreamDone(const std::string& address, uint64_t generation, const grpc::Status& status,
+                    LoadStream* stream);
+
+  const WorkerPoolOptions options_;
+  mutable absl::Mutex mutex_;
+  absl::flat_hash_map<std::string, std::unique_ptr<Worker>> workers_ ABSL_GUARDED_BY(mutex_);
+  PrefixIndex prefix_index_ ABSL_GUARDED_BY(mutex_);
+  absl::flat_hash_set<std::string> known_models_ ABSL_GUARDED_BY(mutex_);
+  uint64_t round_robin_ ABSL_GUARDED_BY(mutex_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+  int live_streams_ ABSL_GUARDED_BY(mutex_) = 0;
+  absl::Time next_dns_ ABSL_GUARDED_BY(mutex_) = absl::InfinitePast();
+  absl::flat_hash_set<std::string> dns_addresses_ ABSL_GUARDED_BY(mutex_);
+  std::string dns_error_ ABSL_GUARDED_BY(mutex_);
+  std::thread monitor_;
+};
+
+}  // namespace llmserve::gateway
+
+#endif  // LLMSERVE_GATEWAY_ROUTER_WORKER_POOL_H_

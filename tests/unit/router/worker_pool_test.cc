@@ -1,0 +1,188 @@
+// The gateway's worker pool against real workers (in process, on loopback ports).
+
+#include "gateway/router/worker_pool.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/scoped_temp_dir.h"
+#include "tests/testing/test_model.h"
+#include "worker/service/worker_server.h"
+
+namespace llmserve::gateway {
+namespace {
+
+constexpr absl::Duration kPatience = absl::Seconds(60);
+
+class WorkerPoolTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(::llmserve::testing::WriteTinyModel(dir_.path()).ok()); }
+
+  std::unique_ptr<worker::WorkerServer> StartWorker(const std::string& name) {
+    absl::StatusOr<std::unique_ptr<worker::WorkerServer>> server =
+        worker::WorkerServer::Start({.model_dir = dir_.path(),
+                                     .served_model_name = name,
+                                     .host = "127.0.0.1",
+                                     .port = 0,
+                                     .metrics_port = -1,
+                                     .kv_cache_bytes = 8 << 20,
+                                     .threads = 1,
+                                     .drain_timeout = absl::Seconds(5)});
+    EXPECT_TRUE(server.ok()) << server.status();
+    return server.ok() ? *std::move(server) : nullptr;
+  }
+
+  static std::string Address(const worker::WorkerServer& server) {
+    return absl::StrCat("127.0.0.1:", server.port());
+  }
+
+  // Waits until `predicate(pool.Workers())` holds.
+  template <typename Predicate>
+  static bool WaitFor(const WorkerPool& pool, Predicate predicate) {
+    const absl::Time deadline = absl::Now() + kPatience;
+    while (absl::Now() < deadline) {
+      if (predicate(pool.Workers())) return true;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return false;
+  }
+
+  static WorkerPoolOptions FastOptions(std::vector<std::string> workers) {
+    return {.workers = std::move(workers),
+            .probe_interval = absl::Milliseconds(50),
+            .load_interval = absl::Milliseconds(50),
+            .backoff_initial = absl::Milliseconds(50),
+            .backoff_max = absl::Milliseconds(200)};
+  }
+
+  ::llmserve::testing::ScopedTempDir dir_{"worker_pool_test"};
+};
+
+TEST_F(WorkerPoolTest, OptionsAreValidated) {
+  EXPECT_FALSE(ValidateWorkerPoolOptions({}).ok());
+  EXPECT_NE(ValidateWorkerPoolOptions({.workers = {"no-port"}}).message().find("no-port"),
+            absl::string_view::npos);
+  EXPECT_FALSE(ValidateWorkerPoolOptions({.worker_dns = "svc:99999"}).ok());
+  EXPECT_TRUE(ValidateWorkerPoolOptions({.workers = {"[::1]:5000", "host:1"}}).ok());
+}
+
+TEST_F(WorkerPoolTest, FindsWorkersAndRoutesByPrefix) {
+  std::unique_ptr<worker::WorkerServer> a = StartWorker("tiny");
+  std::unique_ptr<worker::WorkerServer> b = StartWorker("tiny");
+  ASSERT_TRUE(a && b);
+  absl::StatusOr<std::unique_ptr<WorkerPool>> pool =
+      WorkerPool::Start(FastOptions({Address(*a), Address(*b)}));
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  ASSERT_TRUE(WaitFor(**pool, [](const std::vector<WorkerStatus>& workers) {
+    return workers.size() == 2 && workers[0].ready && workers[1].ready;
+  }));
+  EXPECT_TRUE((*pool)->AnyReady());
+  EXPECT_EQ((*pool)->Workers()[0].model_info->model_name(), "tiny");
+
+  const absl::StatusOr<RoutedWorker> unknown = (*pool)->Route("other-model", {1, 2, 3}, "");
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(unknown.status().message().find("known models: tiny"), absl::string_view::npos);
+
+  // Serve a 48-token prompt on worker b: its three blocks get cached there.
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 48; ++i) prompt.push_back(10 + i);
+  {
+    auto stub = worker::v1::Worker::NewStub(
+        grpc::CreateChannel(Address(*b), grpc::InsecureChannelCredentials()));
+    worker::v1::GenerateRequest request;
+    request.set_request_id("warm-b");
+    request.mutable_prompt_token_ids()->Add(prompt.begin(), prompt.end());
+    request.set_max_tokens(1);
+    grpc::ClientContext context;
+    auto reader = stub->Generate(&context, request);
+    worker::v1::GenerateResponse response;
+    while (reader->Read(&response)) {
+    }
+    ASSERT_TRUE(reader->Finish().ok());
+  }
+  ASSERT_TRUE(WaitFor(**pool, [&](const std::vector<WorkerStatus>& workers) {
+    for (const WorkerStatus& w : workers) {
+      if (w.address == Address(*b) && w.cached_blocks >= 3) return true;
+    }
+    return false;
+  }));
+  // A prompt sharing that prefix goes to b, whatever order the policy would otherwise pick.
+  std::vector<int32_t> follow_up = prompt;
+  follow_up.push_back(7);
+  for (int i = 0; i < 4; ++i) {
+    const absl::StatusOr<RoutedWorker> routed = (*pool)->Route("tiny", follow_up, "");
+    ASSERT_TRUE(routed.ok()) << routed.status();
+    EXPECT_EQ(routed->address, Address(*b));
+    EXPECT_EQ(routed->decision.reason, "prefix_hit");
+  }
+  // A different tenant's salt changes the hashes: no hit.
+  const absl::StatusOr<RoutedWorker> salted = (*pool)->Route("tiny", follow_up, "tenant-x");
+  ASSERT_TRUE(salted.ok());
+  EXPECT_EQ(salted->decision.reason, "prefix_miss");
+  // Excluding b (a failed attempt) leaves a.
+  const absl::StatusOr<RoutedWorker> retry = (*pool)->Route("", follow_up, "", {Address(*b)});
+  ASSERT_TRUE(retry.ok());
+  EXPECT_EQ(retry->address, Address(*a));
+}
+
+TEST_F(WorkerPoolTest, DrainingAndDeadWorkersLeaveTheRotation) {
+  std::unique_ptr<worker::WorkerServer> a = StartWorker("tiny");
+  std::unique_ptr<worker::WorkerServer> b = StartWorker("tiny");
+  ASSERT_TRUE(a && b);
+  const std::string address_a = Address(*a), address_b = Address(*b);
+  WorkerPoolOptions options = FastOptions({address_a, address_b});
+  // Long enough that b cannot come back between ReportFailure and the Route right after it.
+  options.backoff_initial = absl::Seconds(1);
+  options.backoff_max = absl::Seconds(2);
+  absl::StatusOr<std::unique_ptr<WorkerPool>> pool = WorkerPool::Start(options);
+  ASSERT_TRUE(pool.ok());
+  ASSERT_TRUE(WaitFor(**pool, [](const std::vector<WorkerStatus>& workers) {
+    return workers.size() == 2 && workers[0].ready && workers[1].ready;
+  }));
+  a->Drain();
+  a.reset();
+  ASSERT_TRUE(WaitFor(**pool, [&](const std::vector<WorkerStatus>& workers) {
+    for (const WorkerStatus& w : workers) {
+      if (w.address == address_a) return !w.ready && !w.last_error.empty();
+    }
+    return false;
+  }));
+  for (int i = 0; i < 4; ++i) {
+    const absl::StatusOr<RoutedWorker> routed = (*pool)->Route("tiny", {1, 2, 3}, "");
+    ASSERT_TRUE(routed.ok());
+    EXPECT_EQ(routed->address, address_b);
+  }
+  (*pool)->ReportFailure(address_b, "connection reset before the first token");
+  const absl::StatusOr<RoutedWorker> none = (*pool)->Route("tiny", {1, 2, 3}, "");
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kUnavailable);
+  // Probes bring b back.
+  EXPECT_TRUE(WaitFor(**pool, [&](const std::vector<WorkerStatus>& workers) {
+    for (const WorkerStatus& w : workers) {
+      if (w.address == address_b) return w.ready;
+    }
+    return false;
+  }));
+}
+
+TEST_F(WorkerPoolTest, DiscoversWorkersByDns) {
+  std::unique_ptr<worker::WorkerServer> a = StartWorker("tiny");
+  ASSERT_TRUE(a);
+  WorkerPoolOptions options = FastOptions({});
+  options.worker_dns = absl::StrCat("localhost:", a->port());
+  absl::StatusOr<std::unique_ptr<WorkerPool>> pool = WorkerPool::Start(options);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  // localhost may also resolve to ::1, where nothing listens: that entry stays down.
+  EXPECT_TRUE(WaitFor(**pool, [&](const std::vector<WorkerStatus>& workers) {
+    for (const WorkerStatus& w : workers) {
+      if (w.address == Address(*a) && w.ready) return true;
+    }
+    return false;
+  }));
+}
+
+}  // namespace
+}  // namespace llmserve::gateway
