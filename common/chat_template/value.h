@@ -1,0 +1,133 @@
+// The values a chat template computes with: Python's None/bool/int/str/list/dict as Jinja sees
+// them, plus Jinja's Undefined, namespace() objects and the few callables templates use.
+//
+// Lists and dicts are immutable and shared (copying a Value is cheap), as in HF's
+// ImmutableSandboxedEnvironment; only a namespace is mutable, through `{% set ns.x = ... %}`,
+// and it is shared by reference like a Python object.
+//
+// Thread-safety: a Value is not synchronized; values live inside one Render call.
+#ifndef LLMSERVE_COMMON_CHAT_TEMPLATE_VALUE_H_
+#define LLMSERVE_COMMON_CHAT_TEMPLATE_VALUE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace llmserve::common {
+
+class Value;
+using ValueList = std::vector<Value>;
+
+// A dict with string keys in insertion order (Python dicts keep it; tojson and printing show it).
+// Chat-template dicts are small, so lookups are linear.
+class ValueDict {
+ public:
+  const Value* Find(const std::string& key) const;
+  void Set(const std::string& key, Value value);
+  const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
+
+ private:
+  std::vector<std::pair<std::string, Value>> items_;
+};
+
+class Value {
+ public:
+  enum class Kind { kUndefined, kNone, kBool, kInt, kString, kList, kDict, kNamespace, kFunction };
+
+  // Undefined. `hint` says what was missing ("'foo' is undefined"), for the error raised when
+  // the template uses it in a way Jinja refuses (arithmetic, attribute access, calls).
+  Value() : data_(Undefined{}) {}
+  static Value MakeUndefined(std::string hint) { return Value(Undefined{std::move(hint)}); }
+  static Value None() { return Value(NoneTag{}); }
+  static Value Bool(bool b) { return Value(b); }
+  static Value Int(int64_t i) { return Value(i); }
+  static Value String(std::string s) { return Value(std::move(s)); }
+  static Value List(ValueList items);
+  // A Python tuple: a list that prints as (a, b). Templates only iterate, index and print them.
+  static Value Tuple(ValueList items);
+  static Value Dict(ValueDict dict);
+  static Value Namespace(ValueDict attrs);
+  // A global callable (raise_exception, namespace) looked up by name.
+  static Value Function(std::string name) { return Value(FunctionTag{std::move(name)}); }
+
+  Kind kind() const { return static_cast<Kind>(data_.index()); }
+  bool is_undefined() const { return kind() == Kind::kUndefined; }
+  bool is_none() const { return kind() == Kind::kNone; }
+  bool is_string() const { return kind() == Kind::kString; }
+  bool is_int() const { return kind() == Kind::kInt; }
+  bool is_bool() const { return kind() == Kind::kBool; }
+  bool is_list() const { return kind() == Kind::kList; }
+  bool is_tuple() const { return tuple_; }
+  bool is_dict() const { return kind() == Kind::kDict; }
+  bool is_namespace() const { return kind() == Kind::kNamespace; }
+  bool is_function() const { return kind() == Kind::kFunction; }
+
+  // Accessors; each requires the matching kind.
+  const std::string& undefined_hint() const { return std::get<Undefined>(data_).hint; }
+  bool as_bool() const { return std::get<bool>(data_); }
+  int64_t as_int() const { return std::get<int64_t>(data_); }
+  const std::string& as_string() const { return std::get<std::string>(data_); }
+  const ValueList& as_list() const { return *std::get<std::shared_ptr<const ValueList>>(data_); }
+  const ValueDict& as_dict() const { return *std::get<std::shared_ptr<const ValueDict>>(data_); }
+  // The namespace's attributes; mutable through a const Value because a namespace is a shared
+  // object (assigning through one copy is seen by all).
+  ValueDict& namespace_attrs() const { return *std::get<NamespacePtr>(data_).attrs; }
+  const std::string& function_name() const { return std::get<FunctionTag>(data_).name; }
+
+  // How deeply lists and dicts nest in this value (0 for a scalar, 1 for a flat list; a
+  // namespace counts 1). The renderer bounds it so that printing, comparing and destroying a
+  // value never recurses deeply.
+  int depth() const { return depth_; }
+
+  // Python's truth value: empty strings/lists/dicts, 0, None, False and Undefined are false.
+  bool Truthy() const;
+
+  // Python's type name as Jinja's errors show it ("str", "int", "list", "dict", ...).
+  const char* TypeName() const;
+
+ private:
+  struct Undefined {
+    std::string hint;
+  };
+  struct NoneTag {};
+  struct NamespacePtr {
+    std::shared_ptr<ValueDict> attrs;
+  };
+  struct FunctionTag {
+    std::string name;
+  };
+  // Order matches Kind.
+  using Data =
+      std::variant<Undefined, NoneTag, bool, int64_t, std::string, std::shared_ptr<const ValueList>,
+                   std::shared_ptr<const ValueDict>, NamespacePtr, FunctionTag>;
+  template <typename T>
+  explicit Value(T data) : data_(std::move(data)) {}
+
+  Data data_;
+  int depth_ = 0;
+  bool tuple_ = false;
+};
+
+// Python's `==` for the kinds above (True == 1 as in Python; Undefined equals only Undefined).
+bool ValuesEqual(const Value& a, const Value& b);
+
+// Python's str(value), which is what `{{ value }}` prints: None -> "None", True -> "True",
+// lists and dicts in repr form (['a', 1]). Undefined prints as "".
+std::string ToPythonStr(const Value& value);
+
+// Python's repr(value) (strings quoted as Python quotes them).
+std::string ToPythonRepr(const Value& value);
+
+// json.dumps(value, ensure_ascii=False, indent=indent) as HF's `tojson` filter calls it;
+// indent < 0 means None (one line, ", " and ": " separators). Undefined, namespaces and
+// functions are not JSON serializable: INVALID_ARGUMENT.
+absl::StatusOr<std::string> ToJson(const Value& value, int indent);
+
+}  // namespace llmserve::common
+
+#endif  // LLMSERVE_COMMON_CHAT_TEMPLATE_VALUE_H_

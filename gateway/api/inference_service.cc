@@ -1,0 +1,435 @@
+#include "gateway/api/inference_service.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status/grpc_status.h"
+
+namespace llmserve::gateway {
+namespace {
+
+using ::llmserve::v1::GenerateStreamResponse;
+
+// Counts a call as active for its whole life (drain waits for zero).
+class ActiveGuard {
+ public:
+  explicit ActiveGuard(std::shared_ptr<std::atomic<int>> counter) : counter_(std::move(counter)) {
+    ++*counter_;
+  }
+  ~ActiveGuard() { --*counter_; }
+
+ private:
+  std::shared_ptr<std::atomic<int>> counter_;
+};
+
+// A server-streaming call fed by a Generation: deltas are merged while a write is in flight, so
+// a slow client never blocks the worker stream, and the buffer holds at most the request's
+// tokens.
+class StreamCall final : public grpc::ServerWriteReactor<GenerateStreamResponse> {
+ public:
+  StreamCall(std::string request_id, std::string model, std::shared_ptr<std::atomic<int>> active)
+      : request_id_(std::move(request_id)), model_(std::move(model)), active_(std::move(active)) {}
+
+  // Forwards the Generation's events while the call lives.
+  class Observer final : public GenerationObserver {
+   public:
+    explicit Observer(StreamCall* call) : call_(call) {}
+    void OnDelta(GenerationDelta delta) override {
+      absl::MutexLock lock(&mutex_);
+      if (call_ != nullptr) call_->Add(std::move(delta), nullptr, absl::OkStatus());
+    }
+    void OnFinish(const GenerationResult& result) override {
+      absl::MutexLock lock(&mutex_);
+      if (call_ != nullptr) call_->Add({}, &result, absl::OkStatus());
+    }
+    void OnError(const absl::Status& status) override {
+      absl::MutexLock lock(&mutex_);
+      if (call_ != nullptr) call_->Add({}, nullptr, status);
+    }
+    void Detach() {
+      absl::MutexLock lock(&mutex_);
+      call_ = nullptr;
+    }
+
+   private:
+    absl::Mutex mutex_;
+    StreamCall* call_ ABSL_GUARDED_BY(mutex_);
+  };
+
+  std::shared_ptr<Observer> observer() { return observer_; }
+  void set_generation(std::shared_ptr<Generation> generation) {
+    absl::MutexLock lock(&mutex_);
+    generation_ = std::move(generation);
+  }
+  void set_on_done(std::function<void(const GenerationResult*)> on_done) {
+    on_done_ = std::move(on_done);
+  }
+
+  void OnWriteDone(bool ok) override {
+    {
+      absl::MutexLock lock(&mutex_);
+      writing_ = false;
+      if (!ok) cancelled_ = true;
+    }
+    Pump();
+  }
+  void OnCancel() override {
+    std::shared_ptr<Generation> generation;
+    {
+      absl::MutexLock lock(&mutex_);
+      cancelled_ = true;
+      generation = generation_;
+    }
+    if (generation != nullptr) generation->Cancel();
+    Pump();
+  }
+  void OnDone() override {
+    observer_->Detach();
+    std::shared_ptr<Generation> generation;
+    {
+      absl::MutexLock lock(&mutex_);
+      generation = generation_;
+    }
+    if (generation != nullptr) generation->Cancel();  // no-op when it already finished
+    delete this;
+  }
+
+ private:
+  void Add(GenerationDelta delta, const GenerationResult* result, const absl::Status& error) {
+    {
+      absl::MutexLock lock(&mutex_);
+      pending_.set_request_id(request_id_);
+      if (!sent_model_) pending_.set_model(model_);
+      pending_.mutable_text()->append(delta.text);
+      for (::llmserve::v1::GeneratedToken& token : delta.tokens) {
+        *pending_.add_tokens() = std::move(token);
+      }
+      has_pending_ = true;
+      if (result != nullptr) {
+        pending_.set_finish_reason(result->finish_reason);
+        pending_.set_matched_stop(result->matched_stop);
+        *pending_.mutable_usage() = result->usage;
+        *pending_.mutable_timing() = result->timing;
+        finish_status_ = grpc::Status::OK;
+      }
+      if (!error.ok()) {
+        has_pending_ = pending_.tokens_size() > 0 || !pending_.text().empty();
+        finish_status_ = common::ToGrpcStatus(error);
+      }
+    }
+    if (on_done_ && (result != nullptr || !error.ok())) on_done_(result);
+    Pump();
+  }
+
+  void Pump() {
+    enum { kNone, kWrite, kFinish } action = kNone;
+    grpc::Status status;
+    {
+      absl::MutexLock lock(&mutex_);
+      if (writing_ || finish_called_) return;
+      if (cancelled_) {
+        finish_called_ = true;
+        status = grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
+        action = kFinish;
+      } else if (has_pending_) {
+        in_flight_.Clear();
+        in_flight_.Swap(&pending_);
+        has_pending_ = false;
+        sent_model_ = true;
+        writing_ = true;
+        action = kWrite;
+      } else if (finish_status_.has_value()) {
+        finish_called_ = true;
+        status = *finish_status_;
+        action = kFinish;
+      }
+    }
+    if (action == kWrite) StartWrite(&in_flight_);
+    if (action == kFinish) Finish(status);
+  }
+
+  const std::string request_id_;
+  const std::string model_;
+  ActiveGuard active_;
+  const std::shared_ptr<Observer> observer_ = std::make_shared<Observer>(this);
+  std::function<void(const GenerationResult*)> on_done_;
+  absl::Mutex mutex_;
+  std::shared_ptr<Generation> generation_ ABSL_GUARDED_BY(mutex_);
+  GenerateStreamResponse pending_ ABSL_GUARDED_BY(mutex_);
+  bool has_pending_ ABSL_GUARDED_BY(mutex_) = false;
+  bool sent_model_ ABSL_GUARDED_BY(mutex_) = false;
+  bool writing_ ABSL_GUARDED_BY(mutex_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mutex_) = false;
+  bool finish_called_ ABSL_GUARDED_BY(mutex_) = false;
+  std::optional<grpc::Status> finish_status_ ABSL_GUARDED_BY(mutex_);
+  GenerateStreamResponse in_flight_;
+};
+
+// A refused streaming call.
+class RefusedStream final : public grpc::ServerWriteReactor<GenerateStreamResponse> {
+ public:
+  explicit RefusedStream(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+// Generate (unary): the Generation's deltas collected into one response.
+class UnaryCall final : public grpc::ServerUnaryReactor {
+ public:
+  UnaryCall(::llmserve::v1::GenerateResponse* response, std::shared_ptr<std::atomic<int>> active)
+      : response_(response), active_(std::move(active)) {}
+
+  class Observer final : public GenerationObserver {
+   public:
+    explicit Observer(UnaryCall* call) : call_(call) {}
+    void OnDelta(GenerationDelta delta) override {
+      absl::MutexLock lock(&mutex_);
+      if (call_ == nullptr) return;
+      call_->response_->mutable_text()->append(delta.text);
+      for (::llmserve::v1::GeneratedToken& token : delta.tokens) {
+        *call_->response_->add_tokens() = std::move(token);
+      }
+    }
+    void OnFinish(const GenerationResult& result) override {
+      UnaryCall* call = nullptr;
+      {
+        absl::MutexLock lock(&mutex_);
+        std::swap(call, call_);
+      }
+      if (call == nullptr) return;
+      call->response_->set_finish_reason(result.finish_reason);
+      call->response_->set_matched_stop(result.matched_stop);
+      *call->response_->mutable_usage() = result.usage;
+      *call->response_->mutable_timing() = result.timing;
+      if (call->on_done_) call->on_done_(&result);
+      call->Finish(grpc::Status::OK);
+    }
+    void OnError(const absl::Status& status) override {
+      UnaryCall* call = nullptr;
+      {
+        absl::MutexLock lock(&mutex_);
+        std::swap(call, call_);
+      }
+      if (call == nullptr) return;
+      if (call->on_done_) call->on_done_(nullptr);
+      call->Finish(common::ToGrpcStatus(status));
+    }
+
+   private:
+    absl::Mutex mutex_;
+    UnaryCall* call_ ABSL_GUARDED_BY(mutex_);
+  };
+
+  std::shared_ptr<Observer> observer() { return observer_; }
+  void set_generation(std::shared_ptr<Generation> generation) {
+    absl::MutexLock lock(&mutex_);
+    generation_ = std::move(generation);
+  }
+  void set_on_done(std::function<void(const GenerationResult*)> on_done) {
+    on_done_ = std::move(on_done);
+  }
+  void OnCancel() override {
+    std::shared_ptr<Generation> generation;
+    {
+      absl::MutexLock lock(&mutex_);
+      generation = generation_;
+    }
+    // The Generation then ends with CANCELLED, which finishes this call.
+    if (generation != nullptr) generation->Cancel();
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  ::llmserve::v1::GenerateResponse* const response_;
+  ActiveGuard active_;
+  const std::shared_ptr<Observer> observer_ = std::make_shared<Observer>(this);
+  std::function<void(const GenerationResult*)> on_done_;
+  absl::Mutex mutex_;
+  std::shared_ptr<Generation> generation_ ABSL_GUARDED_BY(mutex_);
+};
+
+}  // namespace
+
+std::string AuthorizationOf(const grpc::CallbackServerContext& context) {
+  const auto& metadata = context.client_metadata();
+  const auto it = metadata.find("authorization");
+  return it == metadata.end() ? std::string() : std::string(it->second.data(), it->second.size());
+}
+
+absl::StatusOr<Principal> RequestAdmission::Authenticate(absl::string_view authorization) const {
+  if (authenticator_ == nullptr) return Principal{.name = "anonymous"};
+  return authenticator_->Authenticate(authorization);
+}
+
+absl::StatusOr<RequestAdmission::Admitted> RequestAdmission::Acquire(
+    const Principal& principal, int64_t tokens, absl::Duration* retry_after) const {
+  Admitted admitted{.principal = principal};
+  if (rate_limiter_ != nullptr) {
+    const RateLimitDecision decision =
+        rate_limiter_->TryAcquire(principal.name, 1, tokens, absl::Now());
+    if (!decision.ok()) {
+      *retry_after = decision.retry_after;
+      return decision.status;
+    }
+  }
+  if (concurrency_ != nullptr) {
+    std::optional<ConcurrencyLimiter::Permit> permit = concurrency_->TryAcquire();
+    if (!permit.has_value()) {
+      *retry_after = absl::Seconds(1);
+      return absl::ResourceExhaustedError(
+          "the gateway is at its concurrency limit (--max_concurrency); retry shortly");
+    }
+    admitted.permit = std::make_shared<ConcurrencyLimiter::Permit>(*std::move(permit));
+  }
+  return admitted;
+}
+
+void RequestAdmission::ChargeTokens(const Principal& principal, int64_t tokens) const {
+  if (rate_limiter_ != nullptr) rate_limiter_->ChargeTokens(principal.name, tokens, absl::Now());
+}
+
+InferenceService::InferenceService(WorkerPool* pool, ModelCatalog* catalog,
+                                   const RequestAdmission* admission, ChatRenderer render_chat,
+                                   InferenceServiceOptions options)
+    : pool_(pool),
+      catalog_(catalog),
+      admission_(admission),
+      render_chat_(std::move(render_chat)),
+      options_(std::move(options)) {}
+
+absl::StatusOr<InferenceService::Started> InferenceService::Prepare(
+    grpc::CallbackServerContext* context, const ::llmserve::v1::GenerateRequest& request) {
+  if (draining_) {
+    return absl::UnavailableError("the gateway is draining (shutting down); retry elsewhere");
+  }
+  absl::StatusOr<Principal> principal = admission_->Authenticate(AuthorizationOf(*context));
+  if (!principal.ok()) return principal.status();
+  absl::StatusOr<std::shared_ptr<const ServedModel>> model = catalog_->Resolve(request.model());
+  if (!model.ok()) return model.status();
+  absl::StatusOr<PreparedRequest> prepared =
+      PrepareRequest(request, *std::move(model), options_.limits, render_chat_);
+  if (!prepared.ok()) return prepared.status();
+  absl::Duration retry_after;
+  const int64_t tokens = prepared->worker_request.prompt_token_ids_size() +
+                         static_cast<int64_t>(prepared->worker_request.max_tokens());
+  absl::StatusOr<RequestAdmission::Admitted> admitted =
+      admission_->Acquire(*principal, tokens, &retry_after);
+  if (!admitted.ok()) {
+    context->AddTrailingMetadata(
+        "retry-after",
+        absl::StrCat(absl::ToInt64Seconds(absl::Ceil(retry_after, absl::Seconds(1)))));
+    return admitted.status();
+  }
+  Started started{.request = *std::move(prepared), .admitted = *std::move(admitted)};
+  const absl::Time client_deadline = absl::FromChrono(context->deadline());
+  started.generation.deadline = std::min(client_deadline, absl::Now() + options_.request_timeout);
+  started.generation.max_attempts = options_.max_attempts;
+  if (options_.isolate_cache_per_principal) {
+    started.generation.cache_salt = started.admitted.principal.name;
+  }
+  return started;
+}
+
+grpc::ServerWriteReactor<GenerateStreamResponse>* InferenceService::GenerateStream(
+    grpc::CallbackServerContext* context, const ::llmserve::v1::GenerateRequest* request) {
+  absl::StatusOr<Started> started = Prepare(context, *request);
+  if (!started.ok()) return new RefusedStream(common::ToGrpcStatus(started.status()));
+  auto* call = new StreamCall(started->request.request_id, started->request.model->name(), active_);
+  const RequestAdmission* admission = admission_;
+  auto admitted = std::make_shared<RequestAdmission::Admitted>(std::move(started->admitted));
+  const int64_t max_tokens = started->request.worker_request.max_tokens();
+  call->set_on_done([admission, admitted, max_tokens](const GenerationResult* result) {
+    // Refund the tokens reserved but not generated.
+    const int64_t used = result == nullptr ? 0 : result->usage.completion_tokens();
+    admission->ChargeTokens(admitted->principal, used - max_tokens);
+    admitted->permit.reset();
+  });
+  call->set_generation(
+      Generation::Start(pool_, std::move(started->request), started->generation, call->observer()));
+  return call;
+}
+
+grpc::ServerUnaryReactor* InferenceService::Generate(grpc::CallbackServerContext* context,
+                                                     const ::llmserve::v1::GenerateRequest* request,
+                                                     ::llmserve::v1::GenerateResponse* response) {
+  absl::StatusOr<Started> started = Prepare(context, *request);
+  if (!started.ok()) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(common::ToGrpcStatus(started.status()));
+    return reactor;
+  }
+  response->set_request_id(started->request.request_id);
+  response->set_model(started->request.model->name());
+  auto* call = new UnaryCall(response, active_);
+  const RequestAdmission* admission = admission_;
+  auto admitted = std::make_shared<RequestAdmission::Admitted>(std::move(started->admitted));
+  const int64_t max_tokens = started->request.worker_request.max_tokens();
+  call->set_on_done([admission, admitted, max_tokens](const GenerationResult* result) {
+    const int64_t used = result == nullptr ? 0 : result->usage.completion_tokens();
+    admission->ChargeTokens(admitted->principal, used - max_tokens);
+    admitted->permit.reset();
+  });
+  call->set_generation(
+      Generation::Start(pool_, std::move(started->request), started->generation, call->observer()));
+  return call;
+}
+
+grpc::ServerUnaryReactor* InferenceService::Tokenize(grpc::CallbackServerContext* context,
+                                                     const ::llmserve::v1::TokenizeRequest* request,
+                                                     ::llmserve::v1::TokenizeResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto fail = [reactor](const absl::Status& status) {
+    reactor->Finish(common::ToGrpcStatus(status));
+    return reactor;
+  };
+  absl::StatusOr<Principal> principal = admission_->Authenticate(AuthorizationOf(*context));
+  if (!principal.ok()) return fail(principal.status());
+  absl::StatusOr<std::shared_ptr<const ServedModel>> model = catalog_->Resolve(request->model());
+  if (!model.ok()) return fail(model.status());
+  absl::StatusOr<std::vector<int32_t>> ids;
+  if (request->has_chat()) {
+    if ((*model)->tokenizer() == nullptr) {
+      return fail(absl::FailedPreconditionError((*model)->tokenizer_error()));
+    }
+    absl::StatusOr<std::string> text = render_chat_(**model, request->chat());
+    if (!text.ok()) return fail(text.status());
+    ids = TokenizeText(**model, *text, /*add_special_tokens=*/false, options_.limits);
+  } else if (request->has_text()) {
+    ids = TokenizeText(**model, request->text(),
+                       request->has_add_special_tokens() ? request->add_special_tokens() : true,
+                       options_.limits);
+  } else {
+    return fail(absl::InvalidArgumentError("input: set one of text or chat"));
+  }
+  if (!ids.ok()) return fail(ids.status());
+  for (int32_t id : *ids) {
+    response->add_token_ids(id);
+    response->add_tokens((*model)->tokenizer()->IdToToken(id).value_or(""));
+  }
+  response->set_max_model_len((*model)->max_model_len());
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* InferenceService::ListModels(
+    grpc::CallbackServerContext* context, const ::llmserve::v1::ListModelsRequest* /*request*/,
+    ::llmserve::v1::ListModelsResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<Principal> principal = admission_->Authenticate(AuthorizationOf(*context));
+  if (!principal.ok()) {
+    reactor->Finish(common::ToGrpcStatus(principal.status()));
+    return reactor;
+  }
+  for (const ModelCatalog::ModelSummary& summary : catalog_->List()) {
+    if (summary.ready_workers == 0) continue;
+    ::llmserve::v1::ModelCard* card = response->add_models();
+    card->set_id(summary.info->model_name());
+    card->set_max_model_len(summary.info->max_model_len());
+    card->set_ready_workers(summary.ready_workers);
+    card->set_vocab_size(summary.info->vocab_size());
+  }
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+}  // namespace llmserve::gateway

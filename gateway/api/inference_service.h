@@ -1,0 +1,116 @@
+// The public gRPC service llmserve.v1.Inference (callback API: no thread per call, nothing
+// blocks): authenticates each call from its `authorization` metadata, applies rate and
+// concurrency limits, prepares the prompt (prompt_builder.h) and runs a Generation, streaming
+// its deltas (GenerateStream) or collecting them (Generate). Cancelling a call cancels the
+// worker's request.
+//
+// Thread-safe.
+
+#ifndef LLMSERVE_GATEWAY_API_INFERENCE_SERVICE_H_
+#define LLMSERVE_GATEWAY_API_INFERENCE_SERVICE_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "gateway/api/generation.h"
+#include "gateway/api/model_catalog.h"
+#include "gateway/api/prompt_builder.h"
+#include "gateway/auth/authenticator.h"
+#include "gateway/auth/concurrency_limiter.h"
+#include "gateway/auth/rate_limiter.h"
+#include "gateway/router/worker_pool.h"
+#include "llmserve/v1/inference.grpc.pb.h"
+
+namespace llmserve::gateway {
+
+// Who may run a request now: authentication, then limits. Shared by the gRPC and HTTP APIs.
+class RequestAdmission {
+ public:
+  // `rate_limiter` and `concurrency` may be null (no limit).
+  RequestAdmission(const Authenticator* authenticator, RateLimiter* rate_limiter,
+                   ConcurrencyLimiter* concurrency)
+      : authenticator_(authenticator), rate_limiter_(rate_limiter), concurrency_(concurrency) {}
+
+  struct Admitted {
+    Principal principal;
+    // Released when the request ends.
+    std::shared_ptr<ConcurrencyLimiter::Permit> permit;
+  };
+  // The caller, from an Authorization header value: UNAUTHENTICATED when it is not accepted.
+  absl::StatusOr<Principal> Authenticate(absl::string_view authorization) const;
+  // Rate and concurrency limits for a request of `tokens` (prompt + max_tokens):
+  // RESOURCE_EXHAUSTED with `retry_after` set (429 / retry-after header) when over a limit.
+  absl::StatusOr<Admitted> Acquire(const Principal& principal, int64_t tokens,
+                                   absl::Duration* retry_after) const;
+  // Completion tokens, known at the end, counted against the principal's token budget.
+  void ChargeTokens(const Principal& principal, int64_t tokens) const;
+
+ private:
+  const Authenticator* const authenticator_;
+  RateLimiter* const rate_limiter_;
+  ConcurrencyLimiter* const concurrency_;
+};
+
+struct InferenceServiceOptions {
+  PromptLimits limits;
+  int max_attempts = 3;
+  // Requests without a client deadline end after this.
+  absl::Duration request_timeout = absl::Minutes(10);
+  // Mix the principal's name into prefix-cache hashes, so tenants never share cached blocks.
+  bool isolate_cache_per_principal = false;
+};
+
+class InferenceService final : public ::llmserve::v1::Inference::CallbackService {
+ public:
+  InferenceService(WorkerPool* pool, ModelCatalog* catalog, const RequestAdmission* admission,
+                   ChatRenderer render_chat, InferenceServiceOptions options);
+
+  grpc::ServerUnaryReactor* Generate(grpc::CallbackServerContext* context,
+                                     const ::llmserve::v1::GenerateRequest* request,
+                                     ::llmserve::v1::GenerateResponse* response) override;
+  grpc::ServerWriteReactor<::llmserve::v1::GenerateStreamResponse>* GenerateStream(
+      grpc::CallbackServerContext* context,
+      const ::llmserve::v1::GenerateRequest* request) override;
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
+                                     const ::llmserve::v1::TokenizeRequest* request,
+                                     ::llmserve::v1::TokenizeResponse* response) override;
+  grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context,
+                                       const ::llmserve::v1::ListModelsRequest* request,
+                                       ::llmserve::v1::ListModelsResponse* response) override;
+
+  // New calls get UNAVAILABLE from now on.
+  void StartDrain() { draining_ = true; }
+  int active_requests() const { return active_->load(); }
+
+  // Everything a generation call needs before it starts: admission, model, prompt.
+  struct Started {
+    PreparedRequest request;
+    GenerationOptions generation;
+    RequestAdmission::Admitted admitted;
+  };
+
+ private:
+  absl::StatusOr<Started> Prepare(grpc::CallbackServerContext* context,
+                                  const ::llmserve::v1::GenerateRequest& request);
+
+  WorkerPool* const pool_;
+  ModelCatalog* const catalog_;
+  const RequestAdmission* const admission_;
+  const ChatRenderer render_chat_;
+  const InferenceServiceOptions options_;
+  std::atomic<bool> draining_{false};
+  std::shared_ptr<std::atomic<int>> active_ = std::make_shared<std::atomic<int>>(0);
+};
+
+// The `authorization` metadata of a call ("" when absent).
+std::string AuthorizationOf(const grpc::CallbackServerContext& context);
+
+}  // namespace llmserve::gateway
+
+#endif  // LLMSERVE_GATEWAY_API_INFERENCE_SERVICE_H_

@@ -1,0 +1,174 @@
+// llmserve-gateway: the public front door. Clients call llmserve.v1.Inference over gRPC; the
+// gateway authenticates them, applies limits, tokenizes, routes to workers and streams back.
+//
+// SIGTERM or SIGINT drains (stop admitting, finish running requests up to --drain_timeout) and
+// exits 0; a second signal exits at once with status 1.
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "common/base/flag_names.h"
+#include "common/base/logging.h"
+#include "gateway/server/gateway_server.h"
+
+ABSL_FLAG(std::string, host, "127.0.0.1",
+          "address to listen on; a non-loopback address needs auth or --allow_unauthenticated");
+ABSL_FLAG(int, grpc_port, 50050, "port of the public gRPC API (0: pick a free one)");
+ABSL_FLAG(std::vector<std::string>, workers, {},
+          "workers as host:port, comma-separated (static list)");
+ABSL_FLAG(std::string, worker_dns, "",
+          "name:port resolving to every worker (e.g. a Kubernetes headless service), re-resolved "
+          "every --dns_refresh");
+ABSL_FLAG(absl::Duration, dns_refresh, absl::Seconds(10), "how often --worker_dns is resolved");
+ABSL_FLAG(std::string, routing, "prefix",
+          "routing policy: prefix (cache affinity within a load bound), least_load, round_robin");
+ABSL_FLAG(double, prefix_load_bound, 8,
+          "prefix routing: how much busier (running + 2 * waiting + 8 * KV usage) the worker "
+          "holding a prefix may be than the least-loaded one");
+ABSL_FLAG(std::string, api_keys_file, "",
+          "API keys: lines 'NAME SHA256HEX' (hash of the key), reloaded when the file changes");
+ABSL_FLAG(std::string, jwt_hs256_secret_file, "", "accept HS256 JWTs signed with this secret");
+ABSL_FLAG(std::string, jwt_public_key_file, "", "accept RS256 JWTs signed for this PEM key");
+ABSL_FLAG(std::string, jwt_audience, "", "required JWT 'aud' (empty: not checked)");
+ABSL_FLAG(std::string, jwt_issuer, "", "required JWT 'iss' (empty: not checked)");
+ABSL_FLAG(bool, allow_unauthenticated, false,
+          "serve without auth on a non-loopback address (trusted networks only)");
+ABSL_FLAG(int64_t, rate_limit_rpm, 0, "requests per minute per key (0: unlimited)");
+ABSL_FLAG(int64_t, rate_limit_tpm, 0,
+          "tokens (prompt + completion) per minute per key (0: unlimited)");
+ABSL_FLAG(int64_t, max_concurrency, 0, "requests in flight at once (0: unlimited)");
+ABSL_FLAG(int64_t, max_prompt_bytes, 1 << 20, "largest text prompt or rendered chat, in bytes");
+ABSL_FLAG(int, default_max_tokens, 1024, "max_tokens of requests that leave it unset");
+ABSL_FLAG(int, max_attempts, 3, "workers tried for a request that fails before its first token");
+ABSL_FLAG(absl::Duration, request_timeout, absl::Minutes(10),
+          "requests without a client deadline end after this");
+ABSL_FLAG(bool, isolate_cache_per_key, false,
+          "never share prefix-cache blocks between keys (per-tenant cache salt)");
+ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
+          "on SIGTERM, how long running requests may take");
+
+namespace {
+
+int signal_pipe[2] = {-1, -1};
+volatile sig_atomic_t signals_received = 0;
+
+void OnSignal(int signal_number) {
+  if (signals_received != 0) _exit(1);
+  signals_received = 1;
+  const char byte = static_cast<char>(signal_number);
+  [[maybe_unused]] const ssize_t written = write(signal_pipe[1], &byte, 1);
+}
+
+bool InstallSignalHandlers() {
+  if (pipe2(signal_pipe, O_CLOEXEC) != 0) return false;
+  struct sigaction action = {};
+  action.sa_handler = OnSignal;
+  sigemptyset(&action.sa_mask);
+  return sigaction(SIGTERM, &action, nullptr) == 0 && sigaction(SIGINT, &action, nullptr) == 0;
+}
+
+int WaitForSignal() {
+  char byte = 0;
+  while (read(signal_pipe[0], &byte, 1) < 0 && errno == EINTR) {
+  }
+  return byte;
+}
+
+absl::StatusOr<llmserve::gateway::GatewayServerOptions> OptionsFromFlags() {
+  llmserve::gateway::GatewayServerOptions options;
+  options.host = absl::GetFlag(FLAGS_host);
+  options.grpc_port = absl::GetFlag(FLAGS_grpc_port);
+  options.pool.workers = absl::GetFlag(FLAGS_workers);
+  options.pool.worker_dns = absl::GetFlag(FLAGS_worker_dns);
+  options.pool.dns_refresh = absl::GetFlag(FLAGS_dns_refresh);
+  absl::StatusOr<llmserve::gateway::RoutingPolicy> routing =
+      llmserve::gateway::ParseRoutingPolicy(absl::GetFlag(FLAGS_routing));
+  if (!routing.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--routing: ", routing.status().message()));
+  }
+  options.pool.routing.policy = *routing;
+  options.pool.routing.prefix_load_bound = absl::GetFlag(FLAGS_prefix_load_bound);
+  if (!(options.pool.routing.prefix_load_bound >= 0)) {
+    return absl::InvalidArgumentError("--prefix_load_bound must be >= 0");
+  }
+  options.api_keys_file = absl::GetFlag(FLAGS_api_keys_file);
+  options.jwt_hs256_secret_file = absl::GetFlag(FLAGS_jwt_hs256_secret_file);
+  options.jwt_public_key_file = absl::GetFlag(FLAGS_jwt_public_key_file);
+  options.jwt_audience = absl::GetFlag(FLAGS_jwt_audience);
+  options.jwt_issuer = absl::GetFlag(FLAGS_jwt_issuer);
+  options.allow_unauthenticated = absl::GetFlag(FLAGS_allow_unauthenticated);
+  options.rate_limit_rpm = absl::GetFlag(FLAGS_rate_limit_rpm);
+  options.rate_limit_tpm = absl::GetFlag(FLAGS_rate_limit_tpm);
+  options.max_concurrency = absl::GetFlag(FLAGS_max_concurrency);
+  if (options.rate_limit_rpm < 0 || options.rate_limit_tpm < 0 || options.max_concurrency < 0) {
+    return absl::InvalidArgumentError(
+        "--rate_limit_rpm, --rate_limit_tpm and --max_concurrency must be >= 0");
+  }
+  const int64_t max_prompt_bytes = absl::GetFlag(FLAGS_max_prompt_bytes);
+  const int default_max_tokens = absl::GetFlag(FLAGS_default_max_tokens);
+  const int max_attempts = absl::GetFlag(FLAGS_max_attempts);
+  if (max_prompt_bytes < 1 || max_prompt_bytes > (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError("--max_prompt_bytes must be in [1, 1GiB]");
+  }
+  if (default_max_tokens < 1)
+    return absl::InvalidArgumentError("--default_max_tokens must be >= 1");
+  if (max_attempts < 1 || max_attempts > 10) {
+    return absl::InvalidArgumentError("--max_attempts must be in [1, 10]");
+  }
+  options.inference.limits.max_prompt_bytes = static_cast<size_t>(max_prompt_bytes);
+  options.inference.limits.default_max_tokens = static_cast<uint32_t>(default_max_tokens);
+  options.inference.max_attempts = max_attempts;
+  options.inference.request_timeout = absl::GetFlag(FLAGS_request_timeout);
+  options.inference.isolate_cache_per_principal = absl::GetFlag(FLAGS_isolate_cache_per_key);
+  if (options.inference.request_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--request_timeout must be positive");
+  }
+  options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
+  if (options.drain_timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--drain_timeout must be >= 0");
+  }
+  return options;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "The llmserve gateway.\n"
+      "  llmserve-gateway --workers=127.0.0.1:50051 [--grpc_port=50050] [--api_keys_file=F]");
+  llmserve::common::NormalizeFlagNames(argc, argv);
+  absl::ParseCommandLine(argc, argv);
+  absl::StatusOr<llmserve::gateway::GatewayServerOptions> options = OptionsFromFlags();
+  if (!options.ok()) {
+    std::fprintf(stderr, "llmserve-gateway: %s\n", std::string(options.status().message()).c_str());
+    return 2;
+  }
+  if (!InstallSignalHandlers()) {
+    std::fprintf(stderr, "llmserve-gateway: cannot install signal handlers\n");
+    return 1;
+  }
+  absl::StatusOr<std::unique_ptr<llmserve::gateway::GatewayServer>> server =
+      llmserve::gateway::GatewayServer::Start(*options);
+  if (!server.ok()) {
+    std::fprintf(stderr, "llmserve-gateway: %s\n", server.status().ToString().c_str());
+    return absl::IsInvalidArgument(server.status()) ? 2 : 1;
+  }
+  const int signal_number = WaitForSignal();
+  LLMSERVE_LOG(INFO) << "received " << (signal_number == SIGINT ? "SIGINT" : "SIGTERM")
+                     << ": draining";
+  (*server)->Drain();
+  server->reset();
+  LLMSERVE_LOG(INFO) << "stopped";
+  return 0;
+}

@@ -1,0 +1,151 @@
+#include "gateway/server/gateway_server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/base/logging.h"
+
+namespace llmserve::gateway {
+namespace {
+
+constexpr absl::Duration kHealthInterval = absl::Milliseconds(200);
+constexpr absl::Duration kKeyReloadInterval = absl::Seconds(2);
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(
+    const GatewayServerOptions& options) {
+  if (options.grpc_port < 0 || options.grpc_port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--grpc_port=", options.grpc_port, " is outside [0, 65535]"));
+  }
+  if (absl::Status pool_options = ValidateWorkerPoolOptions(options.pool); !pool_options.ok()) {
+    return pool_options;
+  }
+  if (!options.jwt_hs256_secret_file.empty() && !options.jwt_public_key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--jwt_hs256_secret_file and --jwt_public_key_file: give one, not both");
+  }
+  std::unique_ptr<GatewayServer> server(new GatewayServer());
+  server->options_ = options;
+  if (!options.api_keys_file.empty()) {
+    absl::StatusOr<std::unique_ptr<ApiKeyStore>> keys = ApiKeyStore::Load(options.api_keys_file);
+    if (!keys.ok()) return keys.status();
+    server->api_keys_ = *std::move(keys);
+  }
+  if (!options.jwt_hs256_secret_file.empty() || !options.jwt_public_key_file.empty()) {
+    const bool hs256 = !options.jwt_hs256_secret_file.empty();
+    absl::StatusOr<std::unique_ptr<JwtVerifier>> jwt = JwtVerifier::Create(
+        {.algorithm = hs256 ? JwtAlgorithm::kHs256 : JwtAlgorithm::kRs256,
+         .key_file = hs256 ? options.jwt_hs256_secret_file : options.jwt_public_key_file,
+         .issuer = options.jwt_issuer,
+         .audience = options.jwt_audience});
+    if (!jwt.ok()) return jwt.status();
+    server->jwt_ = *std::move(jwt);
+  }
+  server->authenticator_ = std::make_unique<Authenticator>(server->api_keys_, server->jwt_);
+  if (server->authenticator_->allows_anonymous() && !options.allow_unauthenticated &&
+      !IsLoopbackAddress(options.host)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no --api_keys_file or JWT key is configured and --host=", options.host,
+        " is not loopback: anyone could use this gateway. Configure auth, listen on 127.0.0.1, "
+        "or pass --allow_unauthenticated"));
+  }
+  if (options.rate_limit_rpm > 0 || options.rate_limit_tpm > 0) {
+    absl::StatusOr<std::unique_ptr<RateLimiter>> limiter =
+        RateLimiter::Create({.default_limits = {.requests_per_minute = options.rate_limit_rpm,
+                                                .tokens_per_minute = options.rate_limit_tpm}});
+    if (!limiter.ok()) return limiter.status();
+    server->rate_limiter_ = *std::move(limiter);
+  }
+  if (options.max_concurrency > 0) {
+    server->concurrency_ = std::make_unique<ConcurrencyLimiter>(options.max_concurrency, 0);
+  }
+  server->admission_ = std::make_unique<RequestAdmission>(
+      server->authenticator_.get(), server->rate_limiter_.get(), server->concurrency_.get());
+
+  absl::StatusOr<std::unique_ptr<WorkerPool>> pool = WorkerPool::Start(options.pool);
+  if (!pool.ok()) return pool.status();
+  server->pool_ = *std::move(pool);
+  server->catalog_ = std::make_unique<ModelCatalog>(server->pool_.get());
+  server->inference_ = std::make_unique<InferenceService>(
+      server->pool_.get(), server->catalog_.get(), server->admission_.get(), RenderChatPrompt,
+      options.inference);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  const std::string address = absl::StrCat(options.host, ":", options.grpc_port);
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &server->grpc_port_);
+  builder.RegisterService(server->inference_.get());
+  server->grpc_server_ = builder.BuildAndStart();
+  if (server->grpc_server_ == nullptr || server->grpc_port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", address, " (port in use, or a bad address?)"));
+  }
+  server->grpc_server_->GetHealthCheckService()->SetServingStatus(kGatewayReadinessService, false);
+  server->health_thread_ = std::thread([raw = server.get()] { raw->HealthLoop(); });
+  LLMSERVE_LOG(INFO) << "gateway: gRPC on " << options.host << ":" << server->grpc_port_
+                     << ", auth: "
+                     << (server->authenticator_->allows_anonymous()
+                             ? "none (anonymous)"
+                             : absl::StrCat(server->api_keys_ ? "API keys " : "",
+                                            server->jwt_ ? "JWT" : ""));
+  return server;
+}
+
+void GatewayServer::HealthLoop() {
+  absl::Time next_reload = absl::Now() + kKeyReloadInterval;
+  bool was_ready = false;
+  while (!stop_health_.WaitForNotificationWithTimeout(kHealthInterval)) {
+    const bool ready = pool_->AnyReady() && !drained_.load();
+    if (ready != was_ready) {
+      grpc_server_->GetHealthCheckService()->SetServingStatus(kGatewayReadinessService, ready);
+      LLMSERVE_LOG(INFO) << "gateway: " << (ready ? "ready" : "not ready");
+      was_ready = ready;
+    }
+    if (api_keys_ != nullptr && absl::Now() >= next_reload) {
+      next_reload = absl::Now() + kKeyReloadInterval;
+      absl::StatusOr<bool> reloaded = api_keys_->ReloadIfChanged();
+      if (!reloaded.ok()) {
+        LLMSERVE_LOG(WARNING) << "keeping the old API keys: " << reloaded.status();
+      } else if (*reloaded) {
+        LLMSERVE_LOG(INFO) << "reloaded " << api_keys_->size() << " API keys";
+      }
+    }
+  }
+}
+
+int GatewayServer::Drain() {
+  if (drained_.exchange(true)) return 0;
+  grpc_server_->GetHealthCheckService()->SetServingStatus(kGatewayReadinessService, false);
+  inference_->StartDrain();
+  LLMSERVE_LOG(INFO) << "gateway: draining " << inference_->active_requests() << " requests, up to "
+                     << absl::FormatDuration(options_.drain_timeout);
+  const absl::Time deadline = absl::Now() + options_.drain_timeout;
+  while (inference_->active_requests() > 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  const int left = inference_->active_requests();
+  // Calls still running are cancelled by the shutdown (and so are their worker requests).
+  grpc_server_->Shutdown(absl::ToChronoTime(absl::Now()));
+  grpc_server_->Wait();
+  if (!stop_health_.HasBeenNotified()) stop_health_.Notify();
+  if (health_thread_.joinable()) health_thread_.join();
+  LLMSERVE_LOG(INFO) << "gateway: drained" << (left > 0 ? absl::StrCat(", cancelled ", left) : "");
+  return left;
+}
+
+GatewayServer::~GatewayServer() {
+  if (grpc_server_ != nullptr) Drain();
+  if (!stop_health_.HasBeenNotified()) stop_health_.Notify();
+  if (health_thread_.joinable()) health_thread_.join();
+  // Calls are done; generations still finishing hold the pool: it waits for its own streams.
+  inference_.reset();
+  pool_.reset();
+}
+
+}  // namespace llmserve::gateway

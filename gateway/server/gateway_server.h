@@ -1,0 +1,98 @@
+// A whole gateway process minus its command line: auth and limits from files and flags, the
+// worker pool, the public gRPC API (llmserve.v1.Inference with health and reflection), and
+// draining. main.cc and the tests run it.
+//
+// Health (grpc.health.v1): "" is liveness (SERVING while the process runs); the name
+// "llmserve.v1.Inference" is readiness (SERVING while at least one worker is ready and the
+// gateway is not draining).
+//
+// Thread-safe: Drain may be called from any thread, once.
+
+#ifndef LLMSERVE_GATEWAY_SERVER_GATEWAY_SERVER_H_
+#define LLMSERVE_GATEWAY_SERVER_GATEWAY_SERVER_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "gateway/api/inference_service.h"
+#include "gateway/api/model_catalog.h"
+#include "gateway/auth/api_key_store.h"
+#include "gateway/auth/authenticator.h"
+#include "gateway/auth/concurrency_limiter.h"
+#include "gateway/auth/jwt_verifier.h"
+#include "gateway/auth/rate_limiter.h"
+#include "gateway/router/worker_pool.h"
+
+namespace llmserve::gateway {
+
+struct GatewayServerOptions {
+  std::string host = "0.0.0.0";
+  // 0 picks a free port (tests); grpc_port() tells which.
+  int grpc_port = 50050;
+  WorkerPoolOptions pool;
+  // Auth: none configured means anonymous access, allowed only on a loopback host unless
+  // allow_unauthenticated.
+  std::string api_keys_file;
+  std::string jwt_hs256_secret_file;
+  std::string jwt_public_key_file;
+  std::string jwt_audience;
+  std::string jwt_issuer;
+  bool allow_unauthenticated = false;
+  // Per principal; 0 = unlimited.
+  int64_t rate_limit_rpm = 0;
+  int64_t rate_limit_tpm = 0;
+  // Requests in flight at once; 0 = unlimited.
+  int64_t max_concurrency = 0;
+  InferenceServiceOptions inference;
+  absl::Duration drain_timeout = absl::Seconds(30);
+};
+
+class GatewayServer {
+ public:
+  // INVALID_ARGUMENT naming the flag for bad options or files; UNAVAILABLE when a port is taken;
+  // FAILED_PRECONDITION for no auth on a non-loopback address without allow_unauthenticated.
+  static absl::StatusOr<std::unique_ptr<GatewayServer>> Start(const GatewayServerOptions& options);
+  ~GatewayServer();
+
+  int grpc_port() const { return grpc_port_; }
+  WorkerPool& pool() { return *pool_; }
+
+  // Readiness NOT_SERVING, new requests UNAVAILABLE, in-flight requests finish (up to the drain
+  // timeout), then the servers stop. Returns how many requests were still running at the end.
+  int Drain();
+
+ private:
+  GatewayServer() = default;
+  void HealthLoop();
+
+  GatewayServerOptions options_;
+  std::shared_ptr<ApiKeyStore> api_keys_;
+  std::shared_ptr<JwtVerifier> jwt_;
+  std::unique_ptr<Authenticator> authenticator_;
+  std::unique_ptr<RateLimiter> rate_limiter_;
+  std::unique_ptr<ConcurrencyLimiter> concurrency_;
+  std::unique_ptr<RequestAdmission> admission_;
+  std::unique_ptr<WorkerPool> pool_;
+  std::unique_ptr<ModelCatalog> catalog_;
+  std::unique_ptr<InferenceService> inference_;
+  std::unique_ptr<grpc::Server> grpc_server_;
+  int grpc_port_ = 0;
+  // Keeps readiness and the API-key file current.
+  std::thread health_thread_;
+  absl::Notification stop_health_;
+  std::atomic<bool> drained_{false};
+};
+
+inline constexpr char kGatewayReadinessService[] = "llmserve.v1.Inference";
+
+}  // namespace llmserve::gateway
+
+#endif  // LLMSERVE_GATEWAY_SERVER_GATEWAY_SERVER_H_

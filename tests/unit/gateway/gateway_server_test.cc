@@ -1,0 +1,266 @@
+// The gateway in process in front of two real workers (in process too), called through the
+// public gRPC API.
+
+#include "gateway/server/gateway_server.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gateway/auth/api_key_store.h"
+#include "gtest/gtest.h"
+#include "llmserve/v1/inference.grpc.pb.h"
+#include "tests/testing/scoped_temp_dir.h"
+#include "tests/testing/test_model.h"
+#include "worker/service/worker_server.h"
+
+namespace llmserve::gateway {
+namespace {
+
+constexpr absl::Duration kPatience = absl::Seconds(60);
+
+class GatewayServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(::llmserve::testing::WriteTinyModel(dir_.path()).ok());
+    for (int i = 0; i < 2; ++i) {
+      absl::StatusOr<std::unique_ptr<worker::WorkerServer>> worker =
+          worker::WorkerServer::Start({.model_dir = dir_.path(),
+                                       .served_model_name = "tiny",
+                                       .host = "127.0.0.1",
+                                       .port = 0,
+                                       .metrics_port = -1,
+                                       .kv_cache_bytes = 8 << 20,
+                                       .threads = 1});
+      ASSERT_TRUE(worker.ok()) << worker.status();
+      workers_.push_back(*std::move(worker));
+    }
+  }
+
+  void StartGateway(GatewayServerOptions options = {}) {
+    options.host = "127.0.0.1";
+    options.grpc_port = 0;
+    for (const auto& worker : workers_) {
+      options.pool.workers.push_back(absl::StrCat("127.0.0.1:", worker->port()));
+    }
+    options.pool.probe_interval = absl::Milliseconds(50);
+    options.pool.load_interval = absl::Milliseconds(50);
+    options.pool.backoff_initial = absl::Milliseconds(50);
+    absl::StatusOr<std::unique_ptr<GatewayServer>> gateway = GatewayServer::Start(options);
+    ASSERT_TRUE(gateway.ok()) << gateway.status();
+    gateway_ = *std::move(gateway);
+    stub_ = ::llmserve::v1::Inference::NewStub(grpc::CreateChannel(
+        absl::StrCat("127.0.0.1:", gateway_->grpc_port()), grpc::InsecureChannelCredentials()));
+    const absl::Time deadline = absl::Now() + kPatience;
+    while (absl::Now() < deadline) {
+      int ready = 0;
+      for (const WorkerStatus& worker : gateway_->pool().Workers()) ready += worker.ready;
+      if (ready == 2) return;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    FAIL() << "workers never became ready";
+  }
+
+  struct Streamed {
+    std::string text;
+    std::vector<::llmserve::v1::GenerateStreamResponse> messages;
+    grpc::Status status;
+  };
+  Streamed Stream(const ::llmserve::v1::GenerateRequest& request, const std::string& key = "") {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
+    if (!key.empty()) context.AddMetadata("authorization", "Bearer " + key);
+    Streamed result;
+    auto reader = stub_->GenerateStream(&context, request);
+    ::llmserve::v1::GenerateStreamResponse message;
+    while (reader->Read(&message)) {
+      result.text += message.text();
+      result.messages.push_back(message);
+    }
+    result.status = reader->Finish();
+    return result;
+  }
+
+  static ::llmserve::v1::GenerateRequest TextRequest(const std::string& text, int max_tokens) {
+    ::llmserve::v1::GenerateRequest request;
+    request.set_text(text);
+    request.mutable_stopping()->set_max_tokens(max_tokens);
+    request.mutable_stopping()->set_ignore_eos(true);
+    request.mutable_sampling()->set_temperature(0);
+    return request;
+  }
+
+  ::llmserve::testing::ScopedTempDir dir_{"gateway_server_test"};
+  std::vector<std::unique_ptr<worker::WorkerServer>> workers_;
+  std::unique_ptr<GatewayServer> gateway_;
+  std::unique_ptr<::llmserve::v1::Inference::Stub> stub_;
+};
+
+TEST_F(GatewayServerTest, StreamsAndCollectsTheSameCompletion) {
+  StartGateway();
+  const ::llmserve::v1::GenerateRequest request = TextRequest("Once upon a time", 12);
+  const Streamed streamed = Stream(request);
+  ASSERT_TRUE(streamed.status.ok()) << streamed.status.error_message();
+  const ::llmserve::v1::GenerateStreamResponse& last = streamed.messages.back();
+  EXPECT_EQ(last.finish_reason(), ::llmserve::v1::FINISH_REASON_LENGTH);
+  EXPECT_EQ(last.usage().completion_tokens(), 12u);
+  EXPECT_GT(last.usage().prompt_tokens(), 0u);
+  EXPECT_EQ(streamed.messages.front().model(), "tiny");
+  EXPECT_FALSE(streamed.messages.front().request_id().empty());
+  int tokens = 0;
+  for (const auto& message : streamed.messages) tokens += message.tokens_size();
+  EXPECT_EQ(tokens, 12);
+
+  grpc::ClientContext context;
+  ::llmserve::v1::GenerateResponse whole;
+  ASSERT_TRUE(stub_->Generate(&context, request, &whole).ok());
+  EXPECT_EQ(whole.text(), streamed.text);  // greedy: the same text
+  EXPECT_EQ(whole.tokens_size(), 12);
+  EXPECT_EQ(whole.finish_reason(), ::llmserve::v1::FINISH_REASON_LENGTH);
+  EXPECT_EQ(whole.model(), "tiny");
+}
+
+TEST_F(GatewayServerTest, StopStringsCutTheTextAndEndTheRequest) {
+  StartGateway();
+  const Streamed free_run = Stream(TextRequest("The cat sat on", 40));
+  ASSERT_TRUE(free_run.status.ok());
+  ASSERT_GE(free_run.text.size(), 6u);
+  // Stop on a piece of what greedy decoding produces anyway.
+  const std::string stop = free_run.text.substr(3, 3);
+  ::llmserve::v1::GenerateRequest request = TextRequest("The cat sat on", 40);
+  request.mutable_stopping()->add_stop(stop);
+  const Streamed stopped = Stream(request);
+  ASSERT_TRUE(stopped.status.ok()) << stopped.status.error_message();
+  EXPECT_EQ(stopped.text, free_run.text.substr(0, free_run.text.find(stop)));
+  EXPECT_EQ(stopped.messages.back().finish_reason(), ::llmserve::v1::FINISH_REASON_STOP);
+  EXPECT_EQ(stopped.messages.back().matched_stop(), stop);
+  EXPECT_LT(stopped.messages.back().usage().completion_tokens(), 40u);
+}
+
+TEST_F(GatewayServerTest, ChatTokenizeAndListModels) {
+  StartGateway();
+  ::llmserve::v1::GenerateRequest chat;
+  auto* message = chat.mutable_chat()->add_messages();
+  message->set_role("user");
+  message->set_content("Hello!");
+  chat.mutable_stopping()->set_max_tokens(5);
+  chat.mutable_stopping()->set_ignore_eos(true);
+  const Streamed reply = Stream(chat);
+  ASSERT_TRUE(reply.status.ok()) << reply.status.error_message();
+  EXPECT_EQ(reply.messages.back().usage().completion_tokens(), 5u);
+
+  grpc::ClientContext tokenize_context;
+  ::llmserve::v1::TokenizeRequest tokenize;
+  *tokenize.mutable_chat() = chat.chat();
+  ::llmserve::v1::TokenizeResponse tokens;
+  ASSERT_TRUE(stub_->Tokenize(&tokenize_context, tokenize, &tokens).ok());
+  EXPECT_EQ(static_cast<uint32_t>(tokens.token_ids_size()),
+            reply.messages.back().usage().prompt_tokens());
+  EXPECT_EQ(tokens.tokens_size(), tokens.token_ids_size());
+
+  grpc::ClientContext list_context;
+  ::llmserve::v1::ListModelsResponse models;
+  ASSERT_TRUE(stub_->ListModels(&list_context, {}, &models).ok());
+  ASSERT_EQ(models.models_size(), 1);
+  EXPECT_EQ(models.models(0).id(), "tiny");
+  EXPECT_EQ(models.models(0).ready_workers(), 2u);
+}
+
+TEST_F(GatewayServerTest, BadRequestsNameTheProblem) {
+  StartGateway();
+  ::llmserve::v1::GenerateRequest unknown = TextRequest("hi", 4);
+  unknown.set_model("gpt-9");
+  Streamed result = Stream(unknown);
+  EXPECT_EQ(result.status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(result.status.error_message().find("served: tiny"), std::string::npos);
+
+  ::llmserve::v1::GenerateRequest no_prompt;
+  result = Stream(no_prompt);
+  EXPECT_EQ(result.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(result.status.error_message().find("prompt"), std::string::npos);
+
+  ::llmserve::v1::GenerateRequest too_long = TextRequest("hi", 100000);
+  result = Stream(too_long);
+  EXPECT_EQ(result.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(result.status.error_message().find("stopping.max_tokens"), std::string::npos);
+
+  ::llmserve::v1::GenerateRequest bad_sampling = TextRequest("hi", 4);
+  bad_sampling.mutable_sampling()->set_temperature(-3);
+  result = Stream(bad_sampling);
+  EXPECT_EQ(result.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(result.status.error_message().find("sampling.temperature"), std::string::npos);
+
+  ::llmserve::v1::GenerateRequest bad_ids;
+  bad_ids.mutable_token_ids()->add_ids(-5);
+  result = Stream(bad_ids);
+  EXPECT_EQ(result.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(result.status.error_message().find("token_ids.ids[0]"), std::string::npos);
+}
+
+TEST_F(GatewayServerTest, ApiKeysAndRateLimits) {
+  const std::string keys = dir_.File("keys");
+  // sha256("abc")
+  std::ofstream(keys) << "ci ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\n";
+  StartGateway({.api_keys_file = keys, .rate_limit_rpm = 2});
+  Streamed result = Stream(TextRequest("hi", 2));
+  EXPECT_EQ(result.status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  result = Stream(TextRequest("hi", 2), "wrong");
+  EXPECT_EQ(result.status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(Stream(TextRequest("hi", 2), "abc").status.ok());
+  EXPECT_TRUE(Stream(TextRequest("hi", 2), "abc").status.ok());
+  result = Stream(TextRequest("hi", 2), "abc");
+  EXPECT_EQ(result.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+}
+
+TEST_F(GatewayServerTest, AWorkerDownBeforeTheFirstTokenIsRetriedElsewhere) {
+  StartGateway();
+  // Kill one worker without telling the gateway: requests routed to it fail before their first
+  // token and must be retried on the other one.
+  workers_[0].reset();
+  for (int i = 0; i < 6; ++i) {
+    const Streamed result = Stream(TextRequest(absl::StrCat("attempt ", i), 3));
+    EXPECT_TRUE(result.status.ok()) << result.status.error_message();
+  }
+}
+
+TEST_F(GatewayServerTest, CancellingTheClientFreesTheWorkersBlocks) {
+  StartGateway();
+  {
+    grpc::ClientContext context;
+    auto reader = stub_->GenerateStream(&context, TextRequest("a long story", 900));
+    ::llmserve::v1::GenerateStreamResponse message;
+    ASSERT_TRUE(reader->Read(&message));
+    context.TryCancel();
+    while (reader->Read(&message)) {
+    }
+    reader->Finish();
+  }
+  const absl::Time deadline = absl::Now() + kPatience;
+  bool idle = false;
+  while (!idle && absl::Now() < deadline) {
+    idle = true;
+    for (const auto& worker : workers_) {
+      const worker::EngineLoad load = worker->engine().Load();
+      idle = idle && load.running == 0 && load.kv_blocks_free == load.kv_blocks_total;
+    }
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_TRUE(idle);
+}
+
+TEST_F(GatewayServerTest, RefusesAnonymousAccessOffLoopback) {
+  absl::StatusOr<std::unique_ptr<GatewayServer>> gateway =
+      GatewayServer::Start({.host = "0.0.0.0", .grpc_port = 0, .pool = {.workers = {"x:1"}}});
+  ASSERT_FALSE(gateway.ok());
+  EXPECT_EQ(gateway.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(gateway.status().message().find("--allow_unauthenticated"), absl::string_view::npos);
+}
+
+}  // namespace
+}  // namespace llmserve::gateway
