@@ -10,6 +10,7 @@ find_package(nlohmann_json CONFIG REQUIRED)
 find_package(prometheus-cpp CONFIG REQUIRED)  # no version argument: Debian's config has none
 find_package(OpenSSL REQUIRED)  # OpenSSL::Crypto: SHA-256, HMAC, RSA for the gateway's auth
 find_package(cpp-jwt CONFIG REQUIRED)  # cpp-jwt::cpp-jwt (header-only)
+find_package(Boost REQUIRED)  # Boost::headers: Beast + Asio (header-only) for the HTTP server
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)

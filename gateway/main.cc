@@ -25,6 +25,13 @@
 ABSL_FLAG(std::string, host, "127.0.0.1",
           "address to listen on; a non-loopback address needs auth or --allow_unauthenticated");
 ABSL_FLAG(int, grpc_port, 50050, "port of the public gRPC API (0: pick a free one)");
+ABSL_FLAG(int, http_port, 8080,
+          "port of the OpenAI-compatible HTTP API, /healthz, /readyz, /metrics (0: pick a free "
+          "one; -1: off)");
+ABSL_FLAG(int, metrics_port, -1,
+          "a separate Prometheus /metrics port (-1: only /metrics on the HTTP port)");
+ABSL_FLAG(int, http_threads, 1, "HTTP I/O threads (one holds thousands of SSE streams)");
+ABSL_FLAG(int64_t, max_body_bytes, 4 << 20, "largest HTTP request body (413 beyond)");
 ABSL_FLAG(std::vector<std::string>, workers, {},
           "workers as host:port, comma-separated (static list)");
 ABSL_FLAG(std::string, worker_dns, "",
@@ -89,6 +96,20 @@ absl::StatusOr<llmserve::gateway::GatewayServerOptions> OptionsFromFlags() {
   llmserve::gateway::GatewayServerOptions options;
   options.host = absl::GetFlag(FLAGS_host);
   options.grpc_port = absl::GetFlag(FLAGS_grpc_port);
+  options.http_port = absl::GetFlag(FLAGS_http_port);
+  options.http_threads = absl::GetFlag(FLAGS_http_threads);
+  options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  if (options.metrics_port < -1 || options.metrics_port > 65535) {
+    return absl::InvalidArgumentError("--metrics_port must be in [-1, 65535]");
+  }
+  if (options.http_threads < 1 || options.http_threads > 256) {
+    return absl::InvalidArgumentError("--http_threads must be in [1, 256]");
+  }
+  const int64_t max_body_bytes = absl::GetFlag(FLAGS_max_body_bytes);
+  if (max_body_bytes < 1024 || max_body_bytes > (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError("--max_body_bytes must be in [1KiB, 1GiB]");
+  }
+  options.max_body_bytes = static_cast<size_t>(max_body_bytes);
   options.pool.workers = absl::GetFlag(FLAGS_workers);
   options.pool.worker_dns = absl::GetFlag(FLAGS_worker_dns);
   options.pool.dns_refresh = absl::GetFlag(FLAGS_dns_refresh);

@@ -109,6 +109,10 @@ void Generation::StartAttempt() {
         routed.status().code(),
         absl::StrCat(routed.status().message(), " (after ", attempts_ - 1, " failed attempts)")));
   }
+  if (options_.metrics != nullptr) {
+    options_.metrics->OnRoutingDecision(RoutingPolicyName(pool_->routing_policy()),
+                                        routed->decision.reason);
+  }
   worker::v1::GenerateRequest request = request_.worker_request;
   request.set_request_id(WorkerRequestId(request_.request_id));
   request.set_cache_salt(options_.cache_salt);
@@ -149,25 +153,41 @@ void Generation::OnWorkerMessage(WorkerCall* call, const worker::v1::GenerateRes
     if (done_) return;
   }
   const absl::Time now = absl::Now();
+  const bool finished = message.finish_reason() != ::llmserve::v1::FINISH_REASON_UNSPECIFIED;
+  if (options_.metrics != nullptr && message.tokens_size() > 0) {
+    if (completion_tokens_ == 0) {
+      options_.metrics->OnFirstToken(options_.api, absl::ToDoubleSeconds(now - start_));
+    } else {
+      options_.metrics->OnInterToken(options_.api, message.tokens_size(),
+                                     absl::ToDoubleSeconds(now - last_token_time_));
+    }
+  }
+  if (message.tokens_size() > 0) last_token_time_ = now;
   GenerationDelta delta;
-  std::string text;
+  std::optional<std::string> matched;
+  // Token by token, so that a stop string ends the count at the token that completed it (the
+  // worker may have sent more in the same message): usage stays exact.
   for (const worker::v1::GeneratedToken& token : message.tokens()) {
     if (completion_tokens_++ == 0) first_token_time_ = now;
     delta.tokens.push_back(ToPublicToken(token));
-    if (detokenizer_.has_value()) {
-      absl::StatusOr<std::string> piece = detokenizer_->Step(token.token_id());
-      if (piece.ok()) text += *piece;
+    if (!detokenizer_.has_value()) continue;
+    absl::StatusOr<std::string> piece = detokenizer_->Step(token.token_id());
+    StopMatcher::Step step = stop_matcher_.Add(piece.ok() ? *piece : std::string());
+    delta.text += step.text;
+    if (step.matched.has_value()) {
+      matched = std::move(step.matched);
+      break;
     }
   }
-  const bool finished = message.finish_reason() != ::llmserve::v1::FINISH_REASON_UNSPECIFIED;
-  if (finished && detokenizer_.has_value()) {
+  if (finished && !matched.has_value() && detokenizer_.has_value()) {
     absl::StatusOr<std::string> rest = detokenizer_->Flush();
-    if (rest.ok()) text += *rest;
+    StopMatcher::Step step = stop_matcher_.Add(rest.ok() ? *rest : std::string());
+    delta.text += step.text;
+    matched = std::move(step.matched);
+    if (!matched.has_value()) delta.text += stop_matcher_.Flush();
   }
-  StopMatcher::Step step = stop_matcher_.Add(text);
-  delta.text = std::move(step.text);
-  if (finished && !step.matched.has_value()) delta.text += stop_matcher_.Flush();
   if (!delta.text.empty() || !delta.tokens.empty()) observer_->OnDelta(std::move(delta));
+  const std::optional<std::string>& stop_string = matched;
 
   GenerationResult result;
   result.worker = call->address();
@@ -177,11 +197,11 @@ void Generation::OnWorkerMessage(WorkerCall* call, const worker::v1::GenerateRes
                                               ? 0
                                               : absl::ToDoubleSeconds(first_token_time_ - start_));
   result.timing.set_total_s(absl::ToDoubleSeconds(now - start_));
-  if (step.matched.has_value()) {
+  if (stop_string.has_value()) {
     // The worker would go on: stop it (this frees its blocks) and finish here.
     call->Cancel();
     result.finish_reason = ::llmserve::v1::FINISH_REASON_STOP;
-    result.matched_stop = *step.matched;
+    result.matched_stop = *stop_string;
     return Complete(std::move(result));
   }
   if (!finished) return;

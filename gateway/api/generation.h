@@ -25,6 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/tokenizer/incremental_detokenizer.h"
+#include "gateway/api/gateway_metrics.h"
 #include "gateway/api/prompt_builder.h"
 #include "gateway/api/stop_matcher.h"
 #include "gateway/router/worker_pool.h"
@@ -61,6 +62,9 @@ struct GenerationOptions {
   absl::Time deadline = absl::InfiniteFuture();
   // Mixed into the prefix-cache hashes (per-tenant isolation).
   std::string cache_salt;
+  // Token latencies and routing decisions go here when set, labelled with `api`.
+  GatewayMetrics* metrics = nullptr;
+  std::string api;
 };
 
 class Generation : public std::enable_shared_from_this<Generation> {
@@ -99,6 +103,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
   absl::flat_hash_set<std::string> excluded_;
   int32_t completion_tokens_ = 0;
   absl::Time first_token_time_ = absl::InfinitePast();
+  absl::Time last_token_time_ = absl::InfinitePast();
   std::optional<common::tokenizer::IncrementalDetokenizer> detokenizer_;
   StopMatcher stop_matcher_;
 };

@@ -62,7 +62,7 @@ class StreamCall final : public grpc::ServerWriteReactor<GenerateStreamResponse>
     absl::MutexLock lock(&mutex_);
     generation_ = std::move(generation);
   }
-  void set_on_done(std::function<void(const GenerationResult*)> on_done) {
+  void set_on_done(std::function<void(const GenerationResult*, absl::StatusCode)> on_done) {
     on_done_ = std::move(on_done);
   }
 
@@ -118,7 +118,7 @@ class StreamCall final : public grpc::ServerWriteReactor<GenerateStreamResponse>
         finish_status_ = common::ToGrpcStatus(error);
       }
     }
-    if (on_done_ && (result != nullptr || !error.ok())) on_done_(result);
+    if (on_done_ && (result != nullptr || !error.ok())) on_done_(result, error.code());
     Pump();
   }
 
@@ -153,7 +153,7 @@ class StreamCall final : public grpc::ServerWriteReactor<GenerateStreamResponse>
   const std::string model_;
   ActiveGuard active_;
   const std::shared_ptr<Observer> observer_ = std::make_shared<Observer>(this);
-  std::function<void(const GenerationResult*)> on_done_;
+  std::function<void(const GenerationResult*, absl::StatusCode)> on_done_;
   absl::Mutex mutex_;
   std::shared_ptr<Generation> generation_ ABSL_GUARDED_BY(mutex_);
   GenerateStreamResponse pending_ ABSL_GUARDED_BY(mutex_);
@@ -201,7 +201,7 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
       call->response_->set_matched_stop(result.matched_stop);
       *call->response_->mutable_usage() = result.usage;
       *call->response_->mutable_timing() = result.timing;
-      if (call->on_done_) call->on_done_(&result);
+      if (call->on_done_) call->on_done_(&result, absl::StatusCode::kOk);
       call->Finish(grpc::Status::OK);
     }
     void OnError(const absl::Status& status) override {
@@ -211,7 +211,7 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
         std::swap(call, call_);
       }
       if (call == nullptr) return;
-      if (call->on_done_) call->on_done_(nullptr);
+      if (call->on_done_) call->on_done_(nullptr, status.code());
       call->Finish(common::ToGrpcStatus(status));
     }
 
@@ -225,7 +225,7 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
     absl::MutexLock lock(&mutex_);
     generation_ = std::move(generation);
   }
-  void set_on_done(std::function<void(const GenerationResult*)> on_done) {
+  void set_on_done(std::function<void(const GenerationResult*, absl::StatusCode)> on_done) {
     on_done_ = std::move(on_done);
   }
   void OnCancel() override {
@@ -243,7 +243,7 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
   ::llmserve::v1::GenerateResponse* const response_;
   ActiveGuard active_;
   const std::shared_ptr<Observer> observer_ = std::make_shared<Observer>(this);
-  std::function<void(const GenerationResult*)> on_done_;
+  std::function<void(const GenerationResult*, absl::StatusCode)> on_done_;
   absl::Mutex mutex_;
   std::shared_ptr<Generation> generation_ ABSL_GUARDED_BY(mutex_);
 };
@@ -258,7 +258,9 @@ std::string AuthorizationOf(const grpc::CallbackServerContext& context) {
 
 absl::StatusOr<Principal> RequestAdmission::Authenticate(absl::string_view authorization) const {
   if (authenticator_ == nullptr) return Principal{.name = "anonymous"};
-  return authenticator_->Authenticate(authorization);
+  absl::StatusOr<Principal> principal = authenticator_->Authenticate(authorization);
+  if (!principal.ok() && metrics_ != nullptr) metrics_->OnAuthFailure();
+  return principal;
 }
 
 absl::StatusOr<RequestAdmission::Admitted> RequestAdmission::Acquire(
@@ -268,6 +270,7 @@ absl::StatusOr<RequestAdmission::Admitted> RequestAdmission::Acquire(
     const RateLimitDecision decision =
         rate_limiter_->TryAcquire(principal.name, 1, tokens, absl::Now());
     if (!decision.ok()) {
+      if (metrics_ != nullptr) metrics_->OnRateLimited();
       *retry_after = decision.retry_after;
       return decision.status;
     }
@@ -275,6 +278,7 @@ absl::StatusOr<RequestAdmission::Admitted> RequestAdmission::Acquire(
   if (concurrency_ != nullptr) {
     std::optional<ConcurrencyLimiter::Permit> permit = concurrency_->TryAcquire();
     if (!permit.has_value()) {
+      if (metrics_ != nullptr) metrics_->OnRateLimited();
       *retry_after = absl::Seconds(1);
       return absl::ResourceExhaustedError(
           "the gateway is at its concurrency limit (--max_concurrency); retry shortly");
@@ -324,6 +328,8 @@ absl::StatusOr<InferenceService::Started> InferenceService::Prepare(
   const absl::Time client_deadline = absl::FromChrono(context->deadline());
   started.generation.deadline = std::min(client_deadline, absl::Now() + options_.request_timeout);
   started.generation.max_attempts = options_.max_attempts;
+  started.generation.metrics = options_.metrics;
+  started.generation.api = "grpc";
   if (options_.isolate_cache_per_principal) {
     started.generation.cache_salt = started.admitted.principal.name;
   }
@@ -332,18 +338,25 @@ absl::StatusOr<InferenceService::Started> InferenceService::Prepare(
 
 grpc::ServerWriteReactor<GenerateStreamResponse>* InferenceService::GenerateStream(
     grpc::CallbackServerContext* context, const ::llmserve::v1::GenerateRequest* request) {
+  const absl::Time arrival = absl::Now();
   absl::StatusOr<Started> started = Prepare(context, *request);
-  if (!started.ok()) return new RefusedStream(common::ToGrpcStatus(started.status()));
+  if (!started.ok()) {
+    RecordDone(request->model(), started.status().code(), arrival);
+    return new RefusedStream(common::ToGrpcStatus(started.status()));
+  }
   auto* call = new StreamCall(started->request.request_id, started->request.model->name(), active_);
   const RequestAdmission* admission = admission_;
   auto admitted = std::make_shared<RequestAdmission::Admitted>(std::move(started->admitted));
   const int64_t max_tokens = started->request.worker_request.max_tokens();
-  call->set_on_done([admission, admitted, max_tokens](const GenerationResult* result) {
-    // Refund the tokens reserved but not generated.
-    const int64_t used = result == nullptr ? 0 : result->usage.completion_tokens();
-    admission->ChargeTokens(admitted->principal, used - max_tokens);
-    admitted->permit.reset();
-  });
+  call->set_on_done(
+      [this, admission, admitted, max_tokens, arrival, model = started->request.model->name()](
+          const GenerationResult* result, absl::StatusCode code) {
+        RecordDone(model, code, arrival);
+        // Refund the tokens reserved but not generated.
+        const int64_t used = result == nullptr ? 0 : result->usage.completion_tokens();
+        admission->ChargeTokens(admitted->principal, used - max_tokens);
+        admitted->permit.reset();
+      });
   call->set_generation(
       Generation::Start(pool_, std::move(started->request), started->generation, call->observer()));
   return call;
@@ -352,8 +365,10 @@ grpc::ServerWriteReactor<GenerateStreamResponse>* InferenceService::GenerateStre
 grpc::ServerUnaryReactor* InferenceService::Generate(grpc::CallbackServerContext* context,
                                                      const ::llmserve::v1::GenerateRequest* request,
                                                      ::llmserve::v1::GenerateResponse* response) {
+  const absl::Time arrival = absl::Now();
   absl::StatusOr<Started> started = Prepare(context, *request);
   if (!started.ok()) {
+    RecordDone(request->model(), started.status().code(), arrival);
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     reactor->Finish(common::ToGrpcStatus(started.status()));
     return reactor;
@@ -364,14 +379,24 @@ grpc::ServerUnaryReactor* InferenceService::Generate(grpc::CallbackServerContext
   const RequestAdmission* admission = admission_;
   auto admitted = std::make_shared<RequestAdmission::Admitted>(std::move(started->admitted));
   const int64_t max_tokens = started->request.worker_request.max_tokens();
-  call->set_on_done([admission, admitted, max_tokens](const GenerationResult* result) {
-    const int64_t used = result == nullptr ? 0 : result->usage.completion_tokens();
-    admission->ChargeTokens(admitted->principal, used - max_tokens);
-    admitted->permit.reset();
-  });
+  call->set_on_done(
+      [this, admission, admitted, max_tokens, arrival, model = started->request.model->name()](
+          const GenerationResult* result, absl::StatusCode code) {
+        RecordDone(model, code, arrival);
+        const int64_t used = result == nullptr ? 0 : result->usage.completion_tokens();
+        admission->ChargeTokens(admitted->principal, used - max_tokens);
+        admitted->permit.reset();
+      });
   call->set_generation(
       Generation::Start(pool_, std::move(started->request), started->generation, call->observer()));
   return call;
+}
+
+void InferenceService::RecordDone(absl::string_view model, absl::StatusCode code,
+                                  absl::Time arrival) const {
+  if (options_.metrics == nullptr) return;
+  options_.metrics->OnRequestDone("grpc", model, code,
+                                  absl::ToDoubleSeconds(absl::Now() - arrival));
 }
 
 grpc::ServerUnaryReactor* InferenceService::Tokenize(grpc::CallbackServerContext* context,

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "gateway/api/gateway_metrics.h"
 #include "gateway/api/generation.h"
 #include "gateway/api/model_catalog.h"
 #include "gateway/api/prompt_builder.h"
@@ -34,8 +35,11 @@ class RequestAdmission {
  public:
   // `rate_limiter` and `concurrency` may be null (no limit).
   RequestAdmission(const Authenticator* authenticator, RateLimiter* rate_limiter,
-                   ConcurrencyLimiter* concurrency)
-      : authenticator_(authenticator), rate_limiter_(rate_limiter), concurrency_(concurrency) {}
+                   ConcurrencyLimiter* concurrency, GatewayMetrics* metrics = nullptr)
+      : authenticator_(authenticator),
+        rate_limiter_(rate_limiter),
+        concurrency_(concurrency),
+        metrics_(metrics) {}
 
   struct Admitted {
     Principal principal;
@@ -55,6 +59,7 @@ class RequestAdmission {
   const Authenticator* const authenticator_;
   RateLimiter* const rate_limiter_;
   ConcurrencyLimiter* const concurrency_;
+  GatewayMetrics* const metrics_;
 };
 
 struct InferenceServiceOptions {
@@ -64,6 +69,8 @@ struct InferenceServiceOptions {
   absl::Duration request_timeout = absl::Minutes(10);
   // Mix the principal's name into prefix-cache hashes, so tenants never share cached blocks.
   bool isolate_cache_per_principal = false;
+  // May be null.
+  GatewayMetrics* metrics = nullptr;
 };
 
 class InferenceService final : public ::llmserve::v1::Inference::CallbackService {
@@ -98,6 +105,7 @@ class InferenceService final : public ::llmserve::v1::Inference::CallbackService
  private:
   absl::StatusOr<Started> Prepare(grpc::CallbackServerContext* context,
                                   const ::llmserve::v1::GenerateRequest& request);
+  void RecordDone(absl::string_view model, absl::StatusCode code, absl::Time arrival) const;
 
   WorkerPool* const pool_;
   ModelCatalog* const catalog_;

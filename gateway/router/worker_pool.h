@@ -95,6 +95,7 @@ class WorkerPool {
   void ReportFailure(const std::string& address, const std::string& error);
 
   std::vector<WorkerStatus> Workers() const;
+  RoutingPolicy routing_policy() const { return options_.routing.policy; }
   bool AnyReady() const;
 
  private:

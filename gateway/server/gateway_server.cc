@@ -18,6 +18,10 @@ constexpr absl::Duration kKeyReloadInterval = absl::Seconds(2);
 
 absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(
     const GatewayServerOptions& options) {
+  if (options.http_port < -1 || options.http_port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--http_port=", options.http_port, " is outside [-1, 65535]"));
+  }
   if (options.grpc_port < 0 || options.grpc_port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("--grpc_port=", options.grpc_port, " is outside [0, 65535]"));
@@ -64,16 +68,57 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(
   if (options.max_concurrency > 0) {
     server->concurrency_ = std::make_unique<ConcurrencyLimiter>(options.max_concurrency, 0);
   }
-  server->admission_ = std::make_unique<RequestAdmission>(
-      server->authenticator_.get(), server->rate_limiter_.get(), server->concurrency_.get());
-
   absl::StatusOr<std::unique_ptr<WorkerPool>> pool = WorkerPool::Start(options.pool);
   if (!pool.ok()) return pool.status();
   server->pool_ = *std::move(pool);
+  GatewayServer* raw = server.get();
+  server->metrics_ = std::make_unique<GatewayMetrics>(
+      [raw] {
+        return (raw->inference_ != nullptr ? raw->inference_->active_requests() : 0) +
+               (raw->openai_ != nullptr ? raw->openai_->active_requests() : 0);
+      },
+      [raw] {
+        std::vector<std::pair<std::string, bool>> up;
+        for (const WorkerStatus& worker : raw->pool_->Workers()) {
+          up.push_back({worker.address, worker.ready && !worker.draining});
+        }
+        return up;
+      });
+  server->options_.inference.metrics = server->metrics_.get();
+  server->admission_ =
+      std::make_unique<RequestAdmission>(server->authenticator_.get(), server->rate_limiter_.get(),
+                                         server->concurrency_.get(), server->metrics_.get());
   server->catalog_ = std::make_unique<ModelCatalog>(server->pool_.get());
   server->inference_ = std::make_unique<InferenceService>(
       server->pool_.get(), server->catalog_.get(), server->admission_.get(), RenderChatPrompt,
-      options.inference);
+      server->options_.inference);
+
+  if (options.http_port >= 0) {
+    server->openai_ = std::make_unique<OpenAiApi>(
+        server->pool_.get(), server->catalog_.get(), server->admission_.get(),
+        server->options_.inference, [raw] { return raw->metrics_->Render(); });
+    absl::StatusOr<std::unique_ptr<http::HttpServer>> http = http::HttpServer::Start(
+        {.host = options.host,
+         .port = options.http_port,
+         .io_threads = options.http_threads,
+         .max_body_bytes = options.max_body_bytes},
+        [api = server->openai_.get()](http::HttpRequest request,
+                                      std::shared_ptr<http::ResponseWriter> writer) {
+          api->Handle(std::move(request), std::move(writer));
+        });
+    if (!http.ok()) return http.status();
+    server->http_server_ = *std::move(http);
+  }
+
+  if (options.metrics_port >= 0) {
+    absl::StatusOr<std::unique_ptr<common::MetricsExposer>> exposer =
+        common::MetricsExposer::Start(options.host, options.metrics_port);
+    if (!exposer.ok()) return exposer.status();
+    server->exposer_ = *std::move(exposer);
+    for (const auto& collectable : server->metrics_->collectables()) {
+      server->exposer_->Register(collectable);
+    }
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -88,12 +133,15 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(
   }
   server->grpc_server_->GetHealthCheckService()->SetServingStatus(kGatewayReadinessService, false);
   server->health_thread_ = std::thread([raw = server.get()] { raw->HealthLoop(); });
-  LLMSERVE_LOG(INFO) << "gateway: gRPC on " << options.host << ":" << server->grpc_port_
-                     << ", auth: "
-                     << (server->authenticator_->allows_anonymous()
-                             ? "none (anonymous)"
-                             : absl::StrCat(server->api_keys_ ? "API keys " : "",
-                                            server->jwt_ ? "JWT" : ""));
+  LLMSERVE_LOG(INFO)
+      << "gateway: gRPC on " << options.host << ":" << server->grpc_port_
+      << (server->http_server_ != nullptr
+              ? absl::StrCat(", HTTP on http://", options.host, ":", server->http_server_->port())
+              : std::string(", no HTTP API"))
+      << ", auth: "
+      << (server->authenticator_->allows_anonymous()
+              ? "none (anonymous)"
+              : absl::StrCat(server->api_keys_ ? "API keys " : "", server->jwt_ ? "JWT" : ""));
   return server;
 }
 
@@ -144,6 +192,9 @@ GatewayServer::~GatewayServer() {
   if (!stop_health_.HasBeenNotified()) stop_health_.Notify();
   if (health_thread_.joinable()) health_thread_.join();
   // Calls are done; generations still finishing hold the pool: it waits for its own streams.
+  exposer_.reset();
+  http_server_.reset();
+  openai_.reset();
   inference_.reset();
   pool_.reset();
 }

@@ -22,13 +22,17 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "common/metrics/metrics_exposer.h"
+#include "gateway/api/gateway_metrics.h"
 #include "gateway/api/inference_service.h"
 #include "gateway/api/model_catalog.h"
+#include "gateway/api/openai_api.h"
 #include "gateway/auth/api_key_store.h"
 #include "gateway/auth/authenticator.h"
 #include "gateway/auth/concurrency_limiter.h"
 #include "gateway/auth/jwt_verifier.h"
 #include "gateway/auth/rate_limiter.h"
+#include "gateway/http/http_server.h"
 #include "gateway/router/worker_pool.h"
 
 namespace llmserve::gateway {
@@ -37,6 +41,12 @@ struct GatewayServerOptions {
   std::string host = "0.0.0.0";
   // 0 picks a free port (tests); grpc_port() tells which.
   int grpc_port = 50050;
+  // The OpenAI-compatible HTTP API with /healthz, /readyz and /metrics; -1: off.
+  int http_port = 8080;
+  int http_threads = 1;
+  // A separate Prometheus port; -1: /metrics only on the HTTP port.
+  int metrics_port = -1;
+  size_t max_body_bytes = size_t{4} << 20;
   WorkerPoolOptions pool;
   // Auth: none configured means anonymous access, allowed only on a loopback host unless
   // allow_unauthenticated.
@@ -63,6 +73,8 @@ class GatewayServer {
   ~GatewayServer();
 
   int grpc_port() const { return grpc_port_; }
+  // -1 without the HTTP API.
+  int http_port() const { return http_server_ == nullptr ? -1 : http_server_->port(); }
   WorkerPool& pool() { return *pool_; }
 
   // Readiness NOT_SERVING, new requests UNAVAILABLE, in-flight requests finish (up to the drain
@@ -79,10 +91,14 @@ class GatewayServer {
   std::unique_ptr<Authenticator> authenticator_;
   std::unique_ptr<RateLimiter> rate_limiter_;
   std::unique_ptr<ConcurrencyLimiter> concurrency_;
+  std::unique_ptr<GatewayMetrics> metrics_;
+  std::unique_ptr<common::MetricsExposer> exposer_;
   std::unique_ptr<RequestAdmission> admission_;
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<ModelCatalog> catalog_;
   std::unique_ptr<InferenceService> inference_;
+  std::unique_ptr<OpenAiApi> openai_;
+  std::unique_ptr<http::HttpServer> http_server_;
   std::unique_ptr<grpc::Server> grpc_server_;
   int grpc_port_ = 0;
   // Keeps readiness and the API-key file current.

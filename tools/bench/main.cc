@@ -1,6 +1,6 @@
-// llmserve-bench: a load generator that prints one JSON line. Today it drives a worker directly
-// (--api=worker); compare its report with llmserve-run --bench for the same options to see what
-// the gRPC service costs.
+// llmserve-bench: a load generator that prints one JSON line, against a worker (--api=worker) or
+// a gateway (--api=inference). The same options give the same prompts as llmserve-run --bench, so
+// the three reports compare the engine, the worker service and the gateway.
 
 #include <grpcpp/grpcpp.h>
 
@@ -14,7 +14,10 @@
 #include "tools/bench/worker_bench.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "host:port of the server to load");
-ABSL_FLAG(std::string, api, "worker", "which API to call: worker (llmserve.worker.v1.Worker)");
+ABSL_FLAG(std::string, api, "worker",
+          "which API to call: worker (llmserve.worker.v1.Worker) or inference (a gateway's "
+          "llmserve.v1.Inference)");
+ABSL_FLAG(std::string, api_key, "", "with --api=inference: the bearer token");
 ABSL_FLAG(int, requests, 64, "requests to send");
 ABSL_FLAG(int, concurrency, 0, "most streams open at once (0: all requests at once)");
 ABSL_FLAG(int, prompt_len, 128, "prompt tokens per request (random ids)");
@@ -29,24 +32,32 @@ int main(int argc, char** argv) {
       "--output_len=128]");
   llmserve::common::NormalizeFlagNames(argc, argv);
   absl::ParseCommandLine(argc, argv);
-  if (absl::GetFlag(FLAGS_api) != "worker") {
-    std::fprintf(stderr, "llmserve-bench: --api=%s is not supported (only worker)\n",
-                 absl::GetFlag(FLAGS_api).c_str());
+  const std::string api = absl::GetFlag(FLAGS_api);
+  if (api != "worker" && api != "inference") {
+    std::fprintf(stderr, "llmserve-bench: --api=%s is not one of worker, inference\n", api.c_str());
     return 2;
   }
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(64 << 20);  // GetModelInfo carries the tokenizer
   auto channel = grpc::CreateCustomChannel(absl::GetFlag(FLAGS_target),
                                            grpc::InsecureChannelCredentials(), arguments);
-  auto stub = llmserve::worker::v1::Worker::NewStub(channel);
+
   const llmserve::tools::BenchOptions options{.num_requests = absl::GetFlag(FLAGS_requests),
                                               .prompt_len = absl::GetFlag(FLAGS_prompt_len),
                                               .output_len = absl::GetFlag(FLAGS_output_len),
                                               .rate = absl::GetFlag(FLAGS_rate),
                                               .shared_prefix = absl::GetFlag(FLAGS_shared_prefix),
                                               .seed = absl::GetFlag(FLAGS_seed)};
-  absl::StatusOr<std::string> report =
-      llmserve::tools::RunWorkerBenchmark(stub.get(), options, absl::GetFlag(FLAGS_concurrency));
+  absl::StatusOr<std::string> report;
+  if (api == "worker") {
+    auto stub = llmserve::worker::v1::Worker::NewStub(channel);
+    report =
+        llmserve::tools::RunWorkerBenchmark(stub.get(), options, absl::GetFlag(FLAGS_concurrency));
+  } else {
+    auto stub = llmserve::v1::Inference::NewStub(channel);
+    report = llmserve::tools::RunInferenceBenchmark(
+        stub.get(), options, absl::GetFlag(FLAGS_concurrency), absl::GetFlag(FLAGS_api_key));
+  }
   if (!report.ok()) {
     std::fprintf(stderr, "llmserve-bench: %s\n", report.status().ToString().c_str());
     return 1;

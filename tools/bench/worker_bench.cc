@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -49,37 +50,10 @@ Sample RunOne(worker::v1::Worker::StubInterface* stub, const std::string& id,
   return sample;
 }
 
-}  // namespace
+using RunOneFn = std::function<Sample(const std::string& id, const std::vector<int32_t>& prompt)>;
 
-absl::StatusOr<std::string> RunWorkerBenchmark(worker::v1::Worker::StubInterface* stub,
-                                               const BenchOptions& options, int concurrency) {
-  grpc::ClientContext info_context;
-  worker::v1::ModelInfo info;
-  const grpc::Status info_status =
-      stub->GetModelInfo(&info_context, worker::v1::GetModelInfoRequest(), &info);
-  if (!info_status.ok()) return common::FromGrpcStatus(info_status);
-  absl::StatusOr<BenchLoad> load = MakeBenchLoad(options, info.vocab_size());
-  if (!load.ok()) return load.status();
-
-  const int threads =
-      concurrency <= 0 ? options.num_requests : std::min(concurrency, options.num_requests);
-  std::vector<Sample> samples(options.num_requests);
-  std::atomic<int> next{0};
-  const std::string run_id = absl::StrCat(absl::ToUnixMicros(absl::Now()));
-  const absl::Time start = absl::Now();
-  std::vector<std::thread> clients;
-  for (int t = 0; t < threads; ++t) {
-    clients.emplace_back([&] {
-      for (int i = next++; i < options.num_requests; i = next++) {
-        if (!load->arrivals.empty()) absl::SleepFor(start + load->arrivals[i] - absl::Now());
-        samples[i] = RunOne(stub, absl::StrCat("bench-", run_id, "-", i), load->prompts[i],
-                            options.output_len);
-      }
-    });
-  }
-  for (std::thread& client : clients) client.join();
-  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-
+std::string Report(const char* api, const BenchOptions& options, int threads, double seconds,
+                   const std::vector<Sample>& samples) {
   std::vector<double> ttft, tpot, e2e;
   int64_t generated = 0, errors = 0;
   std::string first_error;
@@ -94,7 +68,7 @@ absl::StatusOr<std::string> RunWorkerBenchmark(worker::v1::Worker::StubInterface
     if (sample.tokens > 1) tpot.push_back((sample.e2e_s - sample.ttft_s) / (sample.tokens - 1));
   }
   nlohmann::json report = {
-      {"api", "worker"},
+      {"api", api},
       {"requests", options.num_requests},
       {"concurrency", threads},
       {"prompt_len", options.prompt_len},
@@ -114,6 +88,88 @@ absl::StatusOr<std::string> RunWorkerBenchmark(worker::v1::Worker::StubInterface
   };
   if (errors > 0) report["first_error"] = first_error;
   return report.dump();
+}
+
+absl::StatusOr<std::string> RunLoad(const char* api, int64_t vocab_size,
+                                    const BenchOptions& options, int concurrency,
+                                    const RunOneFn& run_one) {
+  absl::StatusOr<BenchLoad> load = MakeBenchLoad(options, vocab_size);
+  if (!load.ok()) return load.status();
+  const int threads =
+      concurrency <= 0 ? options.num_requests : std::min(concurrency, options.num_requests);
+  std::vector<Sample> samples(options.num_requests);
+  std::atomic<int> next{0};
+  const std::string run_id = absl::StrCat(absl::ToUnixMicros(absl::Now()));
+  const absl::Time start = absl::Now();
+  std::vector<std::thread> clients;
+  for (int t = 0; t < threads; ++t) {
+    clients.emplace_back([&] {
+      for (int i = next++; i < options.num_requests; i = next++) {
+        if (!load->arrivals.empty()) absl::SleepFor(start + load->arrivals[i] - absl::Now());
+        samples[i] = run_one(absl::StrCat("bench-", run_id, "-", i), load->prompts[i]);
+      }
+    });
+  }
+  for (std::thread& client : clients) client.join();
+  return Report(api, options, threads, absl::ToDoubleSeconds(absl::Now() - start), samples);
+}
+
+Sample RunOneInference(::llmserve::v1::Inference::StubInterface* stub, const std::string& id,
+                       const std::vector<int32_t>& prompt, int32_t output_len,
+                       const std::string& api_key) {
+  ::llmserve::v1::GenerateRequest request;
+  request.set_request_id(id);
+  request.mutable_token_ids()->mutable_ids()->Add(prompt.begin(), prompt.end());
+  request.mutable_sampling()->set_temperature(0);
+  request.mutable_stopping()->set_max_tokens(output_len);
+  request.mutable_stopping()->set_ignore_eos(true);
+  grpc::ClientContext context;
+  if (!api_key.empty()) context.AddMetadata("authorization", "Bearer " + api_key);
+  Sample sample;
+  const absl::Time start = absl::Now();
+  auto reader = stub->GenerateStream(&context, request);
+  ::llmserve::v1::GenerateStreamResponse response;
+  while (reader->Read(&response)) {
+    if (sample.tokens == 0 && response.tokens_size() > 0) {
+      sample.ttft_s = absl::ToDoubleSeconds(absl::Now() - start);
+    }
+    sample.tokens += response.tokens_size();
+  }
+  const grpc::Status status = reader->Finish();
+  sample.e2e_s = absl::ToDoubleSeconds(absl::Now() - start);
+  sample.ok = status.ok();
+  if (!status.ok()) sample.error = common::FromGrpcStatus(status).ToString();
+  return sample;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> RunWorkerBenchmark(worker::v1::Worker::StubInterface* stub,
+                                               const BenchOptions& options, int concurrency) {
+  grpc::ClientContext info_context;
+  worker::v1::ModelInfo info;
+  const grpc::Status info_status =
+      stub->GetModelInfo(&info_context, worker::v1::GetModelInfoRequest(), &info);
+  if (!info_status.ok()) return common::FromGrpcStatus(info_status);
+  return RunLoad("worker", info.vocab_size(), options, concurrency,
+                 [&](const std::string& id, const std::vector<int32_t>& prompt) {
+                   return RunOne(stub, id, prompt, options.output_len);
+                 });
+}
+
+absl::StatusOr<std::string> RunInferenceBenchmark(::llmserve::v1::Inference::StubInterface* stub,
+                                                  const BenchOptions& options, int concurrency,
+                                                  const std::string& api_key) {
+  grpc::ClientContext context;
+  if (!api_key.empty()) context.AddMetadata("authorization", "Bearer " + api_key);
+  ::llmserve::v1::ListModelsResponse models;
+  const grpc::Status status = stub->ListModels(&context, {}, &models);
+  if (!status.ok()) return common::FromGrpcStatus(status);
+  if (models.models_size() == 0) return absl::UnavailableError("the gateway lists no model");
+  return RunLoad("inference", models.models(0).vocab_size(), options, concurrency,
+                 [&](const std::string& id, const std::vector<int32_t>& prompt) {
+                   return RunOneInference(stub, id, prompt, options.output_len, api_key);
+                 });
 }
 
 }  // namespace llmserve::tools

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "llmserve/v1/inference.grpc.pb.h"
 #include "llmserve/worker/v1/worker.grpc.pb.h"
 #include "tools/bench_load/bench_load.h"
 
@@ -20,6 +21,12 @@ namespace llmserve::tools {
 // same field names as llmserve-run --bench.
 absl::StatusOr<std::string> RunWorkerBenchmark(worker::v1::Worker::StubInterface* stub,
                                                const BenchOptions& options, int concurrency);
+
+// The same load through a gateway's public API (llmserve.v1.Inference/GenerateStream, prompts as
+// token ids), `api_key` sent as a bearer token when not empty; the report has "api": "inference".
+absl::StatusOr<std::string> RunInferenceBenchmark(::llmserve::v1::Inference::StubInterface* stub,
+                                                  const BenchOptions& options, int concurrency,
+                                                  const std::string& api_key);
 
 }  // namespace llmserve::tools
 

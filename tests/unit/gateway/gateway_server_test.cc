@@ -7,17 +7,20 @@
 
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "gateway/auth/api_key_store.h"
 #include "gtest/gtest.h"
 #include "llmserve/v1/inference.grpc.pb.h"
 #include "tests/testing/scoped_temp_dir.h"
 #include "tests/testing/test_model.h"
+#include "tests/unit/http/test_http_client.h"
 #include "worker/service/worker_server.h"
 
 namespace llmserve::gateway {
@@ -46,6 +49,7 @@ class GatewayServerTest : public ::testing::Test {
   void StartGateway(GatewayServerOptions options = {}) {
     options.host = "127.0.0.1";
     options.grpc_port = 0;
+    options.http_port = 0;
     for (const auto& worker : workers_) {
       options.pool.workers.push_back(absl::StrCat("127.0.0.1:", worker->port()));
     }
@@ -260,6 +264,153 @@ TEST_F(GatewayServerTest, RefusesAnonymousAccessOffLoopback) {
   ASSERT_FALSE(gateway.ok());
   EXPECT_EQ(gateway.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(gateway.status().message().find("--allow_unauthenticated"), absl::string_view::npos);
+}
+
+// POST `path` with `body` (JSON) on the gateway's HTTP port; `extra` headers are raw lines.
+http::testing::TestResponse Post(int port, const std::string& path, const std::string& body,
+                                 const std::string& extra = "") {
+  auto client = http::testing::TestHttpClient::Connect(port);
+  EXPECT_NE(client, nullptr);
+  if (client == nullptr) return {};
+  client->Send(absl::StrCat("POST ", path,
+                            " HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n", extra,
+                            "content-length: ", body.size(), "\r\n\r\n", body));
+  return client->ReadResponse().value_or(http::testing::TestResponse{});
+}
+
+http::testing::TestResponse Get(int port, const std::string& path) {
+  auto client = http::testing::TestHttpClient::Connect(port);
+  EXPECT_NE(client, nullptr);
+  if (client == nullptr) return {};
+  client->Send(absl::StrCat("GET ", path, " HTTP/1.1\r\nhost: x\r\n\r\n"));
+  return client->ReadResponse().value_or(http::testing::TestResponse{});
+}
+
+// The JSON payloads of an SSE body, "[DONE]" included as a string.
+std::vector<std::string> SseEvents(const std::string& body) {
+  std::vector<std::string> events;
+  for (absl::string_view event : absl::StrSplit(body, "\n\n", absl::SkipEmpty())) {
+    if (absl::ConsumePrefix(&event, "data: ")) events.emplace_back(event);
+  }
+  return events;
+}
+
+TEST_F(GatewayServerTest, OpenAiChatCompletion) {
+  StartGateway();
+  const int port = gateway_->http_port();
+  const auto response = Post(port, "/v1/chat/completions",
+                             R"({"model": "tiny", "messages": [{"role": "user", "content": "Hi"}],
+                                 "max_tokens": 6, "ignore_eos": true, "logprobs": true,
+                                 "top_logprobs": 2})");
+  ASSERT_EQ(response.status, 200) << response.body;
+  const nlohmann::json json = nlohmann::json::parse(response.body);
+  EXPECT_EQ(json["object"], "chat.completion");
+  EXPECT_EQ(json["model"], "tiny");
+  EXPECT_EQ(json["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(json["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(json["choices"][0]["logprobs"]["content"].size(), 6u);
+  EXPECT_EQ(json["choices"][0]["logprobs"]["content"][0]["top_logprobs"].size(), 2u);
+  EXPECT_EQ(json["usage"]["completion_tokens"], 6);
+  EXPECT_EQ(json["usage"]["total_tokens"].get<int>(),
+            json["usage"]["prompt_tokens"].get<int>() + 6);
+}
+
+TEST_F(GatewayServerTest, OpenAiStreamingWithSeveralChoicesAndUsage) {
+  StartGateway();
+  const auto response =
+      Post(gateway_->http_port(), "/v1/completions",
+           R"({"prompt": "Once upon", "max_tokens": 5, "ignore_eos": true, "stream": true,
+               "n": 2, "stream_options": {"include_usage": true}})");
+  ASSERT_EQ(response.status, 200) << response.body;
+  EXPECT_EQ(response.Header("content-type"), "text/event-stream");
+  const std::vector<std::string> events = SseEvents(response.body);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back(), "[DONE]");
+  int finished = 0;
+  bool usage_seen = false;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    const nlohmann::json chunk = nlohmann::json::parse(events[i]);
+    EXPECT_EQ(chunk["object"], "text_completion");
+    if (chunk.contains("usage")) {
+      usage_seen = true;
+      EXPECT_EQ(chunk["usage"]["completion_tokens"], 10);
+      EXPECT_TRUE(chunk["choices"].empty());
+      continue;
+    }
+    if (!chunk["choices"][0]["finish_reason"].is_null()) ++finished;
+  }
+  EXPECT_EQ(finished, 2);
+  EXPECT_TRUE(usage_seen);
+}
+
+TEST_F(GatewayServerTest, OpenAiErrorsAndEndpoints) {
+  StartGateway();
+  const int port = gateway_->http_port();
+  auto response = Post(port, "/v1/completions", "{not json");
+  EXPECT_EQ(response.status, 400);
+  EXPECT_NE(response.body.find("\"invalid_request_error\""), std::string::npos) << response.body;
+  response = Post(port, "/v1/completions", R"({"model": "gpt-9", "prompt": "x"})");
+  EXPECT_EQ(response.status, 404);
+  EXPECT_NE(response.body.find("gpt-9"), std::string::npos);
+  response = Post(port, "/v1/chat/completions", R"({"messages": [], "max_tokens": 3})");
+  EXPECT_EQ(response.status, 400);
+  EXPECT_NE(response.body.find("messages"), std::string::npos);
+  response = Post(port, "/v1/completions", R"({"prompt": "x", "temperature": "hot"})");
+  EXPECT_EQ(response.status, 400);
+  EXPECT_NE(response.body.find("'temperature' must be a number"), std::string::npos);
+  EXPECT_EQ(Get(port, "/v1/nothing").status, 404);
+  EXPECT_EQ(Get(port, "/v1/completions").status, 405);
+  EXPECT_EQ(Get(port, "/healthz").status, 200);
+  EXPECT_EQ(Get(port, "/readyz").status, 200);
+  const auto models = Get(port, "/v1/models");
+  ASSERT_EQ(models.status, 200);
+  EXPECT_EQ(nlohmann::json::parse(models.body)["data"][0]["id"], "tiny");
+  const auto metrics = Get(port, "/metrics");
+  EXPECT_EQ(metrics.status, 200);
+  EXPECT_NE(metrics.body.find("llmserve_gateway_requests_total{api=\"http\",code=\"not_found\""),
+            std::string::npos)
+      << metrics.body;
+  EXPECT_NE(metrics.body.find("llmserve_gateway_worker_up"), std::string::npos);
+}
+
+TEST_F(GatewayServerTest, OpenAiAuthAndRateLimit) {
+  const std::string keys = dir_.File("keys");
+  std::ofstream(keys) << "ci ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\n";
+  StartGateway({.api_keys_file = keys, .rate_limit_rpm = 1});
+  const int port = gateway_->http_port();
+  const std::string body = R"({"prompt": "x", "max_tokens": 2})";
+  EXPECT_EQ(Post(port, "/v1/completions", body).status, 401);
+  EXPECT_EQ(Post(port, "/v1/completions", body, "authorization: Bearer nope\r\n").status, 401);
+  EXPECT_EQ(Post(port, "/v1/completions", body, "authorization: Bearer abc\r\n").status, 200);
+  const auto limited = Post(port, "/v1/completions", body, "authorization: Bearer abc\r\n");
+  EXPECT_EQ(limited.status, 429);
+  EXPECT_FALSE(limited.Header("retry-after").empty());
+}
+
+TEST_F(GatewayServerTest, OpenAiClientDisconnectFreesTheWorkers) {
+  StartGateway();
+  {
+    auto client = http::testing::TestHttpClient::Connect(gateway_->http_port());
+    ASSERT_NE(client, nullptr);
+    const std::string body =
+        R"({"prompt": "a long story", "max_tokens": 900, "ignore_eos": true, "stream": true})";
+    client->Send(absl::StrCat("POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-length: ",
+                              body.size(), "\r\n\r\n", body));
+    ASSERT_TRUE(client->ReadHead().has_value());
+    ASSERT_TRUE(client->ReadChunk().has_value());
+    client->Close();
+  }
+  const absl::Time deadline = absl::Now() + kPatience;
+  bool idle = false;
+  while (!idle && absl::Now() < deadline) {
+    idle = true;
+    for (const auto& worker : workers_) {
+      const worker::EngineLoad load = worker->engine().Load();
+      idle = idle && load.running == 0 && load.kv_blocks_free == load.kv_blocks_total;
+    }
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_TRUE(idle);
 }
 
 }  // namespace

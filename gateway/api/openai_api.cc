@@ -1,0 +1,453 @@
+#include "gateway/api/openai_api.h"
+
+#include <nlohmann/json.hpp>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "common/status/http_error.h"
+#include "gateway/http/sse.h"
+
+namespace llmserve::gateway {
+namespace {
+
+using Json = nlohmann::json;
+
+const char* FinishReasonName(::llmserve::v1::FinishReason reason) {
+  switch (reason) {
+    case ::llmserve::v1::FINISH_REASON_STOP:
+      return "stop";
+    case ::llmserve::v1::FINISH_REASON_LENGTH:
+      return "length";
+    case ::llmserve::v1::FINISH_REASON_ABORT:
+      return "abort";
+    default:
+      return nullptr;
+  }
+}
+
+Json Bytes(const std::string& text) {
+  Json bytes = Json::array();
+  for (unsigned char c : text) bytes.push_back(static_cast<int>(c));
+  return bytes;
+}
+
+// Token texts may hold part of a UTF-8 character: the serializer replaces bad bytes with U+FFFD
+// (as OpenAI does) instead of throwing.
+std::string Dump(const Json& json) {
+  return json.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+// One OpenAI request: n generations, their results, and the response (whole or streamed).
+class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
+ public:
+  OpenAiJob(OpenAiEndpoint endpoint, OpenAiRequest parsed, std::shared_ptr<const ServedModel> model,
+            std::shared_ptr<http::ResponseWriter> writer, std::string id, int prompt_tokens,
+            std::shared_ptr<std::atomic<int>> active,
+            std::function<void(int64_t, absl::StatusCode)> on_done)
+      : endpoint_(endpoint),
+        parsed_(std::move(parsed)),
+        model_(std::move(model)),
+        writer_(std::move(writer)),
+        id_(std::move(id)),
+        created_(absl::ToUnixSeconds(absl::Now())),
+        prompt_tokens_(prompt_tokens),
+        active_(std::move(active)),
+        on_done_(std::move(on_done)),
+        choices_(parsed_.n) {
+    ++*active_;
+  }
+  ~OpenAiJob() { --*active_; }
+
+  class Observer final : public GenerationObserver {
+   public:
+    Observer(std::shared_ptr<OpenAiJob> job, int index) : job_(std::move(job)), index_(index) {}
+    void OnDelta(GenerationDelta delta) override { job_->OnDelta(index_, std::move(delta)); }
+    void OnFinish(const GenerationResult& result) override { job_->OnFinish(index_, &result, {}); }
+    void OnError(const absl::Status& status) override { job_->OnFinish(index_, nullptr, status); }
+
+   private:
+    std::shared_ptr<OpenAiJob> job_;
+    const int index_;
+  };
+
+  void Start(WorkerPool* pool, const std::vector<PreparedRequest>& requests,
+             const GenerationOptions& options) {
+    if (parsed_.stream) {
+      writer_->StartStream(200,
+                           {{"content-type", "text/event-stream"}, {"cache-control", "no-cache"}});
+      if (endpoint_ == OpenAiEndpoint::kChatCompletions) {
+        for (int i = 0; i < parsed_.n; ++i) {
+          Json delta = {{"role", "assistant"}, {"content", ""}};
+          writer_->Write(http::FormatSseEvent(Dump(Chunk(i, delta, nullptr, Json()))));
+        }
+      }
+    }
+    std::weak_ptr<OpenAiJob> weak = weak_from_this();
+    writer_->SetOnClose([weak] {
+      if (std::shared_ptr<OpenAiJob> job = weak.lock()) job->Cancel();
+    });
+    for (int i = 0; i < parsed_.n; ++i) {
+      std::shared_ptr<Generation> generation = Generation::Start(
+          pool, requests[i], options, std::make_shared<Observer>(shared_from_this(), i));
+      absl::MutexLock lock(&mutex_);
+      generations_.push_back(std::move(generation));
+    }
+  }
+
+  void Cancel() {
+    std::vector<std::shared_ptr<Generation>> generations;
+    {
+      absl::MutexLock lock(&mutex_);
+      generations = generations_;
+    }
+    for (const auto& generation : generations) generation->Cancel();
+  }
+
+ private:
+  struct Choice {
+    std::string text;
+    Json logprobs = Json::array();  // chat: content entries; completions: built at the end
+    std::vector<::llmserve::v1::GeneratedToken> tokens;
+    const char* finish_reason = nullptr;
+    int64_t completion_tokens = 0;
+    absl::Status error;
+    bool done = false;
+  };
+
+  Json ChatLogprob(const ::llmserve::v1::GeneratedToken& token) const {
+    const std::string text = (model_->TokenText(token.token_id()));
+    Json top = Json::array();
+    for (const ::llmserve::v1::TokenLogprob& alternative : token.top_logprobs()) {
+      top.push_back({{"token", (alternative.text())},
+                     {"logprob", alternative.logprob()},
+                     {"bytes", Bytes(alternative.text())}});
+    }
+    return {{"token", text},
+            {"logprob", token.logprob()},
+            {"bytes", Bytes(model_->TokenText(token.token_id()))},
+            {"top_logprobs", top}};
+  }
+
+  // The completions API's logprobs object for `tokens`.
+  Json CompletionLogprobs(const std::vector<::llmserve::v1::GeneratedToken>& tokens,
+                          size_t text_offset) const {
+    Json out = {{"tokens", Json::array()},
+                {"token_logprobs", Json::array()},
+                {"top_logprobs", Json::array()},
+                {"text_offset", Json::array()}};
+    for (const ::llmserve::v1::GeneratedToken& token : tokens) {
+      const std::string text = (model_->TokenText(token.token_id()));
+      out["tokens"].push_back(text);
+      out["token_logprobs"].push_back(token.logprob());
+      Json top = Json::object();
+      for (const ::llmserve::v1::TokenLogprob& alternative : token.top_logprobs()) {
+        top[(alternative.text())] = alternative.logprob();
+      }
+      out["top_logprobs"].push_back(top);
+      out["text_offset"].push_back(text_offset);
+      text_offset += text.size();
+    }
+    return out;
+  }
+
+  Json Chunk(int index, const Json& delta_or_text, const char* finish_reason,
+             const Json& logprobs) const {
+    Json choice = {{"index", index},
+                   {"logprobs", logprobs.is_null() ? Json() : logprobs},
+                   {"finish_reason", finish_reason ? Json(finish_reason) : Json()}};
+    if (endpoint_ == OpenAiEndpoint::kChatCompletions) {
+      choice["delta"] = delta_or_text;
+    } else {
+      choice["text"] = delta_or_text;
+    }
+    return {{"id", id_},
+            {"object", endpoint_ == OpenAiEndpoint::kChatCompletions ? "chat.completion.chunk"
+                                                                     : "text_completion"},
+            {"created", created_},
+            {"model", model_->name()},
+            {"choices", Json::array({choice})}};
+  }
+
+  Json Usage(int64_t completion_tokens) const {
+    return {{"prompt_tokens", prompt_tokens_},
+            {"completion_tokens", completion_tokens},
+            {"total_tokens", prompt_tokens_ + completion_tokens}};
+  }
+
+  void OnDelta(int index, GenerationDelta delta) {
+    absl::MutexLock lock(&mutex_);
+    Choice& choice = choices_[index];
+    choice.completion_tokens += static_cast<int64_t>(delta.tokens.size());
+    if (!parsed_.stream) {
+      choice.text += delta.text;
+      for (auto& token : delta.tokens) choice.tokens.push_back(std::move(token));
+      return;
+    }
+    Json logprobs;
+    if (parsed_.logprobs && !delta.tokens.empty()) {
+      if (endpoint_ == OpenAiEndpoint::kChatCompletions) {
+        logprobs = {{"content", Json::array()}};
+        for (const auto& token : delta.tokens) logprobs["content"].push_back(ChatLogprob(token));
+      } else {
+        logprobs = CompletionLogprobs(delta.tokens, choice.text.size());
+      }
+    }
+    choice.text += delta.text;  // kept for text offsets
+    if (delta.text.empty() && logprobs.is_null()) return;
+    const Json content = endpoint_ == OpenAiEndpoint::kChatCompletions
+                             ? Json{{"content", delta.text}}
+                             : Json(delta.text);
+    writer_->Write(http::FormatSseEvent(Dump(Chunk(index, content, nullptr, logprobs))));
+  }
+
+  void OnFinish(int index, const GenerationResult* result, const absl::Status& error) {
+    bool all_done = false;
+    {
+      absl::MutexLock lock(&mutex_);
+      Choice& choice = choices_[index];
+      choice.done = true;
+      if (result != nullptr) {
+        choice.finish_reason = FinishReasonName(result->finish_reason);
+        choice.completion_tokens = result->usage.completion_tokens();
+      } else {
+        choice.error = error;
+      }
+      if (parsed_.stream) {
+        if (result != nullptr) {
+          const Json empty =
+              endpoint_ == OpenAiEndpoint::kChatCompletions ? Json::object() : Json("");
+          writer_->Write(
+              http::FormatSseEvent(Dump(Chunk(index, empty, choice.finish_reason, Json()))));
+        } else {
+          const common::HttpError http_error = common::ToHttpError(error);
+          writer_->Write(http::FormatSseEvent(http_error.body));
+        }
+      }
+      all_done = ++finished_ == parsed_.n;
+    }
+    if (all_done) Complete();
+  }
+
+  void Complete() {
+    absl::MutexLock lock(&mutex_);
+    // The generations hold observers that hold this job: let go of them to break the cycle.
+    generations_.clear();
+    int64_t completion_tokens = 0;
+    absl::StatusCode code = absl::StatusCode::kOk;
+    for (const Choice& choice : choices_) {
+      completion_tokens += choice.completion_tokens;
+      if (code == absl::StatusCode::kOk) code = choice.error.code();
+    }
+    if (on_done_) on_done_(completion_tokens, code);
+    if (parsed_.stream) {
+      if (parsed_.include_usage) {
+        Json usage_chunk = Chunk(0, Json(), nullptr, Json());
+        usage_chunk["choices"] = Json::array();
+        usage_chunk["usage"] = Usage(completion_tokens);
+        writer_->Write(http::FormatSseEvent(Dump(usage_chunk)));
+      }
+      writer_->Write(std::string(http::kSseDone));
+      writer_->Finish();
+      return;
+    }
+    for (const Choice& choice : choices_) {
+      if (!choice.error.ok()) return SendOpenAiError(*writer_, choice.error);
+    }
+    Json choices = Json::array();
+    for (int i = 0; i < parsed_.n; ++i) {
+      const Choice& choice = choices_[i];
+      Json entry = {{"index", i}, {"finish_reason", choice.finish_reason}};
+      Json logprobs;
+      if (parsed_.logprobs) {
+        if (endpoint_ == OpenAiEndpoint::kChatCompletions) {
+          logprobs = {{"content", Json::array()}};
+          for (const auto& token : choice.tokens) logprobs["content"].push_back(ChatLogprob(token));
+        } else {
+          logprobs = CompletionLogprobs(choice.tokens, 0);
+        }
+      }
+      entry["logprobs"] = logprobs;
+      if (endpoint_ == OpenAiEndpoint::kChatCompletions) {
+        entry["message"] = {{"role", "assistant"}, {"content", choice.text}};
+      } else {
+        entry["text"] = choice.text;
+      }
+      choices.push_back(std::move(entry));
+    }
+    const Json response = {
+        {"id", id_},
+        {"object",
+         endpoint_ == OpenAiEndpoint::kChatCompletions ? "chat.completion" : "text_completion"},
+        {"created", created_},
+        {"model", model_->name()},
+        {"choices", choices},
+        {"usage", Usage(completion_tokens)}};
+    writer_->Send(200, {{"content-type", "application/json"}}, Dump(response));
+  }
+
+  const OpenAiEndpoint endpoint_;
+  const OpenAiRequest parsed_;
+  const std::shared_ptr<const ServedModel> model_;
+  std::shared_ptr<http::ResponseWriter> writer_;
+  const std::string id_;
+  const int64_t created_;
+  const int64_t prompt_tokens_;
+  std::shared_ptr<std::atomic<int>> active_;
+  std::function<void(int64_t, absl::StatusCode)> on_done_;
+  absl::Mutex mutex_;
+  std::vector<Choice> choices_ ABSL_GUARDED_BY(mutex_);
+  int finished_ ABSL_GUARDED_BY(mutex_) = 0;
+  std::vector<std::shared_ptr<Generation>> generations_ ABSL_GUARDED_BY(mutex_);
+};
+
+}  // namespace
+
+void SendOpenAiError(http::ResponseWriter& writer, const absl::Status& status,
+                     absl::Duration retry_after) {
+  const common::HttpError error = common::ToHttpError(status);
+  http::HttpHeaders headers = {{"content-type", "application/json"}};
+  if (retry_after > absl::ZeroDuration()) {
+    headers.push_back({"retry-after", absl::StrCat(absl::ToInt64Seconds(
+                                          absl::Ceil(retry_after, absl::Seconds(1))))});
+  }
+  writer.Send(error.http_status, std::move(headers), error.body);
+}
+
+OpenAiApi::OpenAiApi(WorkerPool* pool, ModelCatalog* catalog, const RequestAdmission* admission,
+                     InferenceServiceOptions options, std::function<std::string()> metrics_text)
+    : pool_(pool),
+      catalog_(catalog),
+      admission_(admission),
+      options_(std::move(options)),
+      metrics_text_(std::move(metrics_text)) {}
+
+void OpenAiApi::Handle(http::HttpRequest request, std::shared_ptr<http::ResponseWriter> writer) {
+  const std::string& path = request.path;
+  const bool get = request.method == "GET" || request.method == "HEAD";
+  const bool post = request.method == "POST";
+  if (path == "/healthz" && get) {
+    return writer->Send(200, {{"content-type", "application/json"}}, R"({"status":"ok"})");
+  }
+  if (path == "/readyz" && get) {
+    if (!draining_ && pool_->AnyReady()) {
+      return writer->Send(200, {{"content-type", "application/json"}}, R"({"status":"ready"})");
+    }
+    return SendOpenAiError(*writer, absl::UnavailableError(draining_ ? "the gateway is draining"
+                                                                     : "no worker is ready"));
+  }
+  if (path == "/metrics" && get && metrics_text_) {
+    return writer->Send(200, {{"content-type", "text/plain; version=0.0.4"}}, metrics_text_());
+  }
+  if (path == "/v1/models" && get) return HandleModels(request, *writer);
+  if (path == "/v1/completions" && post) {
+    return HandleGeneration(OpenAiEndpoint::kCompletions, request, std::move(writer));
+  }
+  if (path == "/v1/chat/completions" && post) {
+    return HandleGeneration(OpenAiEndpoint::kChatCompletions, request, std::move(writer));
+  }
+  const bool known = path == "/healthz" || path == "/readyz" || path == "/metrics" ||
+                     path == "/v1/models" || path == "/v1/completions" ||
+                     path == "/v1/chat/completions";
+  if (known) {
+    return writer->Send(
+        405, {{"content-type", "application/json"}},
+        Dump({{"error",
+               {{"message", absl::StrCat(request.method, " is not allowed on ", path)},
+                {"type", "invalid_request_error"},
+                {"param", nullptr},
+                {"code", "method_not_allowed"}}}}));
+  }
+  SendOpenAiError(*writer, absl::NotFoundError(absl::StrCat("no such endpoint: ", path)));
+}
+
+void OpenAiApi::HandleModels(const http::HttpRequest& request, http::ResponseWriter& writer) {
+  absl::StatusOr<Principal> principal = admission_->Authenticate(request.Header("authorization"));
+  if (!principal.ok()) return SendOpenAiError(writer, principal.status());
+  Json data = Json::array();
+  for (const ModelCatalog::ModelSummary& summary : catalog_->List()) {
+    if (summary.ready_workers == 0) continue;
+    data.push_back({{"id", summary.info->model_name()},
+                    {"object", "model"},
+                    {"created", 0},
+                    {"owned_by", "llmserve"},
+                    {"max_model_len", summary.info->max_model_len()}});
+  }
+  writer.Send(200, {{"content-type", "application/json"}},
+              Dump({{"object", "list"}, {"data", data}}));
+}
+
+void OpenAiApi::HandleGeneration(OpenAiEndpoint endpoint, const http::HttpRequest& request,
+                                 std::shared_ptr<http::ResponseWriter> writer) {
+  const absl::Time arrival = absl::Now();
+  std::string model_name;
+  // Refusals are counted like finished requests.
+  auto refuse = [&](const absl::Status& status, absl::Duration retry_after = absl::ZeroDuration()) {
+    if (options_.metrics != nullptr) {
+      options_.metrics->OnRequestDone("http", model_name, status.code(),
+                                      absl::ToDoubleSeconds(absl::Now() - arrival));
+    }
+    SendOpenAiError(*writer, status, retry_after);
+  };
+  if (draining_) {
+    return SendOpenAiError(
+        *writer,
+        absl::UnavailableError("the gateway is draining (shutting down); retry elsewhere"));
+  }
+  absl::StatusOr<Principal> principal = admission_->Authenticate(request.Header("authorization"));
+  if (!principal.ok()) return refuse(principal.status());
+  absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(endpoint, request.body);
+  if (!parsed.ok()) return refuse(parsed.status());
+  model_name = parsed->request.model();
+  absl::StatusOr<std::shared_ptr<const ServedModel>> model =
+      catalog_->Resolve(parsed->request.model());
+  if (!model.ok()) return refuse(model.status());
+  model_name = (*model)->name();
+  std::vector<PreparedRequest> requests;
+  for (int i = 0; i < parsed->n; ++i) {
+    ::llmserve::v1::GenerateRequest choice = parsed->request;
+    if (i > 0 && choice.sampling().has_seed()) {
+      // Distinct but reproducible choices.
+      choice.mutable_sampling()->set_seed(choice.sampling().seed() + i);
+    }
+    absl::StatusOr<PreparedRequest> prepared =
+        PrepareRequest(choice, *model, options_.limits, RenderChatPrompt);
+    if (!prepared.ok()) return refuse(prepared.status());
+    requests.push_back(*std::move(prepared));
+  }
+  const int prompt_tokens = requests[0].worker_request.prompt_token_ids_size();
+  const int64_t max_tokens = requests[0].worker_request.max_tokens();
+  absl::Duration retry_after;
+  absl::StatusOr<RequestAdmission::Admitted> admitted =
+      admission_->Acquire(*principal, prompt_tokens + parsed->n * max_tokens, &retry_after);
+  if (!admitted.ok()) return refuse(admitted.status(), retry_after);
+
+  GenerationOptions generation;
+  generation.deadline = absl::Now() + options_.request_timeout;
+  generation.max_attempts = options_.max_attempts;
+  generation.metrics = options_.metrics;
+  generation.api = "http";
+  if (options_.isolate_cache_per_principal) generation.cache_salt = principal->name;
+  const std::string id = absl::StrCat(
+      endpoint == OpenAiEndpoint::kChatCompletions ? "chatcmpl-" : "cmpl-", requests[0].request_id);
+  const RequestAdmission* admission = admission_;
+  auto admission_state = std::make_shared<RequestAdmission::Admitted>(*std::move(admitted));
+  const int64_t reserved = parsed->n * max_tokens;
+  auto job = std::make_shared<OpenAiJob>(
+      endpoint, *std::move(parsed), *std::move(model), std::move(writer), id, prompt_tokens,
+      active_,
+      [admission, admission_state, reserved, arrival, model_name, metrics = options_.metrics](
+          int64_t completion_tokens, absl::StatusCode code) {
+        if (metrics != nullptr) {
+          metrics->OnRequestDone("http", model_name, code,
+                                 absl::ToDoubleSeconds(absl::Now() - arrival));
+        }
+        admission->ChargeTokens(admission_state->principal, completion_tokens - reserved);
+        admission_state->permit.reset();
+      });
+  job->Start(pool_, requests, generation);
+}
+
+}  // namespace llmserve::gateway

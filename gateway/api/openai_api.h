@@ -1,0 +1,62 @@
+// The OpenAI-compatible HTTP API on the gateway's HTTP server:
+//   POST /v1/completions, POST /v1/chat/completions   (stream: true -> SSE, data: [DONE])
+//   GET  /v1/models
+//   GET  /healthz (liveness), /readyz (a worker is ready and the gateway is not draining),
+//        /metrics (Prometheus text)
+// Requests go through the same admission, prompt preparation and Generation as the gRPC API;
+// `n` choices run as n generations (seeds seed, seed+1, ... when a seed is given). Errors use
+// OpenAI's JSON shape with the HTTP status of common/status/http_error.h; 429 carries
+// retry-after. A client that disconnects cancels its generations, which frees the workers'
+// blocks at once.
+//
+// Thread-safe: Handle is called on the HTTP server's I/O threads and never blocks.
+
+#ifndef LLMSERVE_GATEWAY_API_OPENAI_API_H_
+#define LLMSERVE_GATEWAY_API_OPENAI_API_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "gateway/api/inference_service.h"
+#include "gateway/api/model_catalog.h"
+#include "gateway/api/openai_request.h"
+#include "gateway/http/http_request.h"
+#include "gateway/http/response_writer.h"
+#include "gateway/router/worker_pool.h"
+
+namespace llmserve::gateway {
+
+class OpenAiApi {
+ public:
+  // `metrics_text` renders /metrics (may be null: 404).
+  OpenAiApi(WorkerPool* pool, ModelCatalog* catalog, const RequestAdmission* admission,
+            InferenceServiceOptions options, std::function<std::string()> metrics_text);
+
+  void Handle(http::HttpRequest request, std::shared_ptr<http::ResponseWriter> writer);
+
+  void StartDrain() { draining_ = true; }
+  int active_requests() const { return active_->load(); }
+
+ private:
+  void HandleGeneration(OpenAiEndpoint endpoint, const http::HttpRequest& request,
+                        std::shared_ptr<http::ResponseWriter> writer);
+  void HandleModels(const http::HttpRequest& request, http::ResponseWriter& writer);
+
+  WorkerPool* const pool_;
+  ModelCatalog* const catalog_;
+  const RequestAdmission* const admission_;
+  const InferenceServiceOptions options_;
+  const std::function<std::string()> metrics_text_;
+  std::atomic<bool> draining_{false};
+  std::shared_ptr<std::atomic<int>> active_ = std::make_shared<std::atomic<int>>(0);
+};
+
+// Sends `status` as an OpenAI error, with retry-after when given (429).
+void SendOpenAiError(http::ResponseWriter& writer, const absl::Status& status,
+                     absl::Duration retry_after = absl::ZeroDuration());
+
+}  // namespace llmserve::gateway
+
+#endif  // LLMSERVE_GATEWAY_API_OPENAI_API_H_

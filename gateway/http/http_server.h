@@ -1,0 +1,97 @@
+// HttpServer: an asynchronous HTTP/1.1 server (Boost.Beast parser, Asio sockets, C++20
+// coroutines) for the gateway's OpenAI-compatible API. Generic: every request goes to one Handler,
+// which answers through a ResponseWriter (gateway/http/response_writer.h), at once or later from
+// any thread; streamed responses (SSE) hold no thread, so one I/O thread serves thousands of them.
+//
+//   auto server = HttpServer::Start({.port = 8080}, [](HttpRequest request,
+//                                                      std::shared_ptr<ResponseWriter> writer) {
+//     writer->Send(200, {{"content-type", "text/plain"}}, "ok\n");
+//   });
+//   ...
+//   (*server)->StopAccepting();              // SIGTERM: refuse new connections, finish streams
+//   (*server)->Shutdown(absl::Seconds(30));  // then close what is left and join the threads
+//
+// What the server answers itself, as OpenAI-style JSON errors, closing the connection: 400 for a
+// malformed request, 413 for a body over max_body_bytes (as soon as the headers announce it,
+// without reading the body), 431 for headers over max_header_bytes, 500 when a handler drops its
+// writer without answering. A connection whose headers do not arrive in time is closed silently.
+//
+// Connections: keep-alive (one request at a time; pipelined requests wait their turn),
+// "connection: close", HTTP/1.0, HEAD (the handler's body is not sent), "expect: 100-continue".
+// While a response is pending the server keeps reading the socket, so a client who disconnects is
+// noticed at once and the writer's on_close runs. After StopAccepting, idle keep-alive connections
+// are closed and busy ones close after their current response.
+//
+// Timeouts: a new connection must deliver its first request's headers within header_timeout; a
+// kept-alive connection may sit idle for idle_timeout, and once the next request starts its headers
+// get header_timeout. Reading a body and every socket write must complete within idle_timeout.
+//
+// Thread-safety: all methods are thread-safe and may be called from handlers, except Shutdown and
+// the destructor, which join the I/O threads and so must not run on one (Shutdown checks this).
+
+#ifndef LLMSERVE_GATEWAY_HTTP_HTTP_SERVER_H_
+#define LLMSERVE_GATEWAY_HTTP_HTTP_SERVER_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "gateway/http/http_request.h"
+#include "gateway/http/response_writer.h"
+
+namespace llmserve::gateway::http {
+
+struct HttpServerOptions {
+  // A numeric IPv4/IPv6 address or a host name to resolve (the first address is used).
+  std::string host = "0.0.0.0";
+  int port = 0;  // 0 picks a free port; see HttpServer::port()
+  int io_threads = 1;
+  size_t max_body_bytes = size_t{1} << 20;
+  size_t max_header_bytes = 16 * 1024;
+  // A streaming client this far behind (bytes written but not yet sent) is disconnected, which
+  // runs on_close. 0 = unlimited. Producers should watch buffered_bytes() long before this.
+  size_t max_buffered_bytes = size_t{64} << 20;
+  absl::Duration idle_timeout = absl::Seconds(60);
+  absl::Duration header_timeout = absl::Seconds(10);
+  int listen_backlog = 4096;
+};
+
+class HttpServer {
+ public:
+  // Binds, listens and starts the I/O threads. UNAVAILABLE naming the address when it cannot
+  // listen; INVALID_ARGUMENT for bad options.
+  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const HttpServerOptions& options,
+                                                           Handler handler);
+
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+  // Shutdown(absl::ZeroDuration()) unless already shut down.
+  ~HttpServer();
+
+  // The port listened on (the chosen one when options.port was 0).
+  int port() const;
+
+  // Stops accepting (new connections are refused from when this returns), closes idle keep-alive
+  // connections and makes busy ones close after their current response. Idempotent.
+  void StopAccepting();
+
+  // StopAccepting, waits up to `grace` for the connections to finish, closes the rest (their
+  // on_close callbacks run) and joins the I/O threads. Writers held elsewhere stay safe to call:
+  // they do nothing. Idempotent.
+  void Shutdown(absl::Duration grace);
+
+  // Open connections (idle keep-alive ones included).
+  int active_connections() const;
+
+  struct Impl;  // public only so that the .cc's helpers can name it
+
+ private:
+  explicit HttpServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace llmserve::gateway::http
+
+#endif  // LLMSERVE_GATEWAY_HTTP_HTTP_SERVER_H_

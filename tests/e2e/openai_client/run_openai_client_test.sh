@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The official `openai` npm client against a real gateway and worker on loopback.
+# Usage: run_openai_client_test.sh BIN_DIR WORK_DIR
+# Exit 77 (skipped) when node/npm are missing or the npm registry cannot be reached.
+set -uo pipefail
+
+bin="$1"
+work="$2"
+here="$(cd "$(dirname "$0")" && pwd)"
+
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  echo "SKIP: node and npm are not installed" >&2
+  exit 77
+fi
+mkdir -p "$work"
+cp "$here/package.json" "$here/package-lock.json" "$work/"
+if [ ! -d "$work/node_modules/openai" ]; then
+  if ! (cd "$work" && timeout 300 npm ci --no-audit --no-fund >"$work/npm.log" 2>&1); then
+    echo "SKIP: npm ci failed (registry unreachable?):" >&2
+    tail -5 "$work/npm.log" >&2
+    exit 77
+  fi
+fi
+
+model="$work/tiny"
+[ -f "$model/config.json" ] || "$bin/llmserve-make-model" --preset tiny --out "$model" >/dev/null
+
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+
+"$bin/llmserve-worker" --model "$model" --host 127.0.0.1 --port 0 --metrics-port -1 \
+  --threads 1 --kv-cache-memory 16MiB >"$work/worker.log" 2>&1 &
+pids+=($!)
+worker_port=""
+for _ in $(seq 1 600); do
+  worker_port="$(grep -o ' on 127.0.0.1:[0-9]*' "$work/worker.log" | head -1 | grep -o '[0-9]*$')"
+  [ -n "$worker_port" ] && break
+  sleep 0.1
+done
+[ -n "$worker_port" ] || { echo "FAIL: worker did not start"; cat "$work/worker.log"; exit 1; }
+
+"$bin/llmserve-gateway" --host 127.0.0.1 --grpc-port 0 --http-port 0 \
+  --workers "127.0.0.1:$worker_port" >"$work/gateway.log" 2>&1 &
+gateway_pid=$!
+pids+=($gateway_pid)
+http_port=""
+for _ in $(seq 1 600); do
+  http_port="$(grep -o 'HTTP on http://127.0.0.1:[0-9]*' "$work/gateway.log" | head -1 | grep -o '[0-9]*$')"
+  if [ -n "$http_port" ] && grep -q "gateway: ready" "$work/gateway.log"; then break; fi
+  sleep 0.1
+done
+grep -q "gateway: ready" "$work/gateway.log" || {
+  echo "FAIL: gateway not ready"; cat "$work/gateway.log"; exit 1; }
+
+(cd "$work" && cp "$here/openai_client_test.mjs" . && \
+  timeout 120 node openai_client_test.mjs "http://127.0.0.1:$http_port/v1" tiny)
+status=$?
+for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+for pid in "${pids[@]}"; do
+  wait "$pid"
+  code=$?
+  if [ "$code" -ne 0 ]; then echo "FAIL: a server exited with $code after SIGTERM"; status=1; fi
+done
+pids=()
+[ "$status" -eq 0 ] || { echo "--- gateway log"; tail -20 "$work/gateway.log"; }
+exit "$status"
