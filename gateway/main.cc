@@ -62,6 +62,14 @@ ABSL_FLAG(absl::Duration, request_timeout, absl::Minutes(10),
           "requests without a client deadline end after this");
 ABSL_FLAG(bool, isolate_cache_per_key, false,
           "never share prefix-cache blocks between keys (per-tenant cache salt)");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: serve the public APIs over TLS");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
+ABSL_FLAG(std::string, worker_tls_ca, "", "PEM CA of the workers' certificates: TLS to workers");
+ABSL_FLAG(std::string, worker_tls_cert, "",
+          "PEM client certificate presented to workers (mutual TLS; needs --worker_tls_ca)");
+ABSL_FLAG(std::string, worker_tls_key, "", "PEM private key of --worker_tls_cert");
+ABSL_FLAG(std::string, worker_tls_server_name, "",
+          "name to check in the workers' certificates when it is not the dialled address");
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "on SIGTERM, how long running requests may take");
 
@@ -156,6 +164,12 @@ absl::StatusOr<llmserve::gateway::GatewayServerOptions> OptionsFromFlags() {
     return absl::InvalidArgumentError("--request_timeout must be positive");
   }
   options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
+  options.tls = {.cert_file = absl::GetFlag(FLAGS_tls_cert),
+                 .key_file = absl::GetFlag(FLAGS_tls_key)};
+  options.worker_tls = {.ca_file = absl::GetFlag(FLAGS_worker_tls_ca),
+                        .cert_file = absl::GetFlag(FLAGS_worker_tls_cert),
+                        .key_file = absl::GetFlag(FLAGS_worker_tls_key)};
+  options.worker_tls_server_name = absl::GetFlag(FLAGS_worker_tls_server_name);
   if (options.drain_timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--drain_timeout must be >= 0");
   }

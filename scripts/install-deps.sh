@@ -14,7 +14,7 @@ packages=(
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev python3
   # real peers in end-to-end tests (a Python gRPC client)
-  python3-grpcio python3-grpc-tools curl
+  python3-grpcio python3-grpc-tools curl openssl
   # fuzzing (libFuzzer comes with clang's runtime); clang-format for `make format`
   clang libclang-rt-14-dev clang-format
 )

@@ -1,5 +1,6 @@
 // Internal to gateway/http: one accepted TCP connection (Connection), what it shares with its
-// server (ServerContext), and the gate through which ResponseWriters reach it (WriterGate).
+// server (ServerContext), and the gate through which ResponseWriters reach it (WriterGate). The
+// same Connection serves plain HTTP and HTTPS: it talks to an HttpStream (http_stream.h).
 //
 // Lifetime: a Connection is owned by the operations and handlers pending on its strand (its read
 // coroutine, a write, a timer, a posted writer call), never by a ResponseWriter, which holds a
@@ -34,6 +35,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "gateway/http/http_server.h"
+#include "gateway/http/http_stream.h"
 #include "gateway/http/response_encoding.h"
 
 namespace llmserve::gateway::http {
@@ -62,6 +64,8 @@ struct ResponseShared {
 struct ServerContext {
   HttpServerOptions options;
   Handler handler;
+  // Set when the options name a certificate and key: every connection then speaks TLS.
+  std::unique_ptr<boost::asio::ssl::context> tls;
   std::shared_ptr<WriterGate> gate = std::make_shared<WriterGate>();
   std::atomic<bool> draining{false};
 
@@ -103,6 +107,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   using Parser = boost::beast::http::request_parser<boost::beast::http::string_body>;
 
   boost::asio::awaitable<void> ReadLoop();
+  // The TLS handshake, within header_timeout (nothing for plain TCP); false when it failed and
+  // the connection closed.
+  boost::asio::awaitable<bool> Handshake();
+  // Waits for the first bytes of a kept-alive connection's next request (or its end).
+  boost::asio::awaitable<boost::system::error_code> WaitForNextRequest();
   // Reads and answers one request; false when the connection should stop reading.
   boost::asio::awaitable<bool> ServeOneRequest();
   boost::asio::awaitable<void> WaitUntilResponseDone();
@@ -135,7 +144,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void ArmTimer(boost::asio::steady_timer& timer, absl::Duration timeout);
   void MarkResponseEnded();
 
-  Socket socket_;
+  HttpStream stream_;
   const boost::asio::any_io_executor executor_;
   ServerContext* const context_;
   std::string remote_address_;

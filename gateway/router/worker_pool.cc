@@ -228,8 +228,13 @@ void WorkerPool::Discover(absl::Time now) {
     worker->address = address;
     grpc::ChannelArguments arguments;
     arguments.SetMaxReceiveMessageSize(kMaxMessageBytes);
-    worker->channel =
-        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), arguments);
+    if (!options_.tls_server_name.empty()) {
+      arguments.SetSslTargetNameOverride(options_.tls_server_name);
+    }
+    worker->channel = grpc::CreateCustomChannel(
+        address,
+        options_.credentials != nullptr ? options_.credentials : grpc::InsecureChannelCredentials(),
+        arguments);
     worker->stub = worker::v1::Worker::NewStub(worker->channel);
     worker->backoff = options_.backoff_initial;
     workers_[address] = std::move(worker);

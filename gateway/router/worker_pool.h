@@ -52,6 +52,11 @@ struct WorkerPoolOptions {
   absl::Duration backoff_initial = absl::Milliseconds(500);
   absl::Duration backoff_max = absl::Seconds(30);
   RoutingOptions routing;
+  // How to reach workers: plaintext by default, TLS / mutual TLS when set.
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  // The name the workers' certificates carry, when it is not the address dialled (workers found by
+  // IP address through DNS usually have certificates for a service name).
+  std::string tls_server_name;
 };
 
 // INVALID_ARGUMENT naming the option: no workers at all, an address without a port, durations

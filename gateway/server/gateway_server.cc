@@ -68,7 +68,16 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(
   if (options.max_concurrency > 0) {
     server->concurrency_ = std::make_unique<ConcurrencyLimiter>(options.max_concurrency, 0);
   }
-  absl::StatusOr<std::unique_ptr<WorkerPool>> pool = WorkerPool::Start(options.pool);
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> server_credentials =
+      common::MakeServerCredentials(options.tls, "");
+  if (!server_credentials.ok()) return server_credentials.status();
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> worker_credentials =
+      common::MakeChannelCredentials(options.worker_tls, "worker_");
+  if (!worker_credentials.ok()) return worker_credentials.status();
+  WorkerPoolOptions pool_options = options.pool;
+  pool_options.credentials = *worker_credentials;
+  pool_options.tls_server_name = options.worker_tls_server_name;
+  absl::StatusOr<std::unique_ptr<WorkerPool>> pool = WorkerPool::Start(pool_options);
   if (!pool.ok()) return pool.status();
   server->pool_ = *std::move(pool);
   GatewayServer* raw = server.get();
@@ -124,7 +133,7 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   const std::string address = absl::StrCat(options.host, ":", options.grpc_port);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &server->grpc_port_);
+  builder.AddListeningPort(address, *server_credentials, &server->grpc_port_);
   builder.RegisterService(server->inference_.get());
   server->grpc_server_ = builder.BuildAndStart();
   if (server->grpc_server_ == nullptr || server->grpc_port_ == 0) {

@@ -23,6 +23,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/metrics/metrics_exposer.h"
+#include "common/tls/grpc_tls.h"
 #include "gateway/api/gateway_metrics.h"
 #include "gateway/api/inference_service.h"
 #include "gateway/api/model_catalog.h"
@@ -63,6 +64,11 @@ struct GatewayServerOptions {
   int64_t max_concurrency = 0;
   InferenceServiceOptions inference;
   absl::Duration drain_timeout = absl::Seconds(30);
+  // TLS on the public gRPC port; empty: plaintext.
+  common::ServerTlsFiles tls;
+  // TLS (with a CA) or mutual TLS (with a client certificate too) towards the workers.
+  common::ClientTlsFiles worker_tls;
+  std::string worker_tls_server_name;
 };
 
 class GatewayServer {

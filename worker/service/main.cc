@@ -45,6 +45,10 @@ ABSL_FLAG(int, threads, 0, "CPU kernel threads (0: one per hardware thread)");
 ABSL_FLAG(
     int, max_queue, 256,
     "requests allowed to wait for a slot before new ones get RESOURCE_EXHAUSTED (0: no limit)");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: serve gRPC over TLS");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA: require client certificates signed by it (mutual TLS with the gateway)");
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "on SIGTERM, how long running requests may take before they are aborted");
 
@@ -125,6 +129,9 @@ absl::StatusOr<llmserve::worker::WorkerServerOptions> OptionsFromFlags() {
   options.threads = absl::GetFlag(FLAGS_threads);
   options.max_queue = absl::GetFlag(FLAGS_max_queue);
   options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
+  options.tls = {.cert_file = absl::GetFlag(FLAGS_tls_cert),
+                 .key_file = absl::GetFlag(FLAGS_tls_key),
+                 .client_ca_file = absl::GetFlag(FLAGS_tls_client_ca)};
   LLMSERVE_RETURN_IF_ERROR(llmserve::worker::ValidateWorkerServerOptions(options));
   return options;
 }

@@ -150,6 +150,10 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
     return absl::UnimplementedError(
         "--backend=cuda: this worker was built without the CUDA backend; use --backend=cpu");
   }
+  // Before the (possibly long) model load: a bad certificate fails at once.
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      common::MakeServerCredentials(options.tls, "");
+  if (!credentials.ok()) return credentials.status();
   std::unique_ptr<WorkerServer> server(new WorkerServer());
   server->options_ = options;
   const std::string model_name = options.served_model_name.empty()
@@ -242,7 +246,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   const std::string address = absl::StrCat(options.host, ":", options.port);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &server->port_);
+  builder.AddListeningPort(address, *credentials, &server->port_);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   builder.RegisterService(server->service_.get());

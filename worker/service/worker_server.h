@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/metrics/metrics_exposer.h"
+#include "common/tls/grpc_tls.h"
 #include "worker/engine/engine.h"
 #include "worker/model/dtype.h"
 #include "worker/service/worker_metrics.h"
@@ -57,6 +58,8 @@ struct WorkerServerOptions {
   // Requests allowed to wait before RESOURCE_EXHAUSTED; 0: no limit.
   int32_t max_queue = 256;
   absl::Duration drain_timeout = absl::Seconds(30);
+  // TLS on the gRPC port (and mutual TLS with a client CA); empty: plaintext.
+  common::ServerTlsFiles tls;
 };
 
 // INVALID_ARGUMENT naming the option (with the flag spelling) for values out of range.

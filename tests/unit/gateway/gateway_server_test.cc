@@ -5,7 +5,9 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -411,6 +413,105 @@ TEST_F(GatewayServerTest, OpenAiClientDisconnectFreesTheWorkers) {
     absl::SleepFor(absl::Milliseconds(5));
   }
   EXPECT_TRUE(idle);
+}
+
+// A CA, a server certificate for 127.0.0.1 and a client certificate, made with the openssl tool.
+bool MakeCertificates(const std::string& dir) {
+  const std::string ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+  std::ofstream(dir + "/san.ext") << "subjectAltName=IP:127.0.0.1,DNS:localhost\n";
+  const std::vector<std::string> commands = {
+      absl::StrCat("openssl req -x509 ", ec, " -keyout ", dir, "/ca.key -out ", dir,
+                   "/ca.pem -days 2 -subj /CN=test-ca"),
+      absl::StrCat("openssl req ", ec, " -keyout ", dir, "/server.key -out ", dir,
+                   "/server.csr -subj /CN=localhost"),
+      absl::StrCat("openssl x509 -req -in ", dir, "/server.csr -CA ", dir, "/ca.pem -CAkey ", dir,
+                   "/ca.key -CAcreateserial -out ", dir, "/server.pem -days 2 -extfile ", dir,
+                   "/san.ext"),
+      absl::StrCat("openssl req ", ec, " -keyout ", dir, "/client.key -out ", dir,
+                   "/client.csr -subj /CN=gateway"),
+      absl::StrCat("openssl x509 -req -in ", dir, "/client.csr -CA ", dir, "/ca.pem -CAkey ", dir,
+                   "/ca.key -CAcreateserial -out ", dir, "/client.pem -days 2"),
+  };
+  for (const std::string& command : commands) {
+    if (std::system((command + " >/dev/null 2>&1").c_str()) != 0) return false;
+  }
+  return true;
+}
+
+TEST(GatewayTlsTest, MutualTlsToWorkersAndTlsForClients) {
+  if (std::system("command -v openssl >/dev/null 2>&1") != 0) GTEST_SKIP() << "no openssl tool";
+  ::llmserve::testing::ScopedTempDir dir("gateway_tls_test");
+  ASSERT_TRUE(::llmserve::testing::WriteTinyModel(dir.path()).ok());
+  ASSERT_TRUE(MakeCertificates(dir.path()));
+  const std::string d = dir.path();
+  absl::StatusOr<std::unique_ptr<worker::WorkerServer>> worker =
+      worker::WorkerServer::Start({.model_dir = d,
+                                   .served_model_name = "tiny",
+                                   .host = "127.0.0.1",
+                                   .port = 0,
+                                   .metrics_port = -1,
+                                   .kv_cache_bytes = 8 << 20,
+                                   .threads = 1,
+                                   .tls = {.cert_file = d + "/server.pem",
+                                           .key_file = d + "/server.key",
+                                           .client_ca_file = d + "/ca.pem"}});
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  const std::string worker_address = absl::StrCat("127.0.0.1:", (*worker)->port());
+
+  GatewayServerOptions options{.host = "127.0.0.1", .grpc_port = 0, .http_port = -1};
+  options.pool.workers = {worker_address};
+  options.pool.probe_interval = absl::Milliseconds(50);
+  options.pool.backoff_initial = absl::Milliseconds(50);
+  options.tls = {.cert_file = d + "/server.pem", .key_file = d + "/server.key"};
+  // Without a client certificate the worker refuses the gateway.
+  options.worker_tls = {.ca_file = d + "/ca.pem"};
+  absl::StatusOr<std::unique_ptr<GatewayServer>> refused = GatewayServer::Start(options);
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  absl::SleepFor(absl::Milliseconds(500));
+  EXPECT_FALSE((*refused)->pool().AnyReady());
+  refused->reset();
+
+  options.worker_tls = {
+      .ca_file = d + "/ca.pem", .cert_file = d + "/client.pem", .key_file = d + "/client.key"};
+  absl::StatusOr<std::unique_ptr<GatewayServer>> gateway = GatewayServer::Start(options);
+  ASSERT_TRUE(gateway.ok()) << gateway.status();
+  const absl::Time deadline = absl::Now() + kPatience;
+  while (!(*gateway)->pool().AnyReady() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_TRUE((*gateway)->pool().AnyReady());
+
+  grpc::SslCredentialsOptions client_tls;
+  std::ifstream ca(d + "/ca.pem");
+  client_tls.pem_root_certs.assign(std::istreambuf_iterator<char>(ca), {});
+  auto stub = ::llmserve::v1::Inference::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", (*gateway)->grpc_port()), grpc::SslCredentials(client_tls)));
+  ::llmserve::v1::GenerateRequest request;
+  request.set_text("over TLS");
+  request.mutable_stopping()->set_max_tokens(3);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
+  ::llmserve::v1::GenerateResponse response;
+  const grpc::Status status = stub->Generate(&context, request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.usage().completion_tokens(), 3u);
+
+  // A plaintext client cannot talk to the TLS port.
+  auto plain = ::llmserve::v1::Inference::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", (*gateway)->grpc_port()), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext plain_context;
+  plain_context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  EXPECT_FALSE(plain->Generate(&plain_context, request, &response).ok());
+
+  // Files are checked at start, naming the problem.
+  options.tls = {.cert_file = d + "/server.pem"};
+  absl::StatusOr<std::unique_ptr<GatewayServer>> half = GatewayServer::Start(options);
+  ASSERT_FALSE(half.ok());
+  EXPECT_NE(half.status().message().find("--tls_key"), absl::string_view::npos);
+  options.tls = {.cert_file = d + "/san.ext", .key_file = d + "/server.key"};
+  absl::StatusOr<std::unique_ptr<GatewayServer>> not_pem = GatewayServer::Start(options);
+  ASSERT_FALSE(not_pem.ok());
+  EXPECT_NE(not_pem.status().message().find("san.ext: not a PEM file"), absl::string_view::npos);
 }
 
 }  // namespace
