@@ -25,6 +25,9 @@ using boost::system::error_code;
 // side. Reading (and discarding) meanwhile keeps the kernel from resetting the connection, which
 // could destroy a response (say a 413) the client has not read yet.
 constexpr absl::Duration kLingerTimeout = absl::Seconds(2);
+// How much a TLS connection reads at once while waiting for a kept-alive client's next request:
+// one TLS record's worth.
+constexpr size_t kTlsWaitReadBytes = 16 * 1024;
 
 std::string FormatRemoteAddress(const Connection::Socket& socket) {
   error_code ec;
@@ -48,8 +51,8 @@ bool IsProtocolError(const error_code& ec) {
 }  // namespace
 
 Connection::Connection(Socket socket, ServerContext* context)
-    : socket_(std::move(socket)),
-      executor_(socket_.get_executor()),
+    : stream_(std::move(socket), context->tls.get()),
+      executor_(stream_.get_executor()),
       context_(context),
       read_deadline_(executor_),
       write_deadline_(executor_),
@@ -74,10 +77,10 @@ void Connection::Start() {
     absl::MutexLock lock(&context_->mu);
     context_->live[this] = weak_from_this();
   }
-  remote_address_ = FormatRemoteAddress(socket_);
+  remote_address_ = FormatRemoteAddress(stream_.socket());
   error_code ec;
   // Stream events are small and latency matters more than packet count.
-  socket_.set_option(asio::ip::tcp::no_delay(true), ec);
+  stream_.socket().set_option(asio::ip::tcp::no_delay(true), ec);
   read_loop_running_ = true;
   asio::co_spawn(executor_, ReadLoop(), [self = shared_from_this()](std::exception_ptr error) {
     if (error == nullptr) return;
@@ -97,9 +100,45 @@ void Connection::Start() {
 
 asio::awaitable<void> Connection::ReadLoop() {
   const std::shared_ptr<Connection> self = shared_from_this();
-  while (co_await ServeOneRequest()) {
+  if (co_await Handshake()) {
+    while (co_await ServeOneRequest()) {
+    }
   }
   read_loop_running_ = false;
+}
+
+asio::awaitable<bool> Connection::Handshake() {
+  if (!stream_.is_tls()) co_return true;
+  // A client that never completes the handshake is held to the same limit as one that never
+  // sends its headers.
+  read_stage_ = ReadStage::kHeader;
+  ArmReadDeadline();
+  const error_code ec = co_await stream_.Handshake();
+  read_stage_ = ReadStage::kOther;
+  DisarmReadDeadline();
+  if (closed_) co_return false;
+  if (ec) {
+    // A port scanner, a plain-HTTP client or a client that does not trust the certificate:
+    // nothing to answer and nothing worth logging per connection.
+    Close();
+    co_return false;
+  }
+  co_return true;
+}
+
+asio::awaitable<error_code> Connection::WaitForNextRequest() {
+  error_code ec;
+  if (stream_.is_tls()) {
+    // Under TLS the TCP socket's readiness is not enough: a pipelined request may already sit in
+    // the TLS layer's buffers, not yet decrypted, with the socket drained. So read instead.
+    const size_t bytes = co_await stream_.async_read_some(
+        buffer_.prepare(kTlsWaitReadBytes), asio::redirect_error(asio::use_awaitable, ec));
+    buffer_.commit(bytes);
+  } else {
+    co_await stream_.socket().async_wait(Socket::wait_read,
+                                         asio::redirect_error(asio::use_awaitable, ec));
+  }
+  co_return ec;
 }
 
 asio::awaitable<bool> Connection::ServeOneRequest() {
@@ -111,7 +150,7 @@ asio::awaitable<bool> Connection::ServeOneRequest() {
   if (requests_started_ > 0 && buffer_.size() == 0) {
     read_stage_ = ReadStage::kIdle;
     ArmReadDeadline();
-    co_await socket_.async_wait(Socket::wait_read, asio::redirect_error(asio::use_awaitable, ec));
+    ec = co_await WaitForNextRequest();
     read_stage_ = ReadStage::kOther;
     DisarmReadDeadline();
     if (Closing()) {
@@ -129,7 +168,7 @@ asio::awaitable<bool> Connection::ServeOneRequest() {
   parser.body_limit(options.max_body_bytes);
   read_stage_ = ReadStage::kHeader;
   ArmReadDeadline();
-  co_await bhttp::async_read_header(socket_, buffer_, parser,
+  co_await bhttp::async_read_header(stream_, buffer_, parser,
                                     asio::redirect_error(asio::use_awaitable, ec));
   read_stage_ = ReadStage::kOther;
   DisarmReadDeadline();
@@ -165,7 +204,7 @@ asio::awaitable<bool> Connection::ServeOneRequest() {
     }
     read_stage_ = ReadStage::kBody;
     ArmReadDeadline();
-    co_await bhttp::async_read(socket_, buffer_, parser,
+    co_await bhttp::async_read(stream_, buffer_, parser,
                                asio::redirect_error(asio::use_awaitable, ec));
     read_stage_ = ReadStage::kOther;
     DisarmReadDeadline();
@@ -224,8 +263,10 @@ asio::awaitable<void> Connection::DrainUntilClosed() {
   buffer_.consume(buffer_.size());
   while (!closed_) {
     error_code ec;
-    co_await socket_.async_read_some(asio::buffer(scratch),
-                                     asio::redirect_error(asio::use_awaitable, ec));
+    // Raw TCP reads also under TLS: after our close_notify nothing the client sends is read as
+    // TLS any more (HttpStream::AsyncShutdownSend), only discarded.
+    co_await stream_.socket().async_read_some(asio::buffer(scratch),
+                                              asio::redirect_error(asio::use_awaitable, ec));
     if (ec) break;
   }
   Close();
@@ -413,7 +454,7 @@ void Connection::StartWrite() {
   buffers.reserve(in_flight_.size());
   for (const std::string& piece : in_flight_) buffers.push_back(asio::buffer(piece));
   ArmTimer(write_deadline_, context_->options.idle_timeout);
-  asio::async_write(socket_, buffers,
+  asio::async_write(stream_, buffers,
                     [self = shared_from_this()](const error_code& ec, size_t bytes) {
                       self->OnWritten(ec, bytes);
                     });
@@ -470,13 +511,13 @@ void Connection::Drain() {
 void Connection::CloseGracefully() {
   if (closed_ || lingering_) return;
   lingering_ = true;
-  error_code ec;
-  socket_.shutdown(Socket::shutdown_send, ec);
-  if (ec) {
-    Close();
-    return;
-  }
   ArmTimer(read_deadline_, kLingerTimeout);
+  // Plain TCP calls back before returning; TLS once close_notify is written, or within the
+  // linger deadline, which closes the socket.
+  stream_.AsyncShutdownSend([self = shared_from_this()](const error_code& ec) {
+    if (ec) self->Close();
+  });
+  if (closed_) return;
   if (read_loop_running_) {
     response_done_.cancel();  // a waiting read loop wakes and drains; a reading one sees EOF
   } else {
@@ -490,8 +531,9 @@ void Connection::Close() {
   if (shared_ != nullptr && response_state_ != ResponseState::kEnded) shared_->closed = true;
   FireOnClose();
   error_code ec;
-  socket_.shutdown(Socket::shutdown_both, ec);
-  socket_.close(ec);
+  // Under TLS too: a connection closed this way failed or timed out, so no close_notify.
+  stream_.socket().shutdown(Socket::shutdown_both, ec);
+  stream_.socket().close(ec);
   read_deadline_.cancel();
   write_deadline_.cancel();
   response_done_.cancel();

@@ -77,6 +77,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
  public:
   using Socket = boost::asio::ip::tcp::socket;  // its executor is this connection's strand
 
+  // Speaks TLS when context->tls is set. Throws if OpenSSL cannot allocate the session.
   Connection(Socket socket, ServerContext* context);
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;

@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/base/logging.h"
 #include "gateway/http/connection.h"
+#include "gateway/http/http_stream.h"
 
 namespace llmserve::gateway::http {
 namespace {
@@ -82,8 +83,13 @@ void HttpServer::Impl::OnAccept(const error_code& ec, tcp::socket socket) {
     });
     return;
   }
-  auto connection = std::make_shared<Connection>(std::move(socket), &context);
-  connection->Start();
+  try {
+    auto connection = std::make_shared<Connection>(std::move(socket), &context);
+    connection->Start();
+  } catch (const std::exception& e) {
+    // OpenSSL could not set up the session (out of memory): drop this client, keep accepting.
+    LLMSERVE_LOG(ERROR) << "HTTP connection setup failed: " << e.what();
+  }
   AcceptNext();
 }
 
@@ -186,11 +192,23 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
   if (options.port < 0 || options.port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("HttpServer: invalid port ", options.port));
   }
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return absl::InvalidArgumentError(
+        options.tls_key_file.empty()
+            ? "HttpServer: tls_cert_file is set but tls_key_file is not (TLS needs both)"
+            : "HttpServer: tls_key_file is set but tls_cert_file is not (TLS needs both)");
+  }
   const std::string address = absl::StrCat(options.host, ":", options.port);
   try {
     auto impl = std::make_unique<Impl>();
     impl->context.options = options;
     impl->context.handler = std::move(handler);
+    if (!options.tls_cert_file.empty()) {
+      absl::StatusOr<std::unique_ptr<asio::ssl::context>> tls =
+          MakeServerTlsContext(options.tls_cert_file, options.tls_key_file);
+      if (!tls.ok()) return tls.status();
+      impl->context.tls = *std::move(tls);
+    }
     impl->io = std::make_unique<asio::io_context>(options.io_threads);
 
     error_code ec;

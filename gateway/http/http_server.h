@@ -56,12 +56,18 @@ struct HttpServerOptions {
   absl::Duration idle_timeout = absl::Seconds(60);
   absl::Duration header_timeout = absl::Seconds(10);
   int listen_backlog = 4096;
+  // PEM files; both or neither. With them the server speaks HTTPS only (TLS 1.2 or later; a
+  // client that fails the handshake within header_timeout is disconnected). The certificate file
+  // may hold the chain after the server's certificate. The key must not be encrypted.
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 class HttpServer {
  public:
   // Binds, listens and starts the I/O threads. UNAVAILABLE naming the address when it cannot
-  // listen; INVALID_ARGUMENT for bad options.
+  // listen; INVALID_ARGUMENT for bad options, naming the file when a TLS certificate or key cannot
+  // be loaded or they do not match.
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const HttpServerOptions& options,
                                                            Handler handler);
 

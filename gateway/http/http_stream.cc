@@ -36,8 +36,8 @@ absl::StatusOr<std::unique_ptr<ssl::context>> MakeServerTlsContext(const std::st
     if (!ec) context->use_certificate_chain_file(cert_file, ec);
     if (ec) {
       ERR_clear_error();
-      return absl::InvalidArgumentError(absl::StrCat("HttpServer: cannot load tls_cert_file ",
-                                                     cert_file, ": ", ec.message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("HttpServer: cannot load tls_cert_file ", cert_file, ": ", ec.message()));
     }
     // OpenSSL also checks here that the key belongs to the certificate.
     context->use_private_key_file(key_file, ssl::context::pem, ec);

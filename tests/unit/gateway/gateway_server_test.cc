@@ -4,6 +4,8 @@
 #include "gateway/server/gateway_server.h"
 
 #include <grpcpp/grpcpp.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -14,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
@@ -413,6 +416,50 @@ TEST_F(GatewayServerTest, OpenAiClientDisconnectFreesTheWorkers) {
     absl::SleepFor(absl::Milliseconds(5));
   }
   EXPECT_TRUE(idle);
+}
+
+// An HS256 JWT (signed here with OpenSSL, independently of the gateway's verifier).
+std::string SignHs256(const nlohmann::json& header, const nlohmann::json& claims,
+                      const std::string& secret) {
+  const std::string input = absl::StrCat(absl::WebSafeBase64Escape(header.dump()), ".",
+                                         absl::WebSafeBase64Escape(claims.dump()));
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+       reinterpret_cast<const unsigned char*>(input.data()), input.size(), mac, &length);
+  return absl::StrCat(
+      input, ".",
+      absl::WebSafeBase64Escape(absl::string_view(reinterpret_cast<const char*>(mac), length)));
+}
+
+TEST_F(GatewayServerTest, JwtsOnBothApis) {
+  const std::string secret = "0123456789abcdef0123456789abcdef-secret";
+  std::ofstream(dir_.File("jwt.secret")) << secret << "\n";
+  StartGateway({.jwt_hs256_secret_file = dir_.File("jwt.secret"), .jwt_audience = "llmserve"});
+  const int64_t now = absl::ToUnixSeconds(absl::Now());
+  const nlohmann::json hs256 = {{"alg", "HS256"}, {"typ", "JWT"}};
+  const std::string valid =
+      SignHs256(hs256, {{"sub", "alice"}, {"aud", "llmserve"}, {"exp", now + 600}}, secret);
+  const std::string expired =
+      SignHs256(hs256, {{"sub", "alice"}, {"aud", "llmserve"}, {"exp", now - 600}}, secret);
+  const std::string wrong_audience =
+      SignHs256(hs256, {{"sub", "alice"}, {"aud", "other"}, {"exp", now + 600}}, secret);
+  const std::string unsigned_token =
+      absl::StrCat(absl::WebSafeBase64Escape(R"({"alg":"none"})"), ".",
+                   absl::WebSafeBase64Escape(R"({"sub":"mallory","aud":"llmserve"})"), ".");
+  const std::string body = R"({"prompt": "x", "max_tokens": 2})";
+  const int port = gateway_->http_port();
+  auto bearer = [](const std::string& token) {
+    return absl::StrCat("authorization: Bearer ", token, "\r\n");
+  };
+  EXPECT_EQ(Post(port, "/v1/completions", body, bearer(valid)).status, 200);
+  for (const std::string& bad : {expired, wrong_audience, unsigned_token}) {
+    const auto refused = Post(port, "/v1/completions", body, bearer(bad));
+    EXPECT_EQ(refused.status, 401) << refused.body;
+    EXPECT_EQ(Stream(TextRequest("x", 2), bad).status.error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  EXPECT_TRUE(Stream(TextRequest("x", 2), valid).status.ok());
 }
 
 // A CA, a server certificate for 127.0.0.1 and a client certificate, made with the openssl tool.

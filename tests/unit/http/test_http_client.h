@@ -1,6 +1,7 @@
 // A blocking HTTP/1.1 client on plain POSIX sockets for the HTTP server's tests: it sends raw
 // bytes (so tests can send garbage) and parses responses itself (content-length, chunked, or until
 // close), keeping chunk boundaries. Every socket call has a 10 s timeout so no test can hang.
+// ConnectTls speaks the same over TLS (OpenSSL), verifying the server's certificate.
 //
 // Not thread-safe: one client per thread at a time.
 
@@ -14,6 +15,8 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+
+struct ssl_st;  // OpenSSL's SSL, kept out of the tests' includes
 
 namespace llmserve::gateway::http::testing {
 
@@ -34,6 +37,12 @@ class TestHttpClient {
  public:
   // nullptr when the connection fails; `error` (if given) receives errno.
   static std::unique_ptr<TestHttpClient> Connect(int port, int* error = nullptr);
+  // Connects and completes a TLS handshake, trusting only the PEM certificate(s) in `ca_file` and
+  // requiring a certificate for `host` (a DNS name or an IP address). nullptr on failure, with
+  // OpenSSL's reason in `error` (if given).
+  static std::unique_ptr<TestHttpClient> ConnectTls(int port, const std::string& ca_file,
+                                                    const std::string& host = "localhost",
+                                                    std::string* error = nullptr);
   ~TestHttpClient();
 
   bool Send(absl::string_view data);
@@ -46,18 +55,22 @@ class TestHttpClient {
   // For a chunked body: the next chunk's data, "" for the last chunk, nullopt on error.
   std::optional<std::string> ReadChunk();
   // True when the server closes the connection (EOF or reset) before `timeout_ms`, having sent no
-  // more bytes than are already buffered.
+  // more bytes than are already buffered. Under TLS the server's close_notify counts as closing.
   bool WaitForClose(int timeout_ms = 10000);
+  // Abruptly, like a client that goes away: no TLS close_notify.
   void Close();
   int fd() const { return fd_; }
 
  private:
   explicit TestHttpClient(int fd) : fd_(fd) {}
+  // At most `size` bytes into `data`: > 0 bytes read, 0 at the end of the stream, < 0 on error.
+  long Receive(char* data, size_t size);
   bool Fill();
   bool ReadLine(std::string* line);
   bool ReadExact(size_t n, std::string* out);
 
   int fd_;
+  ssl_st* ssl_ = nullptr;  // set for TLS; owns its SSL_CTX reference
   std::string buffer_;
 };
 
