@@ -17,6 +17,8 @@ bool Retryable(grpc::StatusCode code) {
          code == grpc::StatusCode::ABORTED;
 }
 
+std::atomic<int> live_generations{0};
+
 // Worker request ids must be unique on the worker; clients' ids need not be.
 std::string WorkerRequestId(const std::string& request_id) {
   static std::atomic<uint64_t> counter{0};
@@ -83,6 +85,7 @@ Generation::Generation(WorkerPool* pool, PreparedRequest request, const Generati
       options_(options),
       observer_(std::move(observer)),
       stop_matcher_(request_.stop_strings) {
+  ++live_generations;
   if (request_.model->tokenizer() != nullptr) {
     const auto& prompt = request_.worker_request.prompt_token_ids();
     detokenizer_.emplace(request_.model->tokenizer(),
@@ -90,6 +93,10 @@ Generation::Generation(WorkerPool* pool, PreparedRequest request, const Generati
                          request_.skip_special_tokens);
   }
 }
+
+Generation::~Generation() { --live_generations; }
+
+int Generation::live_count() { return live_generations.load(); }
 
 void Generation::Cancel() {
   absl::MutexLock lock(&mutex_);

@@ -73,6 +73,11 @@ class Generation : public std::enable_shared_from_this<Generation> {
                                            const GenerationOptions& options,
                                            std::shared_ptr<GenerationObserver> observer);
   void Cancel();
+  ~Generation();
+
+  // Generations alive in this process: a gateway shutting down waits for zero before it destroys
+  // the worker pool they use.
+  static int live_count();
 
  private:
   class WorkerCall;

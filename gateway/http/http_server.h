@@ -26,6 +26,9 @@
 // kept-alive connection may sit idle for idle_timeout, and once the next request starts its headers
 // get header_timeout. Reading a body and every socket write must complete within idle_timeout.
 //
+// TLS: with HttpServerOptions::tls_cert_file and tls_key_file the server speaks HTTPS only, with
+// everything above unchanged (docs/http-server.md, "TLS").
+//
 // Thread-safety: all methods are thread-safe and may be called from handlers, except Shutdown and
 // the destructor, which join the I/O threads and so must not run on one (Shutdown checks this).
 

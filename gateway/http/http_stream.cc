@@ -3,6 +3,9 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <exception>
 #include <utility>
 
@@ -15,10 +18,27 @@ namespace asio = boost::asio;
 namespace ssl = boost::asio::ssl;
 using boost::system::error_code;
 
+namespace {
+
+// OpenSSL reports a missing or unreadable file only as a generic library error.
+absl::Status CheckReadable(const char* option, const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "r");
+  if (file == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("HttpServer: cannot read ", option, " ", path, ": ", std::strerror(errno)));
+  }
+  std::fclose(file);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<ssl::context>> MakeServerTlsContext(const std::string& cert_file,
                                                                    const std::string& key_file) {
   // Asio reports OpenSSL failures by throwing unless given an error_code; the catch is for what
   // has no such overload (the context's constructor).
+  if (absl::Status status = CheckReadable("tls_cert_file", cert_file); !status.ok()) return status;
+  if (absl::Status status = CheckReadable("tls_key_file", key_file); !status.ok()) return status;
   try {
     auto context = std::make_unique<ssl::context>(ssl::context::tls_server);
     SSL_CTX* native = context->native_handle();

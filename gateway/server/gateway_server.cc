@@ -205,6 +205,11 @@ GatewayServer::~GatewayServer() {
   http_server_.reset();
   openai_.reset();
   inference_.reset();
+  // Cancelled generations may still be unwinding on gRPC threads, and they use the pool.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (Generation::live_count() > 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
   pool_.reset();
 }
 
