@@ -47,6 +47,8 @@ ABSL_FLAG(std::string, api_keys_file, "",
           "API keys: lines 'NAME SHA256HEX' (hash of the key), reloaded when the file changes");
 ABSL_FLAG(std::string, jwt_hs256_secret_file, "", "accept HS256 JWTs signed with this secret");
 ABSL_FLAG(std::string, jwt_public_key_file, "", "accept RS256 JWTs signed for this PEM key");
+ABSL_FLAG(std::string, jwt_jwks_file, "",
+          "accept RS256 JWTs signed for a key in this JWKS file (read at start)");
 ABSL_FLAG(std::string, jwt_audience, "", "required JWT 'aud' (empty: not checked)");
 ABSL_FLAG(std::string, jwt_issuer, "", "required JWT 'iss' (empty: not checked)");
 ABSL_FLAG(bool, allow_unauthenticated, false,
@@ -55,6 +57,8 @@ ABSL_FLAG(int64_t, rate_limit_rpm, 0, "requests per minute per key (0: unlimited
 ABSL_FLAG(int64_t, rate_limit_tpm, 0,
           "tokens (prompt + completion) per minute per key (0: unlimited)");
 ABSL_FLAG(int64_t, max_concurrency, 0, "requests in flight at once (0: unlimited)");
+ABSL_FLAG(int64_t, max_queued_requests, 256,
+          "with --max_concurrency: requests that may wait for a slot before 429");
 ABSL_FLAG(int64_t, max_prompt_bytes, 1 << 20, "largest text prompt or rendered chat, in bytes");
 ABSL_FLAG(int, default_max_tokens, 1024, "max_tokens of requests that leave it unset");
 ABSL_FLAG(int, max_attempts, 3, "workers tried for a request that fails before its first token");
@@ -134,12 +138,17 @@ absl::StatusOr<llmserve::gateway::GatewayServerOptions> OptionsFromFlags() {
   options.api_keys_file = absl::GetFlag(FLAGS_api_keys_file);
   options.jwt_hs256_secret_file = absl::GetFlag(FLAGS_jwt_hs256_secret_file);
   options.jwt_public_key_file = absl::GetFlag(FLAGS_jwt_public_key_file);
+  options.jwt_jwks_file = absl::GetFlag(FLAGS_jwt_jwks_file);
   options.jwt_audience = absl::GetFlag(FLAGS_jwt_audience);
   options.jwt_issuer = absl::GetFlag(FLAGS_jwt_issuer);
   options.allow_unauthenticated = absl::GetFlag(FLAGS_allow_unauthenticated);
   options.rate_limit_rpm = absl::GetFlag(FLAGS_rate_limit_rpm);
   options.rate_limit_tpm = absl::GetFlag(FLAGS_rate_limit_tpm);
   options.max_concurrency = absl::GetFlag(FLAGS_max_concurrency);
+  options.max_queued_requests = absl::GetFlag(FLAGS_max_queued_requests);
+  if (options.max_queued_requests < 0) {
+    return absl::InvalidArgumentError("--max_queued_requests must be >= 0");
+  }
   if (options.rate_limit_rpm < 0 || options.rate_limit_tpm < 0 || options.max_concurrency < 0) {
     return absl::InvalidArgumentError(
         "--rate_limit_rpm, --rate_limit_tpm and --max_concurrency must be >= 0");

@@ -65,6 +65,35 @@ class StreamCall final : public grpc::ServerWriteReactor<GenerateStreamResponse>
   void set_on_done(std::function<void(const GenerationResult*, absl::StatusCode)> on_done) {
     on_done_ = std::move(on_done);
   }
+  // Reference counting: gRPC holds one until OnDone, a pending admission another.
+  void Ref() {
+    absl::MutexLock lock(&mutex_);
+    ++refs_;
+  }
+  void Unref() {
+    bool last = false;
+    {
+      absl::MutexLock lock(&mutex_);
+      last = --refs_ == 0;
+    }
+    if (last) delete this;
+  }
+  void set_admission_wait(const RequestAdmission* admission, ConcurrencyLimiter::WaitId wait) {
+    absl::MutexLock lock(&mutex_);
+    admission_ = admission;
+    wait_ = wait;
+  }
+  // Starts the generation `start()` returns, unless the client left while the call was queued.
+  template <typename StartFn>
+  void StartGeneration(StartFn start) {
+    bool cancelled = false;
+    {
+      absl::MutexLock lock(&mutex_);
+      cancelled = cancelled_;
+    }
+    if (cancelled) return observer_->OnError(absl::CancelledError("the call was cancelled"));
+    set_generation(start());
+  }
 
   void OnWriteDone(bool ok) override {
     {
@@ -81,6 +110,7 @@ class StreamCall final : public grpc::ServerWriteReactor<GenerateStreamResponse>
       cancelled_ = true;
       generation = generation_;
     }
+    CancelQueuedAdmission();
     if (generation != nullptr) generation->Cancel();
     Pump();
   }
@@ -89,13 +119,30 @@ class StreamCall final : public grpc::ServerWriteReactor<GenerateStreamResponse>
     std::shared_ptr<Generation> generation;
     {
       absl::MutexLock lock(&mutex_);
+      cancelled_ = true;
       generation = generation_;
     }
+    CancelQueuedAdmission();
     if (generation != nullptr) generation->Cancel();  // no-op when it already finished
-    delete this;
+    Unref();
   }
 
  private:
+  // Withdraws a queued admission; true when its callback will never run (its reference is
+  // dropped here).
+  bool CancelQueuedAdmission() {
+    const RequestAdmission* admission = nullptr;
+    ConcurrencyLimiter::WaitId wait = 0;
+    {
+      absl::MutexLock lock(&mutex_);
+      std::swap(wait, wait_);
+      admission = admission_;
+    }
+    if (wait == 0 || admission == nullptr || !admission->CancelWait(wait)) return false;
+    Unref();
+    return true;
+  }
+
   void Add(GenerationDelta delta, const GenerationResult* result, const absl::Status& error) {
     {
       absl::MutexLock lock(&mutex_);
@@ -163,6 +210,9 @@ class StreamCall final : public grpc::ServerWriteReactor<GenerateStreamResponse>
   bool cancelled_ ABSL_GUARDED_BY(mutex_) = false;
   bool finish_called_ ABSL_GUARDED_BY(mutex_) = false;
   std::optional<grpc::Status> finish_status_ ABSL_GUARDED_BY(mutex_);
+  int refs_ ABSL_GUARDED_BY(mutex_) = 1;
+  const RequestAdmission* admission_ ABSL_GUARDED_BY(mutex_) = nullptr;
+  ConcurrencyLimiter::WaitId wait_ ABSL_GUARDED_BY(mutex_) = 0;
   GenerateStreamResponse in_flight_;
 };
 
@@ -228,24 +278,78 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
   void set_on_done(std::function<void(const GenerationResult*, absl::StatusCode)> on_done) {
     on_done_ = std::move(on_done);
   }
+  // Reference counting: gRPC holds one until OnDone, a pending admission another.
+  void Ref() {
+    absl::MutexLock lock(&mutex_);
+    ++refs_;
+  }
+  void Unref() {
+    bool last = false;
+    {
+      absl::MutexLock lock(&mutex_);
+      last = --refs_ == 0;
+    }
+    if (last) delete this;
+  }
+  void set_admission_wait(const RequestAdmission* admission, ConcurrencyLimiter::WaitId wait) {
+    absl::MutexLock lock(&mutex_);
+    admission_ = admission;
+    wait_ = wait;
+  }
+  // Starts the generation `start()` returns, unless the client left while the call was queued.
+  template <typename StartFn>
+  void StartGeneration(StartFn start) {
+    bool cancelled = false;
+    {
+      absl::MutexLock lock(&mutex_);
+      cancelled = cancelled_;
+    }
+    if (cancelled) return observer_->OnError(absl::CancelledError("the call was cancelled"));
+    set_generation(start());
+  }
+
   void OnCancel() override {
     std::shared_ptr<Generation> generation;
     {
       absl::MutexLock lock(&mutex_);
+      cancelled_ = true;
       generation = generation_;
     }
-    // The Generation then ends with CANCELLED, which finishes this call.
+    // Queued: nothing will finish the call but us. Running: the Generation ends with CANCELLED,
+    // which finishes it. About to start: StartGeneration sees the cancel and finishes it.
+    if (CancelQueuedAdmission()) {
+      observer_->OnError(absl::CancelledError("the call was cancelled"));
+    }
     if (generation != nullptr) generation->Cancel();
   }
-  void OnDone() override { delete this; }
+  void OnDone() override { Unref(); }
 
  private:
+  // Withdraws a queued admission; true when its callback will never run (its reference is
+  // dropped here).
+  bool CancelQueuedAdmission() {
+    const RequestAdmission* admission = nullptr;
+    ConcurrencyLimiter::WaitId wait = 0;
+    {
+      absl::MutexLock lock(&mutex_);
+      std::swap(wait, wait_);
+      admission = admission_;
+    }
+    if (wait == 0 || admission == nullptr || !admission->CancelWait(wait)) return false;
+    Unref();
+    return true;
+  }
+
   ::llmserve::v1::GenerateResponse* const response_;
   ActiveGuard active_;
   const std::shared_ptr<Observer> observer_ = std::make_shared<Observer>(this);
   std::function<void(const GenerationResult*, absl::StatusCode)> on_done_;
   absl::Mutex mutex_;
   std::shared_ptr<Generation> generation_ ABSL_GUARDED_BY(mutex_);
+  bool cancelled_ ABSL_GUARDED_BY(mutex_) = false;
+  int refs_ ABSL_GUARDED_BY(mutex_) = 1;
+  const RequestAdmission* admission_ ABSL_GUARDED_BY(mutex_) = nullptr;
+  ConcurrencyLimiter::WaitId wait_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace
@@ -263,29 +367,43 @@ absl::StatusOr<Principal> RequestAdmission::Authenticate(absl::string_view autho
   return principal;
 }
 
-absl::StatusOr<RequestAdmission::Admitted> RequestAdmission::Acquire(
-    const Principal& principal, int64_t tokens, absl::Duration* retry_after) const {
-  Admitted admitted{.principal = principal};
+ConcurrencyLimiter::WaitId RequestAdmission::Admit(const Principal& principal, int64_t tokens,
+                                                   AdmitCallback done) const {
   if (rate_limiter_ != nullptr) {
     const RateLimitDecision decision =
         rate_limiter_->TryAcquire(principal.name, 1, tokens, absl::Now());
     if (!decision.ok()) {
       if (metrics_ != nullptr) metrics_->OnRateLimited();
-      *retry_after = decision.retry_after;
-      return decision.status;
+      std::move(done)(decision.status, decision.retry_after);
+      return 0;
     }
   }
-  if (concurrency_ != nullptr) {
-    std::optional<ConcurrencyLimiter::Permit> permit = concurrency_->TryAcquire();
-    if (!permit.has_value()) {
-      if (metrics_ != nullptr) metrics_->OnRateLimited();
-      *retry_after = absl::Seconds(1);
-      return absl::ResourceExhaustedError(
-          "the gateway is at its concurrency limit (--max_concurrency); retry shortly");
-    }
-    admitted.permit = std::make_shared<ConcurrencyLimiter::Permit>(*std::move(permit));
+  if (concurrency_ == nullptr) {
+    std::move(done)(Admitted{.principal = principal}, absl::ZeroDuration());
+    return 0;
   }
-  return admitted;
+  GatewayMetrics* metrics = metrics_;
+  return concurrency_->Acquire([principal, metrics, done = std::move(done)](
+                                   absl::StatusOr<ConcurrencyLimiter::Permit> permit) mutable {
+    if (!permit.ok()) {
+      if (metrics != nullptr && absl::IsResourceExhausted(permit.status())) {
+        metrics->OnRateLimited();
+      }
+      return std::move(done)(
+          absl::Status(permit.status().code(),
+                       absl::StrCat(permit.status().message(),
+                                    " (the gateway's --max_concurrency and its queue are full)")),
+          absl::Seconds(1));
+    }
+    std::move(done)(
+        Admitted{.principal = principal,
+                 .permit = std::make_shared<ConcurrencyLimiter::Permit>(*std::move(permit))},
+        absl::ZeroDuration());
+  });
+}
+
+bool RequestAdmission::CancelWait(ConcurrencyLimiter::WaitId id) const {
+  return concurrency_ != nullptr && id != 0 && concurrency_->CancelWait(id);
 }
 
 void RequestAdmission::ChargeTokens(const Principal& principal, int64_t tokens) const {
@@ -313,25 +431,16 @@ absl::StatusOr<InferenceService::Started> InferenceService::Prepare(
   absl::StatusOr<PreparedRequest> prepared =
       PrepareRequest(request, *std::move(model), options_.limits, render_chat_);
   if (!prepared.ok()) return prepared.status();
-  absl::Duration retry_after;
   const int64_t tokens = prepared->worker_request.prompt_token_ids_size() +
                          static_cast<int64_t>(prepared->worker_request.max_tokens());
-  absl::StatusOr<RequestAdmission::Admitted> admitted =
-      admission_->Acquire(*principal, tokens, &retry_after);
-  if (!admitted.ok()) {
-    context->AddTrailingMetadata(
-        "retry-after",
-        absl::StrCat(absl::ToInt64Seconds(absl::Ceil(retry_after, absl::Seconds(1)))));
-    return admitted.status();
-  }
-  Started started{.request = *std::move(prepared), .admitted = *std::move(admitted)};
+  Started started{.request = *std::move(prepared), .principal = *principal, .tokens = tokens};
   const absl::Time client_deadline = absl::FromChrono(context->deadline());
   started.generation.deadline = std::min(client_deadline, absl::Now() + options_.request_timeout);
   started.generation.max_attempts = options_.max_attempts;
   started.generation.metrics = options_.metrics;
   started.generation.api = "grpc";
   if (options_.isolate_cache_per_principal) {
-    started.generation.cache_salt = started.admitted.principal.name;
+    started.generation.cache_salt = started.principal.name;
   }
   return started;
 }
@@ -345,20 +454,7 @@ grpc::ServerWriteReactor<GenerateStreamResponse>* InferenceService::GenerateStre
     return new RefusedStream(common::ToGrpcStatus(started.status()));
   }
   auto* call = new StreamCall(started->request.request_id, started->request.model->name(), active_);
-  const RequestAdmission* admission = admission_;
-  auto admitted = std::make_shared<RequestAdmission::Admitted>(std::move(started->admitted));
-  const int64_t max_tokens = started->request.worker_request.max_tokens();
-  call->set_on_done(
-      [this, admission, admitted, max_tokens, arrival, model = started->request.model->name()](
-          const GenerationResult* result, absl::StatusCode code) {
-        RecordDone(model, code, arrival);
-        // Refund the tokens reserved but not generated.
-        const int64_t used = result == nullptr ? 0 : result->usage.completion_tokens();
-        admission->ChargeTokens(admitted->principal, used - max_tokens);
-        admitted->permit.reset();
-      });
-  call->set_generation(
-      Generation::Start(pool_, std::move(started->request), started->generation, call->observer()));
+  Launch(call, context, *std::move(started), arrival);
   return call;
 }
 
@@ -376,20 +472,50 @@ grpc::ServerUnaryReactor* InferenceService::Generate(grpc::CallbackServerContext
   response->set_request_id(started->request.request_id);
   response->set_model(started->request.model->name());
   auto* call = new UnaryCall(response, active_);
+  Launch(call, context, *std::move(started), arrival);
+  return call;
+}
+
+template <typename Call>
+void InferenceService::Launch(Call* call, grpc::CallbackServerContext* context, Started started,
+                              absl::Time arrival) {
   const RequestAdmission* admission = admission_;
-  auto admitted = std::make_shared<RequestAdmission::Admitted>(std::move(started->admitted));
-  const int64_t max_tokens = started->request.worker_request.max_tokens();
+  // Set once admitted; the permit is released and unused tokens refunded when the call ends.
+  auto admitted = std::make_shared<std::shared_ptr<RequestAdmission::Admitted>>();
+  const int64_t max_tokens = started.request.worker_request.max_tokens();
   call->set_on_done(
-      [this, admission, admitted, max_tokens, arrival, model = started->request.model->name()](
+      [this, admission, admitted, max_tokens, arrival, model = started.request.model->name()](
           const GenerationResult* result, absl::StatusCode code) {
         RecordDone(model, code, arrival);
+        if (*admitted == nullptr) return;
         const int64_t used = result == nullptr ? 0 : result->usage.completion_tokens();
-        admission->ChargeTokens(admitted->principal, used - max_tokens);
-        admitted->permit.reset();
+        admission->ChargeTokens((*admitted)->principal, used - max_tokens);
+        (*admitted)->permit.reset();
       });
-  call->set_generation(
-      Generation::Start(pool_, std::move(started->request), started->generation, call->observer()));
-  return call;
+  call->Ref();  // the admission callback's, dropped when it ran (or was cancelled)
+  WorkerPool* pool = pool_;
+  const ConcurrencyLimiter::WaitId wait = admission_->Admit(
+      started.principal, started.tokens,
+      [call, context, admitted, pool, request = std::move(started.request),
+       options = started.generation](absl::StatusOr<RequestAdmission::Admitted> result,
+                                     absl::Duration retry_after) mutable {
+        if (!result.ok()) {
+          if (retry_after > absl::ZeroDuration()) {
+            // The call cannot end before the observer below finishes it: the context is alive.
+            context->AddTrailingMetadata(
+                "retry-after",
+                absl::StrCat(absl::ToInt64Seconds(absl::Ceil(retry_after, absl::Seconds(1)))));
+          }
+          call->observer()->OnError(result.status());
+        } else {
+          *admitted = std::make_shared<RequestAdmission::Admitted>(*std::move(result));
+          call->StartGeneration([&] {
+            return Generation::Start(pool, std::move(request), options, call->observer());
+          });
+        }
+        call->Unref();
+      });
+  call->set_admission_wait(admission_, wait);
 }
 
 void InferenceService::RecordDone(absl::string_view model, absl::StatusCode code,

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -48,10 +49,18 @@ class RequestAdmission {
   };
   // The caller, from an Authorization header value: UNAUTHENTICATED when it is not accepted.
   absl::StatusOr<Principal> Authenticate(absl::string_view authorization) const;
-  // Rate and concurrency limits for a request of `tokens` (prompt + max_tokens):
-  // RESOURCE_EXHAUSTED with `retry_after` set (429 / retry-after header) when over a limit.
-  absl::StatusOr<Admitted> Acquire(const Principal& principal, int64_t tokens,
-                                   absl::Duration* retry_after) const;
+  // Rate limits for a request of `tokens` (prompt + max_tokens), checked now, then a concurrency
+  // slot: now, or from the bounded queue when one frees up. `done` runs exactly once (unless
+  // CancelWait returns true first): with the admission, or with RESOURCE_EXHAUSTED and how long
+  // to wait before retrying (429 / retry-after), or UNAVAILABLE when the gateway shuts down. It
+  // may run on this thread or later on the thread that frees a slot. Returns the queued wait's
+  // id, 0 when `done` already ran.
+  using AdmitCallback =
+      absl::AnyInvocable<void(absl::StatusOr<Admitted> admitted, absl::Duration retry_after) &&>;
+  ConcurrencyLimiter::WaitId Admit(const Principal& principal, int64_t tokens,
+                                   AdmitCallback done) const;
+  // A client left while queued: true when `done` will never run.
+  bool CancelWait(ConcurrencyLimiter::WaitId id) const;
   // Completion tokens, known at the end, counted against the principal's token budget.
   void ChargeTokens(const Principal& principal, int64_t tokens) const;
 
@@ -95,17 +104,23 @@ class InferenceService final : public ::llmserve::v1::Inference::CallbackService
   void StartDrain() { draining_ = true; }
   int active_requests() const { return active_->load(); }
 
-  // Everything a generation call needs before it starts: admission, model, prompt.
+  // Everything a generation call needs before admission: caller, model, prompt.
   struct Started {
     PreparedRequest request;
     GenerationOptions generation;
-    RequestAdmission::Admitted admitted;
+    Principal principal;
+    // Prompt + max_tokens, reserved against the caller's token rate.
+    int64_t tokens = 0;
   };
 
  private:
   absl::StatusOr<Started> Prepare(grpc::CallbackServerContext* context,
                                   const ::llmserve::v1::GenerateRequest& request);
   void RecordDone(absl::string_view model, absl::StatusCode code, absl::Time arrival) const;
+  // Admits the call (possibly after a wait in the concurrency queue), then starts its Generation.
+  template <typename Call>
+  void Launch(Call* call, grpc::CallbackServerContext* context, Started started,
+              absl::Time arrival);
 
   WorkerPool* const pool_;
   ModelCatalog* const catalog_;

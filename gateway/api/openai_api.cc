@@ -85,10 +85,6 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
         }
       }
     }
-    std::weak_ptr<OpenAiJob> weak = weak_from_this();
-    writer_->SetOnClose([weak] {
-      if (std::shared_ptr<OpenAiJob> job = weak.lock()) job->Cancel();
-    });
     for (int i = 0; i < parsed_.n; ++i) {
       std::shared_ptr<Generation> generation = Generation::Start(
           pool, requests[i], options, std::make_shared<Observer>(shared_from_this(), i));
@@ -97,13 +93,35 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
     }
   }
 
+  // A client that leaves (even while queued for admission) cancels everything of its request.
+  void WatchClose(const RequestAdmission* admission) {
+    admission_ = admission;
+    std::weak_ptr<OpenAiJob> weak = weak_from_this();
+    writer_->SetOnClose([weak] {
+      if (std::shared_ptr<OpenAiJob> job = weak.lock()) job->Cancel();
+    });
+  }
+  void set_admission_wait(ConcurrencyLimiter::WaitId wait) {
+    absl::MutexLock lock(&mutex_);
+    wait_ = wait;
+  }
+
   void Cancel() {
     std::vector<std::shared_ptr<Generation>> generations;
+    ConcurrencyLimiter::WaitId wait = 0;
     {
       absl::MutexLock lock(&mutex_);
       generations = generations_;
+      std::swap(wait, wait_);
     }
+    if (wait != 0) admission_->CancelWait(wait);
     for (const auto& generation : generations) generation->Cancel();
+  }
+
+  // Admission refused: the error is the whole response.
+  void Refuse(const absl::Status& status, absl::Duration retry_after) {
+    if (on_done_) on_done_(0, status.code());
+    SendOpenAiError(*writer_, status, retry_after);
   }
 
  private:
@@ -301,6 +319,8 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
   std::vector<Choice> choices_ ABSL_GUARDED_BY(mutex_);
   int finished_ ABSL_GUARDED_BY(mutex_) = 0;
   std::vector<std::shared_ptr<Generation>> generations_ ABSL_GUARDED_BY(mutex_);
+  const RequestAdmission* admission_ = nullptr;
+  ConcurrencyLimiter::WaitId wait_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace
@@ -419,11 +439,6 @@ void OpenAiApi::HandleGeneration(OpenAiEndpoint endpoint, const http::HttpReques
   }
   const int prompt_tokens = requests[0].worker_request.prompt_token_ids_size();
   const int64_t max_tokens = requests[0].worker_request.max_tokens();
-  absl::Duration retry_after;
-  absl::StatusOr<RequestAdmission::Admitted> admitted =
-      admission_->Acquire(*principal, prompt_tokens + parsed->n * max_tokens, &retry_after);
-  if (!admitted.ok()) return refuse(admitted.status(), retry_after);
-
   GenerationOptions generation;
   generation.deadline = absl::Now() + options_.request_timeout;
   generation.max_attempts = options_.max_attempts;
@@ -433,21 +448,33 @@ void OpenAiApi::HandleGeneration(OpenAiEndpoint endpoint, const http::HttpReques
   const std::string id = absl::StrCat(
       endpoint == OpenAiEndpoint::kChatCompletions ? "chatcmpl-" : "cmpl-", requests[0].request_id);
   const RequestAdmission* admission = admission_;
-  auto admission_state = std::make_shared<RequestAdmission::Admitted>(*std::move(admitted));
+  // Set once admitted; the permit is released and unused tokens refunded when the job ends.
+  auto admitted = std::make_shared<std::shared_ptr<RequestAdmission::Admitted>>();
   const int64_t reserved = parsed->n * max_tokens;
+  const int n = parsed->n;
   auto job = std::make_shared<OpenAiJob>(
       endpoint, *std::move(parsed), *std::move(model), std::move(writer), id, prompt_tokens,
       active_,
-      [admission, admission_state, reserved, arrival, model_name, metrics = options_.metrics](
+      [admission, admitted, reserved, arrival, model_name, metrics = options_.metrics](
           int64_t completion_tokens, absl::StatusCode code) {
         if (metrics != nullptr) {
           metrics->OnRequestDone("http", model_name, code,
                                  absl::ToDoubleSeconds(absl::Now() - arrival));
         }
-        admission->ChargeTokens(admission_state->principal, completion_tokens - reserved);
-        admission_state->permit.reset();
+        if (*admitted == nullptr) return;
+        admission->ChargeTokens((*admitted)->principal, completion_tokens - reserved);
+        (*admitted)->permit.reset();
       });
-  job->Start(pool_, requests, generation);
+  job->WatchClose(admission_);
+  const ConcurrencyLimiter::WaitId wait = admission_->Admit(
+      *principal, prompt_tokens + n * max_tokens,
+      [job, admitted, pool = pool_, requests = std::move(requests), generation](
+          absl::StatusOr<RequestAdmission::Admitted> result, absl::Duration retry_after) {
+        if (!result.ok()) return job->Refuse(result.status(), retry_after);
+        *admitted = std::make_shared<RequestAdmission::Admitted>(*std::move(result));
+        job->Start(pool, requests, generation);
+      });
+  job->set_admission_wait(wait);
 }
 
 }  // namespace llmserve::gateway

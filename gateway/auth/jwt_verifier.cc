@@ -1,16 +1,19 @@
 #include "gateway/auth/jwt_verifier.h"
 
 #include <openssl/bio.h>
+#include <openssl/bn.h>
+#include <openssl/core_names.h>
 #include <openssl/crypto.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/param_build.h>
 #include <openssl/pem.h>
 
 #include <cmath>
 #include <exception>
 #include <fstream>
 #include <optional>
-#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -30,6 +33,11 @@ using Json = nlohmann::json;
 constexpr size_t kMaxTokenBytes = 16 * 1024;
 constexpr size_t kMinHs256SecretBytes = 32;
 constexpr int kMinRsaBits = 2048;
+// OpenSSL refuses to verify with a larger modulus (OPENSSL_RSA_MAX_MODULUS_BITS); refusing such a
+// key at startup beats every token failing later.
+constexpr int kMaxRsaBits = 16384;
+// Key ids appear in refusal messages; a hostile header must not make them long.
+constexpr size_t kMaxKidInMessage = 64;
 constexpr size_t kMaxSubjectLength = 256;
 
 absl::Status Unauthenticated(absl::string_view why) {
@@ -60,14 +68,109 @@ std::optional<Json> ParseJsonObject(absl::string_view text) {
   }
 }
 
-absl::StatusOr<std::string> ReadKeyFile(const std::string& path) {
-  if (path.empty()) return absl::InvalidArgumentError("JWT key file is not set");
+// `what` names the kind of file in messages. Reading stops past `max_bytes`, so a wrong path
+// (a log, a device) costs little.
+absl::StatusOr<std::string> ReadKeyFile(const std::string& path, absl::string_view what,
+                                        size_t max_bytes) {
+  if (path.empty()) return absl::InvalidArgumentError(absl::StrCat(what, " is not set"));
   std::ifstream file(path, std::ios::binary);
-  if (!file) return absl::NotFoundError(absl::StrCat("cannot open JWT key file ", path));
-  std::ostringstream contents;
-  contents << file.rdbuf();
-  if (file.bad()) return absl::UnavailableError(absl::StrCat("cannot read JWT key file ", path));
-  return contents.str();
+  if (!file) return absl::NotFoundError(absl::StrCat("cannot open ", what, " ", path));
+  std::string contents;
+  char buffer[8192];
+  while (file.read(buffer, sizeof(buffer)) || file.gcount() > 0) {
+    contents.append(buffer, static_cast<size_t>(file.gcount()));
+    if (contents.size() > max_bytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " ", path, " is larger than ", max_bytes, " bytes"));
+    }
+  }
+  if (file.bad()) return absl::UnavailableError(absl::StrCat("cannot read ", what, " ", path));
+  return contents;
+}
+
+template <auto kFree>
+struct OpenSslDeleter {
+  template <typename T>
+  void operator()(T* pointer) const {
+    kFree(pointer);
+  }
+};
+using BignumPtr = std::unique_ptr<BIGNUM, OpenSslDeleter<BN_free>>;
+using ParamBuildPtr = std::unique_ptr<OSSL_PARAM_BLD, OpenSslDeleter<OSSL_PARAM_BLD_free>>;
+using ParamsPtr = std::unique_ptr<OSSL_PARAM, OpenSslDeleter<OSSL_PARAM_free>>;
+using PkeyContextPtr = std::unique_ptr<EVP_PKEY_CTX, OpenSslDeleter<EVP_PKEY_CTX_free>>;
+using PkeyPtr = std::unique_ptr<EVP_PKEY, OpenSslDeleter<EVP_PKEY_free>>;
+using BioPtr = std::unique_ptr<BIO, OpenSslDeleter<BIO_free>>;
+
+// A string member of a JWK: nullopt when absent, INVALID_ARGUMENT when not a string.
+absl::StatusOr<std::optional<std::string>> JwkString(const Json& jwk, const char* name) {
+  const auto it = jwk.find(name);
+  if (it == jwk.end()) return std::nullopt;
+  if (!it->is_string()) {
+    return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not a string"));
+  }
+  return it->get<std::string>();
+}
+
+// A required Base64urlUInt member (RFC 7518 section 2) as a big-endian byte string.
+absl::StatusOr<std::string> JwkUnsigned(const Json& jwk, const char* name) {
+  absl::StatusOr<std::optional<std::string>> text = JwkString(jwk, name);
+  if (!text.ok()) return text.status();
+  if (!text->has_value()) return absl::InvalidArgumentError(absl::StrCat("has no '", name, "'"));
+  std::optional<std::string> bytes = DecodeBase64Url(**text);
+  if (!bytes.has_value() || bytes->empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", name, "' is not base64url (unpadded, RFC 7518 section 2)"));
+  }
+  return *std::move(bytes);
+}
+
+// The PEM ("-----BEGIN PUBLIC KEY-----") of the RSA key with modulus `n` and exponent `e`, so
+// that JWKS keys go through the same cpp-jwt verification as a configured PEM key.
+absl::StatusOr<std::string> RsaPublicKeyPem(absl::string_view n_bytes, absl::string_view e_bytes) {
+  const BignumPtr n(BN_bin2bn(reinterpret_cast<const unsigned char*>(n_bytes.data()),
+                              static_cast<int>(n_bytes.size()), nullptr));
+  const BignumPtr e(BN_bin2bn(reinterpret_cast<const unsigned char*>(e_bytes.data()),
+                              static_cast<int>(e_bytes.size()), nullptr));
+  if (n == nullptr || e == nullptr) return absl::InternalError("BN_bin2bn failed");
+  // Checked here because OpenSSL takes any numbers as a public key, and with e = 1 the padded
+  // digest itself is a valid signature: anyone could forge tokens.
+  if (!BN_is_odd(n.get())) return absl::InvalidArgumentError("'n' is not an RSA modulus (even)");
+  if (!BN_is_odd(e.get()) || BN_is_one(e.get())) {
+    return absl::InvalidArgumentError("'e' is not an RSA public exponent (odd, at least 3)");
+  }
+  const int bits = BN_num_bits(n.get());
+  if (bits < kMinRsaBits || bits > kMaxRsaBits) {
+    return absl::InvalidArgumentError(absl::StrCat("is a ", bits, "-bit RSA key; ", kMinRsaBits,
+                                                   " to ", kMaxRsaBits, " bits are required"));
+  }
+
+  const ParamBuildPtr build(OSSL_PARAM_BLD_new());
+  if (build == nullptr || !OSSL_PARAM_BLD_push_BN(build.get(), OSSL_PKEY_PARAM_RSA_N, n.get()) ||
+      !OSSL_PARAM_BLD_push_BN(build.get(), OSSL_PKEY_PARAM_RSA_E, e.get())) {
+    ERR_clear_error();
+    return absl::InternalError("OSSL_PARAM_BLD failed");
+  }
+  const ParamsPtr params(OSSL_PARAM_BLD_to_param(build.get()));
+  const PkeyContextPtr context(EVP_PKEY_CTX_new_from_name(nullptr, "RSA", nullptr));
+  EVP_PKEY* raw_key = nullptr;
+  if (params == nullptr || context == nullptr || EVP_PKEY_fromdata_init(context.get()) <= 0 ||
+      EVP_PKEY_fromdata(context.get(), &raw_key, EVP_PKEY_PUBLIC_KEY, params.get()) <= 0) {
+    ERR_clear_error();
+    return absl::InvalidArgumentError("'n' and 'e' do not make an RSA public key");
+  }
+  const PkeyPtr key(raw_key);
+  const BioPtr bio(BIO_new(BIO_s_mem()));
+  if (bio == nullptr || PEM_write_bio_PUBKEY(bio.get(), key.get()) != 1) {
+    ERR_clear_error();
+    return absl::InternalError("PEM_write_bio_PUBKEY failed");
+  }
+  char* data = nullptr;
+  const long length = BIO_get_mem_data(bio.get(), &data);
+  if (data == nullptr || length <= 0) {
+    return absl::InternalError("PEM_write_bio_PUBKEY wrote nothing");
+  }
+  return std::string(data, static_cast<size_t>(length));
 }
 
 absl::Status CheckRsaPublicKey(const std::string& pem, const std::string& path) {
@@ -145,7 +248,23 @@ absl::StatusOr<std::unique_ptr<JwtVerifier>> JwtVerifier::Create(
   if (!options.subject_fallback.empty() && !IsValidSubject(options.subject_fallback)) {
     return absl::InvalidArgumentError("JWT subject fallback must be 1-256 printable characters");
   }
-  absl::StatusOr<std::string> key = ReadKeyFile(options.key_file);
+  if (!options.jwks_file.empty()) {
+    if (options.algorithm != JwtAlgorithm::kRs256) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "JWKS file ", options.jwks_file, " holds RS256 keys; it cannot be used with HS256"));
+    }
+    if (!options.key_file.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("both a JWT key file (", options.key_file,
+                                                     ") and a JWKS file (", options.jwks_file,
+                                                     ") are set; give one"));
+    }
+    absl::StatusOr<std::vector<RsaKey>> keys = LoadJwks(options.jwks_file);
+    if (!keys.ok()) return keys.status();
+    return std::unique_ptr<JwtVerifier>(new JwtVerifier(options, "", *std::move(keys)));
+  }
+  // Key files are far smaller; the JWKS bound is only there to refuse a wrong path cheaply.
+  absl::StatusOr<std::string> key =
+      ReadKeyFile(options.key_file, "JWT key file", kMaxJwksFileBytes);
   if (!key.ok()) return key.status();
   switch (options.algorithm) {
     case JwtAlgorithm::kHs256: {
@@ -156,44 +275,138 @@ absl::StatusOr<std::unique_ptr<JwtVerifier>> JwtVerifier::Create(
                                                        secret.size(), " bytes; at least ",
                                                        kMinHs256SecretBytes, " are required"));
       }
-      return std::unique_ptr<JwtVerifier>(new JwtVerifier(options, std::move(secret)));
+      return std::unique_ptr<JwtVerifier>(new JwtVerifier(options, std::move(secret), {}));
     }
     case JwtAlgorithm::kRs256: {
       absl::Status checked = CheckRsaPublicKey(*key, options.key_file);
       if (!checked.ok()) return checked;
-      return std::unique_ptr<JwtVerifier>(new JwtVerifier(options, *std::move(key)));
+      std::vector<RsaKey> keys;
+      keys.push_back({.kid = std::nullopt, .pem = *std::move(key)});
+      return std::unique_ptr<JwtVerifier>(new JwtVerifier(options, "", std::move(keys)));
     }
   }
   return absl::InvalidArgumentError("unknown JWT algorithm");
 }
 
-bool JwtVerifier::SignatureVerifies(absl::string_view signing_input,
-                                    absl::string_view signature_b64url,
-                                    absl::string_view signature) const {
+absl::StatusOr<std::vector<JwtVerifier::RsaKey>> JwtVerifier::LoadJwks(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadKeyFile(path, "JWKS file", kMaxJwksFileBytes);
+  if (!text.ok()) return text.status();
+  Json jwks;
+  try {
+    jwks = Json::parse(*text);
+  } catch (const Json::parse_error& error) {
+    // The parser's own message quotes the file; the position is enough to find the mistake.
+    return absl::InvalidArgumentError(
+        absl::StrCat("JWKS file ", path, " is not valid JSON (error at byte ", error.byte, ")"));
+  } catch (const std::exception&) {
+    return absl::InvalidArgumentError(absl::StrCat("JWKS file ", path, " is not valid JSON"));
+  }
+  const auto keys = jwks.is_object() ? jwks.find("keys") : jwks.end();
+  if (keys == jwks.end() || !keys->is_array()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("JWKS file ", path, " is not a JSON object with a \"keys\" array"));
+  }
+  if (keys->size() > kMaxJwksKeys) {
+    return absl::InvalidArgumentError(absl::StrCat("JWKS file ", path, " has ", keys->size(),
+                                                   " keys; at most ", kMaxJwksKeys,
+                                                   " are accepted"));
+  }
+  std::vector<RsaKey> usable;
+  for (size_t index = 0; index < keys->size(); ++index) {
+    const auto refuse = [&](absl::string_view why) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("JWKS file ", path, " key ", index, ": ", why));
+    };
+    const Json& jwk = (*keys)[index];
+    if (!jwk.is_object()) return refuse("is not a JSON object");
+    // A private key in a file meant to be public is a leak to report, not a key to use.
+    if (jwk.contains("d")) {
+      return refuse("holds private key material ('d'); publish public keys only");
+    }
+    absl::StatusOr<std::optional<std::string>> kty = JwkString(jwk, "kty");
+    if (!kty.ok()) return refuse(kty.status().message());
+    if (!kty->has_value()) return refuse("has no 'kty'");
+    absl::StatusOr<std::optional<std::string>> alg = JwkString(jwk, "alg");
+    if (!alg.ok()) return refuse(alg.status().message());
+    absl::StatusOr<std::optional<std::string>> use = JwkString(jwk, "use");
+    if (!use.ok()) return refuse(use.status().message());
+    // Key sets commonly mix key types and purposes (EC signing keys, encryption keys); those are
+    // for other verifiers, so they are passed over rather than failing the whole file.
+    if (**kty != "RSA" || (alg->has_value() && **alg != "RS256") ||
+        (use->has_value() && **use != "sig")) {
+      continue;
+    }
+    absl::StatusOr<std::optional<std::string>> kid = JwkString(jwk, "kid");
+    if (!kid.ok()) return refuse(kid.status().message());
+    absl::StatusOr<std::string> n = JwkUnsigned(jwk, "n");
+    if (!n.ok()) return refuse(n.status().message());
+    absl::StatusOr<std::string> e = JwkUnsigned(jwk, "e");
+    if (!e.ok()) return refuse(e.status().message());
+    absl::StatusOr<std::string> pem = RsaPublicKeyPem(*n, *e);
+    if (!pem.ok()) {
+      if (pem.status().code() != absl::StatusCode::kInvalidArgument) return pem.status();
+      return refuse(pem.status().message());
+    }
+    // A token's kid must pick one key: two keys sharing a kid would make the choice arbitrary.
+    if (kid->has_value()) {
+      for (const RsaKey& other : usable) {
+        if (other.kid == *kid) {
+          return refuse(absl::StrCat("kid '", absl::CHexEscape(**kid),
+                                     "' is already used by an earlier key"));
+        }
+      }
+    }
+    usable.push_back({.kid = *std::move(kid), .pem = *std::move(pem)});
+  }
+  if (usable.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("JWKS file ", path, " has no usable key (kty RSA, alg RS256 or none, ",
+                     "use sig or none); ", keys->size(),
+                     keys->size() == 1 ? " entry was" : " entries were", " skipped"));
+  }
+  return usable;
+}
+
+absl::Status JwtVerifier::CheckSignature(absl::string_view signing_input,
+                                         absl::string_view signature_b64url,
+                                         absl::string_view signature,
+                                         const std::optional<std::string>& kid) const {
   switch (options_.algorithm) {
     case JwtAlgorithm::kHs256: {
       unsigned char mac[EVP_MAX_MD_SIZE];
       unsigned int mac_length = 0;
-      if (HMAC(EVP_sha256(), key_.data(), static_cast<int>(key_.size()),
+      if (HMAC(EVP_sha256(), secret_.data(), static_cast<int>(secret_.size()),
                reinterpret_cast<const unsigned char*>(signing_input.data()), signing_input.size(),
-               mac, &mac_length) == nullptr) {
-        return false;
+               mac, &mac_length) == nullptr ||
+          signature.size() != mac_length || CRYPTO_memcmp(mac, signature.data(), mac_length) != 0) {
+        return Unauthenticated("signature does not verify");
       }
-      return signature.size() == mac_length &&
-             CRYPTO_memcmp(mac, signature.data(), mac_length) == 0;
+      return absl::OkStatus();
     }
     case JwtAlgorithm::kRs256: {
-      try {
-        const jwt::verify_result_t result = jwt::PEMSign<jwt::algo::RS256>::verify(
-            key_, std::string_view(signing_input.data(), signing_input.size()),
-            std::string_view(signature_b64url.data(), signature_b64url.size()));
-        return result.first && !result.second;
-      } catch (const std::exception&) {
-        return false;
+      const bool by_kid = kid.has_value() && !options_.jwks_file.empty();
+      bool kid_known = false;
+      for (const RsaKey& key : rsa_keys_) {
+        if (by_kid && key.kid != kid) continue;
+        kid_known = true;
+        try {
+          const jwt::verify_result_t result = jwt::PEMSign<jwt::algo::RS256>::verify(
+              key.pem, std::string_view(signing_input.data(), signing_input.size()),
+              std::string_view(signature_b64url.data(), signature_b64url.size()));
+          if (result.first && !result.second) return absl::OkStatus();
+        } catch (const std::exception&) {
+          // Treated as a key that does not verify; the next key may.
+        }
       }
+      if (by_kid && !kid_known) {
+        return Unauthenticated(
+            absl::StrCat("unknown key id '", absl::CHexEscape(kid->substr(0, kMaxKidInMessage)),
+                         kid->size() > kMaxKidInMessage ? "...'" : "'", " (not in the JWKS file)"));
+      }
+      return Unauthenticated("signature does not verify");
     }
   }
-  return false;
+  return Unauthenticated("signature does not verify");
 }
 
 absl::StatusOr<std::string> JwtVerifier::Verify(absl::string_view token, absl::Time now) const {
@@ -232,6 +445,15 @@ absl::StatusOr<std::string> JwtVerifier::Verify(absl::string_view token, absl::T
     // RFC 7515 section 4.1.11: extensions we do not understand must make the token invalid.
     return Unauthenticated("token header has 'crit' extensions, which are not supported");
   }
+  std::optional<std::string> kid;
+  // Only a JWKS file gives `kid` a meaning; elsewhere it is ignored as before.
+  if (const auto kid_member = header->find("kid");
+      !options_.jwks_file.empty() && kid_member != header->end()) {
+    if (!kid_member->is_string()) {
+      return Unauthenticated("malformed token: the header's 'kid' is not a string");
+    }
+    kid = kid_member->get<std::string>();
+  }
 
   if (parts[2].empty()) return Unauthenticated("token has no signature");
   const std::optional<std::string> signature = DecodeBase64Url(parts[2]);
@@ -239,8 +461,9 @@ absl::StatusOr<std::string> JwtVerifier::Verify(absl::string_view token, absl::T
     return Unauthenticated("malformed token: the signature is not base64url");
   }
   const absl::string_view signing_input = token.substr(0, parts[0].size() + 1 + parts[1].size());
-  if (!SignatureVerifies(signing_input, parts[2], *signature)) {
-    return Unauthenticated("signature does not verify");
+  if (absl::Status checked = CheckSignature(signing_input, parts[2], *signature, kid);
+      !checked.ok()) {
+    return checked;
   }
 
   const std::optional<std::string> payload_text = DecodeBase64Url(parts[1]);

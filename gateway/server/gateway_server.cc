@@ -29,9 +29,11 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(
   if (absl::Status pool_options = ValidateWorkerPoolOptions(options.pool); !pool_options.ok()) {
     return pool_options;
   }
-  if (!options.jwt_hs256_secret_file.empty() && !options.jwt_public_key_file.empty()) {
+  const int jwt_key_flags = !options.jwt_hs256_secret_file.empty() +
+                            !options.jwt_public_key_file.empty() + !options.jwt_jwks_file.empty();
+  if (jwt_key_flags > 1) {
     return absl::InvalidArgumentError(
-        "--jwt_hs256_secret_file and --jwt_public_key_file: give one, not both");
+        "--jwt_hs256_secret_file, --jwt_public_key_file and --jwt_jwks_file: give at most one");
   }
   std::unique_ptr<GatewayServer> server(new GatewayServer());
   server->options_ = options;
@@ -40,11 +42,12 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(
     if (!keys.ok()) return keys.status();
     server->api_keys_ = *std::move(keys);
   }
-  if (!options.jwt_hs256_secret_file.empty() || !options.jwt_public_key_file.empty()) {
+  if (jwt_key_flags == 1) {
     const bool hs256 = !options.jwt_hs256_secret_file.empty();
     absl::StatusOr<std::unique_ptr<JwtVerifier>> jwt = JwtVerifier::Create(
         {.algorithm = hs256 ? JwtAlgorithm::kHs256 : JwtAlgorithm::kRs256,
          .key_file = hs256 ? options.jwt_hs256_secret_file : options.jwt_public_key_file,
+         .jwks_file = options.jwt_jwks_file,
          .issuer = options.jwt_issuer,
          .audience = options.jwt_audience});
     if (!jwt.ok()) return jwt.status();
@@ -66,7 +69,8 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(
     server->rate_limiter_ = *std::move(limiter);
   }
   if (options.max_concurrency > 0) {
-    server->concurrency_ = std::make_unique<ConcurrencyLimiter>(options.max_concurrency, 0);
+    server->concurrency_ =
+        std::make_unique<ConcurrencyLimiter>(options.max_concurrency, options.max_queued_requests);
   }
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> server_credentials =
       common::MakeServerCredentials(options.tls, "");
@@ -110,7 +114,9 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(
         {.host = options.host,
          .port = options.http_port,
          .io_threads = options.http_threads,
-         .max_body_bytes = options.max_body_bytes},
+         .max_body_bytes = options.max_body_bytes,
+         .tls_cert_file = options.tls.cert_file,
+         .tls_key_file = options.tls.key_file},
         [api = server->openai_.get()](http::HttpRequest request,
                                       std::shared_ptr<http::ResponseWriter> writer) {
           api->Handle(std::move(request), std::move(writer));

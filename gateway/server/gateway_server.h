@@ -54,14 +54,17 @@ struct GatewayServerOptions {
   std::string api_keys_file;
   std::string jwt_hs256_secret_file;
   std::string jwt_public_key_file;
+  std::string jwt_jwks_file;
   std::string jwt_audience;
   std::string jwt_issuer;
   bool allow_unauthenticated = false;
   // Per principal; 0 = unlimited.
   int64_t rate_limit_rpm = 0;
   int64_t rate_limit_tpm = 0;
-  // Requests in flight at once; 0 = unlimited.
+  // Requests in flight at once; 0 = unlimited. Beyond it up to max_queued_requests wait (in
+  // arrival order) for a slot; beyond that, 429 / RESOURCE_EXHAUSTED.
   int64_t max_concurrency = 0;
+  int64_t max_queued_requests = 256;
   InferenceServiceOptions inference;
   absl::Duration drain_timeout = absl::Seconds(30);
   // TLS on the public gRPC port; empty: plaintext.

@@ -35,8 +35,11 @@ constexpr absl::Duration kPatience = absl::Seconds(60);
 
 class GatewayServerTest : public ::testing::Test {
  protected:
+  // The slow variant (seconds for hundreds of tokens) where a request must still be running.
+  virtual bool SlowModel() const { return false; }
+
   void SetUp() override {
-    ASSERT_TRUE(::llmserve::testing::WriteTinyModel(dir_.path()).ok());
+    ASSERT_TRUE(::llmserve::testing::WriteTinyModel(dir_.path(), 9, SlowModel()).ok());
     for (int i = 0; i < 2; ++i) {
       absl::StatusOr<std::unique_ptr<worker::WorkerServer>> worker =
           worker::WorkerServer::Start({.model_dir = dir_.path(),
@@ -44,7 +47,7 @@ class GatewayServerTest : public ::testing::Test {
                                        .host = "127.0.0.1",
                                        .port = 0,
                                        .metrics_port = -1,
-                                       .kv_cache_bytes = 8 << 20,
+                                       .kv_cache_bytes = 64 << 20,
                                        .threads = 1});
       ASSERT_TRUE(worker.ok()) << worker.status();
       workers_.push_back(*std::move(worker));
@@ -418,6 +421,52 @@ TEST_F(GatewayServerTest, OpenAiClientDisconnectFreesTheWorkers) {
   EXPECT_TRUE(idle);
 }
 
+class SlowGatewayServerTest : public GatewayServerTest {
+ protected:
+  bool SlowModel() const override { return true; }
+};
+
+TEST_F(SlowGatewayServerTest, ConcurrencyLimitQueuesThenRefuses) {
+  StartGateway({.max_concurrency = 1, .max_queued_requests = 1});
+  // One running, one queued: both complete. A third while both are held is refused.
+  grpc::ClientContext first_context, second_context;
+  first_context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
+  second_context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
+  auto first = stub_->GenerateStream(&first_context, TextRequest("first", 900));
+  ::llmserve::v1::GenerateStreamResponse message;
+  ASSERT_TRUE(first->Read(&message));  // running: it holds the only slot
+  auto second = stub_->GenerateStream(&second_context, TextRequest("second", 3));
+  // The second waits; give it time to be queued before the third arrives.
+  absl::SleepFor(absl::Milliseconds(200));
+  const Streamed third = Stream(TextRequest("third", 3));
+  EXPECT_EQ(third.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << third.status.error_message();
+  EXPECT_NE(third.status.error_message().find("--max_concurrency"), std::string::npos);
+  first_context.TryCancel();
+  while (first->Read(&message)) {
+  }
+  int tokens = 0;
+  while (second->Read(&message)) tokens += message.tokens_size();
+  EXPECT_TRUE(second->Finish().ok());
+  EXPECT_EQ(tokens, 3);
+  // A queued call whose client leaves is withdrawn and never runs.
+  grpc::ClientContext holder_context;
+  auto holder = stub_->GenerateStream(&holder_context, TextRequest("holder", 900));
+  ASSERT_TRUE(holder->Read(&message));
+  {
+    grpc::ClientContext queued_context;
+    queued_context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Milliseconds(100)));
+    auto queued = stub_->GenerateStream(&queued_context, TextRequest("queued", 3));
+    while (queued->Read(&message)) {
+    }
+    EXPECT_EQ(queued->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  }
+  holder_context.TryCancel();
+  while (holder->Read(&message)) {
+  }
+  EXPECT_TRUE(Stream(TextRequest("after", 2)).status.ok());
+}
+
 // An HS256 JWT (signed here with OpenSSL, independently of the gateway's verifier).
 std::string SignHs256(const nlohmann::json& header, const nlohmann::json& claims,
                       const std::string& secret) {
@@ -505,7 +554,7 @@ TEST(GatewayTlsTest, MutualTlsToWorkersAndTlsForClients) {
   ASSERT_TRUE(worker.ok()) << worker.status();
   const std::string worker_address = absl::StrCat("127.0.0.1:", (*worker)->port());
 
-  GatewayServerOptions options{.host = "127.0.0.1", .grpc_port = 0, .http_port = -1};
+  GatewayServerOptions options{.host = "127.0.0.1", .grpc_port = 0, .http_port = 0};
   options.pool.workers = {worker_address};
   options.pool.probe_interval = absl::Milliseconds(50);
   options.pool.backoff_initial = absl::Milliseconds(50);
@@ -542,6 +591,18 @@ TEST(GatewayTlsTest, MutualTlsToWorkersAndTlsForClients) {
   const grpc::Status status = stub->Generate(&context, request, &response);
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(response.usage().completion_tokens(), 3u);
+
+  // The HTTP API is HTTPS with the same certificate.
+  if (std::system("command -v curl >/dev/null 2>&1") == 0) {
+    const std::string https =
+        absl::StrCat("curl -sf --max-time 20 --cacert ", d,
+                     "/ca.pem https://127.0.0.1:", (*gateway)->http_port(), "/healthz >/dev/null");
+    EXPECT_EQ(std::system(https.c_str()), 0) << https;
+    const std::string plain_http =
+        absl::StrCat("curl -sf --max-time 20 http://127.0.0.1:", (*gateway)->http_port(),
+                     "/healthz >/dev/null 2>&1");
+    EXPECT_NE(std::system(plain_http.c_str()), 0);
+  }
 
   // A plaintext client cannot talk to the TLS port.
   auto plain = ::llmserve::v1::Inference::NewStub(grpc::CreateChannel(
