@@ -303,6 +303,28 @@ std::vector<std::string> SseEvents(const std::string& body) {
   return events;
 }
 
+TEST_F(GatewayServerTest, ARevokedKeyStopsWorkingOnBothApis) {
+  const std::string keys = dir_.File("keys");
+  // sha256("abc") and sha256("sk-alice-example")
+  std::ofstream(keys) << "ci ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\n"
+                      << "alice d48fce52832c460238fb82e9f6c57be593ad27ea6ddb5e15d74d1fb4245a76cd\n";
+  StartGateway({.api_keys_file = keys});
+  const std::string body = R"({"prompt": "x", "max_tokens": 2})";
+  const std::string abc = "authorization: Bearer abc\r\n";
+  EXPECT_TRUE(Stream(TextRequest("hi", 2), "abc").status.ok());
+  EXPECT_EQ(Post(gateway_->http_port(), "/v1/completions", body, abc).status, 200);
+  // Revoke "ci" by rewriting the file; the gateway notices within its reload interval.
+  std::ofstream(keys) << "alice d48fce52832c460238fb82e9f6c57be593ad27ea6ddb5e15d74d1fb4245a76cd\n";
+  const absl::Time deadline = absl::Now() + kPatience;
+  while (Stream(TextRequest("hi", 2), "abc").status.ok() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_EQ(Stream(TextRequest("hi", 2), "abc").status.error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Post(gateway_->http_port(), "/v1/completions", body, abc).status, 401);
+  EXPECT_TRUE(Stream(TextRequest("hi", 2), "sk-alice-example").status.ok());
+}
+
 TEST_F(GatewayServerTest, OpenAiChatCompletion) {
   StartGateway();
   const int port = gateway_->http_port();
