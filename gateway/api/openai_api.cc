@@ -91,6 +91,8 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
       absl::MutexLock lock(&mutex_);
       generations_.push_back(std::move(generation));
     }
+    // The client may have left while the job waited for admission (its on_close already ran).
+    if (writer_->closed()) Cancel();
   }
 
   // A client that leaves (even while queued for admission) cancels everything of its request.
