@@ -459,7 +459,7 @@ TEST_F(SlowGatewayServerTest, ConcurrencyLimitQueuesThenRefuses) {
   ASSERT_TRUE(first->Read(&message));  // running: it holds the only slot
   auto second = stub_->GenerateStream(&second_context, TextRequest("second", 3));
   // The second waits; give it time to be queued before the third arrives.
-  absl::SleepFor(absl::Milliseconds(200));
+  absl::SleepFor(absl::Milliseconds(500));
   const Streamed third = Stream(TextRequest("third", 3));
   EXPECT_EQ(third.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
       << third.status.error_message();
@@ -486,7 +486,15 @@ TEST_F(SlowGatewayServerTest, ConcurrencyLimitQueuesThenRefuses) {
   holder_context.TryCancel();
   while (holder->Read(&message)) {
   }
-  EXPECT_TRUE(Stream(TextRequest("after", 2)).status.ok());
+  // The slot and the queue entry come back (asynchronously, as the server sees the cancels).
+  const absl::Time deadline = absl::Now() + kPatience;
+  grpc::Status after = Stream(TextRequest("after", 2)).status;
+  while (!after.ok() && after.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+    after = Stream(TextRequest("after", 2)).status;
+  }
+  EXPECT_TRUE(after.ok()) << after.error_message();
 }
 
 // An HS256 JWT (signed here with OpenSSL, independently of the gateway's verifier).
