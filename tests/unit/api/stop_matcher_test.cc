@@ -10,7 +10,7 @@ namespace {
 
 // Feeds `deltas` and returns everything emitted, with the match.
 std::pair<std::string, std::string> Feed(std::vector<std::string> stops,
-                                        const std::vector<std::string>& deltas) {
+                                         const std::vector<std::string>& deltas) {
   StopMatcher matcher(std::move(stops));
   std::string out, matched;
   for (const std::string& delta : deltas) {
@@ -42,7 +42,8 @@ TEST(StopMatcherTest, HoldsBackOnlyWhatCouldStartAStop) {
 }
 
 TEST(StopMatcherTest, FlushReleasesAnUnfinishedPrefix) {
-  EXPECT_EQ(Feed({"stop here"}, {"we stop"}), std::make_pair(std::string("we stop"), std::string()));
+  EXPECT_EQ(Feed({"stop here"}, {"we stop"}),
+            std::make_pair(std::string("we stop"), std::string()));
 }
 
 TEST(StopMatcherTest, EarliestStopWinsAndNothingFollows) {
