@@ -4,11 +4,8 @@
 // SIGTERM or SIGINT drains (stop admitting, finish running requests up to --drain_timeout) and
 // exits 0; a second signal exits at once with status 1.
 
-#include <fcntl.h>
 #include <signal.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -20,6 +17,7 @@
 #include "absl/time/time.h"
 #include "common/base/flag_names.h"
 #include "common/base/logging.h"
+#include "common/base/shutdown_signal.h"
 #include "gateway/server/gateway_server.h"
 
 ABSL_FLAG(std::string, host, "127.0.0.1",
@@ -78,31 +76,6 @@ ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "on SIGTERM, how long running requests may take");
 
 namespace {
-
-int signal_pipe[2] = {-1, -1};
-volatile sig_atomic_t signals_received = 0;
-
-void OnSignal(int signal_number) {
-  if (signals_received != 0) _exit(1);
-  signals_received = 1;
-  const char byte = static_cast<char>(signal_number);
-  [[maybe_unused]] const ssize_t written = write(signal_pipe[1], &byte, 1);
-}
-
-bool InstallSignalHandlers() {
-  if (pipe2(signal_pipe, O_CLOEXEC) != 0) return false;
-  struct sigaction action = {};
-  action.sa_handler = OnSignal;
-  sigemptyset(&action.sa_mask);
-  return sigaction(SIGTERM, &action, nullptr) == 0 && sigaction(SIGINT, &action, nullptr) == 0;
-}
-
-int WaitForSignal() {
-  char byte = 0;
-  while (read(signal_pipe[0], &byte, 1) < 0 && errno == EINTR) {
-  }
-  return byte;
-}
 
 absl::StatusOr<llmserve::gateway::GatewayServerOptions> OptionsFromFlags() {
   llmserve::gateway::GatewayServerOptions options;
@@ -198,7 +171,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "llmserve-gateway: %s\n", std::string(options.status().message()).c_str());
     return 2;
   }
-  if (!InstallSignalHandlers()) {
+  if (!llmserve::common::InstallShutdownSignalHandlers()) {
     std::fprintf(stderr, "llmserve-gateway: cannot install signal handlers\n");
     return 1;
   }
@@ -208,7 +181,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "llmserve-gateway: %s\n", server.status().ToString().c_str());
     return absl::IsInvalidArgument(server.status()) ? 2 : 1;
   }
-  const int signal_number = WaitForSignal();
+  const int signal_number = llmserve::common::WaitForShutdownSignal();
   LLMSERVE_LOG(INFO) << "received " << (signal_number == SIGINT ? "SIGINT" : "SIGTERM")
                      << ": draining";
   (*server)->Drain();

@@ -3,11 +3,8 @@
 // SIGTERM or SIGINT drains (stop admitting, finish running requests up to --drain_timeout, abort
 // the rest) and exits 0; a second signal exits at once with status 1.
 
-#include <fcntl.h>
 #include <signal.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <string>
 
@@ -21,6 +18,7 @@
 #include "common/base/byte_size.h"
 #include "common/base/flag_names.h"
 #include "common/base/logging.h"
+#include "common/base/shutdown_signal.h"
 #include "common/status/status_macros.h"
 #include "worker/service/worker_server.h"
 
@@ -53,34 +51,6 @@ ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "on SIGTERM, how long running requests may take before they are aborted");
 
 namespace {
-
-int signal_pipe[2] = {-1, -1};
-volatile sig_atomic_t signals_received = 0;
-
-void OnSignal(int signal_number) {
-  if (signals_received != 0) _exit(1);
-  signals_received = 1;
-  const char byte = static_cast<char>(signal_number);
-  // Nothing to do on failure inside a handler; the pipe has room for one byte.
-  [[maybe_unused]] const ssize_t written = write(signal_pipe[1], &byte, 1);
-}
-
-// SIGTERM/SIGINT go to a pipe the main thread reads, whichever thread the kernel picks (the
-// BLAS and gRPC threads exist before we could block signals in them).
-bool InstallSignalHandlers() {
-  if (pipe2(signal_pipe, O_CLOEXEC) != 0) return false;
-  struct sigaction action = {};
-  action.sa_handler = OnSignal;
-  sigemptyset(&action.sa_mask);
-  return sigaction(SIGTERM, &action, nullptr) == 0 && sigaction(SIGINT, &action, nullptr) == 0;
-}
-
-int WaitForSignal() {
-  char byte = 0;
-  while (read(signal_pipe[0], &byte, 1) < 0 && errno == EINTR) {
-  }
-  return byte;
-}
 
 absl::Status ParseKvCacheMemory(const std::string& text,
                                 llmserve::worker::WorkerServerOptions* options) {
@@ -149,7 +119,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "llmserve-worker: %s\n", std::string(options.status().message()).c_str());
     return 2;
   }
-  if (!InstallSignalHandlers()) {
+  if (!llmserve::common::InstallShutdownSignalHandlers()) {
     std::fprintf(stderr, "llmserve-worker: cannot install signal handlers\n");
     return 1;
   }
@@ -159,7 +129,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "llmserve-worker: %s\n", server.status().ToString().c_str());
     return 1;
   }
-  const int signal_number = WaitForSignal();
+  const int signal_number = llmserve::common::WaitForShutdownSignal();
   LLMSERVE_LOG(INFO) << "received " << (signal_number == SIGINT ? "SIGINT" : "SIGTERM")
                      << ": draining";
   (*server)->Drain();
