@@ -23,10 +23,67 @@ class ActiveGuard {
   std::shared_ptr<std::atomic<int>> counter_;
 };
 
+// What StreamCall and UnaryCall share: reference counting (gRPC holds one reference until
+// OnDone, a pending admission another until its callback ran or was withdrawn), the queued
+// admission, and starting the Generation once admitted.
+template <typename Call>
+class AdmittedCall {
+ public:
+  void Ref() {
+    absl::MutexLock lock(&lifetime_mutex_);
+    ++refs_;
+  }
+  void Unref() {
+    bool last = false;
+    {
+      absl::MutexLock lock(&lifetime_mutex_);
+      last = --refs_ == 0;
+    }
+    if (last) delete static_cast<Call*>(this);
+  }
+  void set_admission_wait(const RequestAdmission* admission, ConcurrencyLimiter::WaitId wait) {
+    absl::MutexLock lock(&lifetime_mutex_);
+    admission_ = admission;
+    wait_ = wait;
+  }
+  // Starts the generation `start()` returns, unless the client left while the call was queued.
+  template <typename StartFn>
+  void StartGeneration(StartFn start) {
+    Call* call = static_cast<Call*>(this);
+    if (call->cancelled()) {
+      return call->observer()->OnError(absl::CancelledError("the call was cancelled"));
+    }
+    call->set_generation(start());
+  }
+
+ protected:
+  // Withdraws a queued admission; true when its callback will never run (its reference is
+  // dropped here).
+  bool CancelQueuedAdmission() {
+    const RequestAdmission* admission = nullptr;
+    ConcurrencyLimiter::WaitId wait = 0;
+    {
+      absl::MutexLock lock(&lifetime_mutex_);
+      std::swap(wait, wait_);
+      admission = admission_;
+    }
+    if (wait == 0 || admission == nullptr || !admission->CancelWait(wait)) return false;
+    Unref();
+    return true;
+  }
+
+ private:
+  absl::Mutex lifetime_mutex_;
+  int refs_ ABSL_GUARDED_BY(lifetime_mutex_) = 1;
+  const RequestAdmission* admission_ ABSL_GUARDED_BY(lifetime_mutex_) = nullptr;
+  ConcurrencyLimiter::WaitId wait_ ABSL_GUARDED_BY(lifetime_mutex_) = 0;
+};
+
 // A server-streaming call fed by a Generation: deltas are merged while a write is in flight, so
 // a slow client never blocks the worker stream, and the buffer holds at most the request's
 // tokens.
-class StreamCall final : public grpc::ServerWriteReactor<GenerateStreamResponse> {
+class StreamCall final : public grpc::ServerWriteReactor<GenerateStreamResponse>,
+                         public AdmittedCall<StreamCall> {
  public:
   StreamCall(std::string request_id, std::string model, std::shared_ptr<std::atomic<int>> active)
       : request_id_(std::move(request_id)), model_(std::move(model)), active_(std::move(active)) {}
@@ -65,34 +122,9 @@ class StreamCall final : public grpc::ServerWriteReactor<GenerateStreamResponse>
   void set_on_done(std::function<void(const GenerationResult*, absl::StatusCode)> on_done) {
     on_done_ = std::move(on_done);
   }
-  // Reference counting: gRPC holds one until OnDone, a pending admission another.
-  void Ref() {
+  bool cancelled() {
     absl::MutexLock lock(&mutex_);
-    ++refs_;
-  }
-  void Unref() {
-    bool last = false;
-    {
-      absl::MutexLock lock(&mutex_);
-      last = --refs_ == 0;
-    }
-    if (last) delete this;
-  }
-  void set_admission_wait(const RequestAdmission* admission, ConcurrencyLimiter::WaitId wait) {
-    absl::MutexLock lock(&mutex_);
-    admission_ = admission;
-    wait_ = wait;
-  }
-  // Starts the generation `start()` returns, unless the client left while the call was queued.
-  template <typename StartFn>
-  void StartGeneration(StartFn start) {
-    bool cancelled = false;
-    {
-      absl::MutexLock lock(&mutex_);
-      cancelled = cancelled_;
-    }
-    if (cancelled) return observer_->OnError(absl::CancelledError("the call was cancelled"));
-    set_generation(start());
+    return cancelled_;
   }
 
   void OnWriteDone(bool ok) override {
@@ -128,21 +160,6 @@ class StreamCall final : public grpc::ServerWriteReactor<GenerateStreamResponse>
   }
 
  private:
-  // Withdraws a queued admission; true when its callback will never run (its reference is
-  // dropped here).
-  bool CancelQueuedAdmission() {
-    const RequestAdmission* admission = nullptr;
-    ConcurrencyLimiter::WaitId wait = 0;
-    {
-      absl::MutexLock lock(&mutex_);
-      std::swap(wait, wait_);
-      admission = admission_;
-    }
-    if (wait == 0 || admission == nullptr || !admission->CancelWait(wait)) return false;
-    Unref();
-    return true;
-  }
-
   void Add(GenerationDelta delta, const GenerationResult* result, const absl::Status& error) {
     {
       absl::MutexLock lock(&mutex_);
@@ -210,9 +227,6 @@ class StreamCall final : public grpc::ServerWriteReactor<GenerateStreamResponse>
   bool cancelled_ ABSL_GUARDED_BY(mutex_) = false;
   bool finish_called_ ABSL_GUARDED_BY(mutex_) = false;
   std::optional<grpc::Status> finish_status_ ABSL_GUARDED_BY(mutex_);
-  int refs_ ABSL_GUARDED_BY(mutex_) = 1;
-  const RequestAdmission* admission_ ABSL_GUARDED_BY(mutex_) = nullptr;
-  ConcurrencyLimiter::WaitId wait_ ABSL_GUARDED_BY(mutex_) = 0;
   GenerateStreamResponse in_flight_;
 };
 
@@ -224,7 +238,7 @@ class RefusedStream final : public grpc::ServerWriteReactor<GenerateStreamRespon
 };
 
 // Generate (unary): the Generation's deltas collected into one response.
-class UnaryCall final : public grpc::ServerUnaryReactor {
+class UnaryCall final : public grpc::ServerUnaryReactor, public AdmittedCall<UnaryCall> {
  public:
   UnaryCall(::llmserve::v1::GenerateResponse* response, std::shared_ptr<std::atomic<int>> active)
       : response_(response), active_(std::move(active)) {}
@@ -278,34 +292,9 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
   void set_on_done(std::function<void(const GenerationResult*, absl::StatusCode)> on_done) {
     on_done_ = std::move(on_done);
   }
-  // Reference counting: gRPC holds one until OnDone, a pending admission another.
-  void Ref() {
+  bool cancelled() {
     absl::MutexLock lock(&mutex_);
-    ++refs_;
-  }
-  void Unref() {
-    bool last = false;
-    {
-      absl::MutexLock lock(&mutex_);
-      last = --refs_ == 0;
-    }
-    if (last) delete this;
-  }
-  void set_admission_wait(const RequestAdmission* admission, ConcurrencyLimiter::WaitId wait) {
-    absl::MutexLock lock(&mutex_);
-    admission_ = admission;
-    wait_ = wait;
-  }
-  // Starts the generation `start()` returns, unless the client left while the call was queued.
-  template <typename StartFn>
-  void StartGeneration(StartFn start) {
-    bool cancelled = false;
-    {
-      absl::MutexLock lock(&mutex_);
-      cancelled = cancelled_;
-    }
-    if (cancelled) return observer_->OnError(absl::CancelledError("the call was cancelled"));
-    set_generation(start());
+    return cancelled_;
   }
 
   void OnCancel() override {
@@ -325,21 +314,6 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
   void OnDone() override { Unref(); }
 
  private:
-  // Withdraws a queued admission; true when its callback will never run (its reference is
-  // dropped here).
-  bool CancelQueuedAdmission() {
-    const RequestAdmission* admission = nullptr;
-    ConcurrencyLimiter::WaitId wait = 0;
-    {
-      absl::MutexLock lock(&mutex_);
-      std::swap(wait, wait_);
-      admission = admission_;
-    }
-    if (wait == 0 || admission == nullptr || !admission->CancelWait(wait)) return false;
-    Unref();
-    return true;
-  }
-
   ::llmserve::v1::GenerateResponse* const response_;
   ActiveGuard active_;
   const std::shared_ptr<Observer> observer_ = std::make_shared<Observer>(this);
@@ -347,9 +321,6 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
   absl::Mutex mutex_;
   std::shared_ptr<Generation> generation_ ABSL_GUARDED_BY(mutex_);
   bool cancelled_ ABSL_GUARDED_BY(mutex_) = false;
-  int refs_ ABSL_GUARDED_BY(mutex_) = 1;
-  const RequestAdmission* admission_ ABSL_GUARDED_BY(mutex_) = nullptr;
-  ConcurrencyLimiter::WaitId wait_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace
