@@ -10,7 +10,6 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
@@ -23,19 +22,10 @@
 namespace llmserve {
 namespace {
 
+using ::llmserve::testing::NumberAfter;
 using ::llmserve::testing::Subprocess;
 
 constexpr absl::Duration kPatience = absl::Seconds(60);
-
-int NumberAfter(const std::string& text, const std::string& prefix) {
-  const size_t at = text.find(prefix);
-  if (at == std::string::npos) return -1;
-  size_t end = at + prefix.size();
-  while (end < text.size() && isdigit(static_cast<unsigned char>(text[end]))) ++end;
-  int value = -1;
-  return absl::SimpleAtoi(text.substr(at + prefix.size(), end - at - prefix.size()), &value) ? value
-                                                                                             : -1;
-}
 
 class GatewayBinaryTest : public ::testing::Test {
  protected:

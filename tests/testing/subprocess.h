@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
@@ -101,6 +102,18 @@ class Subprocess {
   std::string output_;
   std::optional<int> exit_code_;
 };
+
+// The decimal number right after `prefix` in `text` (a port in a log line such as
+// "serving on 127.0.0.1:PORT"), or -1.
+inline int NumberAfter(const std::string& text, const std::string& prefix) {
+  const size_t at = text.find(prefix);
+  if (at == std::string::npos) return -1;
+  size_t end = at + prefix.size();
+  while (end < text.size() && text[end] >= '0' && text[end] <= '9') ++end;
+  int value = -1;
+  return absl::SimpleAtoi(text.substr(at + prefix.size(), end - at - prefix.size()), &value) ? value
+                                                                                             : -1;
+}
 
 }  // namespace llmserve::testing
 

@@ -79,6 +79,21 @@ class GatewayServerTest : public ::testing::Test {
     FAIL() << "workers never became ready";
   }
 
+  // Waits (bounded) until no worker runs anything or holds a KV block.
+  bool WaitForIdleWorkers() {
+    const absl::Time deadline = absl::Now() + kPatience;
+    while (absl::Now() < deadline) {
+      bool idle = true;
+      for (const auto& worker : workers_) {
+        const worker::EngineLoad load = worker->engine().Load();
+        idle = idle && load.running == 0 && load.kv_blocks_free == load.kv_blocks_total;
+      }
+      if (idle) return true;
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return false;
+  }
+
   struct Streamed {
     std::string text;
     std::vector<::llmserve::v1::GenerateStreamResponse> messages;
@@ -253,17 +268,7 @@ TEST_F(GatewayServerTest, CancellingTheClientFreesTheWorkersBlocks) {
     }
     reader->Finish();
   }
-  const absl::Time deadline = absl::Now() + kPatience;
-  bool idle = false;
-  while (!idle && absl::Now() < deadline) {
-    idle = true;
-    for (const auto& worker : workers_) {
-      const worker::EngineLoad load = worker->engine().Load();
-      idle = idle && load.running == 0 && load.kv_blocks_free == load.kv_blocks_total;
-    }
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  EXPECT_TRUE(idle);
+  EXPECT_TRUE(WaitForIdleWorkers());
 }
 
 TEST_F(GatewayServerTest, RefusesAnonymousAccessOffLoopback) {
@@ -430,17 +435,7 @@ TEST_F(GatewayServerTest, OpenAiClientDisconnectFreesTheWorkers) {
     ASSERT_TRUE(client->ReadChunk().has_value());
     client->Close();
   }
-  const absl::Time deadline = absl::Now() + kPatience;
-  bool idle = false;
-  while (!idle && absl::Now() < deadline) {
-    idle = true;
-    for (const auto& worker : workers_) {
-      const worker::EngineLoad load = worker->engine().Load();
-      idle = idle && load.running == 0 && load.kv_blocks_free == load.kv_blocks_total;
-    }
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  EXPECT_TRUE(idle);
+  EXPECT_TRUE(WaitForIdleWorkers());
 }
 
 class SlowGatewayServerTest : public GatewayServerTest {
