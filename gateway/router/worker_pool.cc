@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/base/worker_api_limits.h"
 #include "common/prefix_cache/block_hash.h"
 
 namespace llmserve::gateway {
@@ -19,8 +20,6 @@ namespace {
 
 // The health service name a worker reports readiness under (worker_server.h).
 constexpr char kReadinessService[] = "llmserve.worker.v1.Worker";
-// GetModelInfo carries tokenizer files (worker.proto).
-constexpr int kMaxMessageBytes = 64 << 20;
 constexpr absl::Duration kTick = absl::Milliseconds(50);
 
 // Splits "host:port" (or "[v6]:port"); nullopt without a valid port.
@@ -227,7 +226,7 @@ void WorkerPool::Discover(absl::Time now) {
     auto worker = std::make_unique<Worker>();
     worker->address = address;
     grpc::ChannelArguments arguments;
-    arguments.SetMaxReceiveMessageSize(kMaxMessageBytes);
+    arguments.SetMaxReceiveMessageSize(common::kWorkerApiMaxMessageBytes);
     if (!options_.tls_server_name.empty()) {
       arguments.SetSslTargetNameOverride(options_.tls_server_name);
     }

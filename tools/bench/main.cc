@@ -11,6 +11,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "common/base/flag_names.h"
+#include "common/base/worker_api_limits.h"
 #include "tools/bench/worker_bench.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "host:port of the server to load");
@@ -38,7 +39,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   grpc::ChannelArguments arguments;
-  arguments.SetMaxReceiveMessageSize(64 << 20);  // GetModelInfo carries the tokenizer
+  arguments.SetMaxReceiveMessageSize(llmserve::common::kWorkerApiMaxMessageBytes);
   auto channel = grpc::CreateCustomChannel(absl::GetFlag(FLAGS_target),
                                            grpc::InsecureChannelCredentials(), arguments);
 

@@ -13,6 +13,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/base/logging.h"
+#include "common/base/worker_api_limits.h"
 #include "common/status/status_macros.h"
 #include "worker/engine/cpu_engine_builder.h"
 #include "worker/model/model_files.h"
@@ -20,9 +21,8 @@
 namespace llmserve::worker {
 namespace {
 
-// GetModelInfo carries tokenizer.json (Llama-3's is about 9 MB): see worker.proto.
-constexpr int kMaxMessageBytes = 64 << 20;
-constexpr size_t kMaxTokenizerBytes = 64 << 20;
+// Tokenizer files travel in GetModelInfo: larger ones could not be sent.
+constexpr size_t kMaxTokenizerBytes = common::kWorkerApiMaxMessageBytes;
 
 absl::Status CheckRange(absl::string_view flag, int64_t value, int64_t low, int64_t high) {
   if (value >= low && value <= high) return absl::OkStatus();
@@ -247,8 +247,8 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   grpc::ServerBuilder builder;
   const std::string address = absl::StrCat(options.host, ":", options.port);
   builder.AddListeningPort(address, *credentials, &server->port_);
-  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  builder.SetMaxReceiveMessageSize(common::kWorkerApiMaxMessageBytes);
+  builder.SetMaxSendMessageSize(common::kWorkerApiMaxMessageBytes);
   builder.RegisterService(server->service_.get());
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
