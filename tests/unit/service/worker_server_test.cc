@@ -328,6 +328,30 @@ TEST_F(WorkerServerTest, BadRequestsGetTheRightCodes) {
             5);
 }
 
+TEST_F(WorkerServerTest, AFullKvCacheQueuesAndPreemptsButLosesNothing) {
+  // About 16 blocks of 16 tokens: a request that can never fit is refused; eight that fit one at a
+  // time but not together all complete (waiting or preempted and recomputed).
+  StartServer({.kv_cache_bytes = 128 << 10});
+  const int32_t blocks = static_cast<int32_t>(server_->model_info().num_kv_blocks());
+  ASSERT_GT(blocks, 6);
+  const StreamResult too_big = Generate(Request("too-big", blocks * 16 + 1, 1));
+  EXPECT_EQ(too_big.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(too_big.status.error_message().find("block"), std::string::npos)
+      << too_big.status.error_message();
+
+  std::vector<std::thread> clients;
+  std::atomic<int> completed{0};
+  for (int i = 0; i < 8; ++i) {
+    clients.emplace_back([this, i, &completed] {
+      const StreamResult result = Generate(Request(absl::StrCat("kv", i), 40, 60));
+      if (result.status.ok() && result.tokens.size() == 60u) ++completed;
+    });
+  }
+  for (std::thread& client : clients) client.join();
+  EXPECT_EQ(completed.load(), 8);
+  EXPECT_TRUE(WaitForIdleEngine());
+}
+
 TEST_F(WorkerServerTest, DuplicateIdsAndOverloadAreRefused) {
   StartServer({.max_num_seqs = 1, .max_queue = 1});
   grpc::ClientContext first_context;
