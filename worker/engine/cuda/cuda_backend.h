@@ -1,0 +1,149 @@
+// The CUDA backend: the same Backend contract as the CPU reference, on one NVIDIA GPU.
+//
+// Device state, allocated once in Create with plain cudaMalloc (never managed memory):
+//  - weights in bf16 or f16 (f32 checkpoints converted on upload), norms and biases in f32, in one
+//    allocation;
+//  - an activation workspace sized for max_num_batched_tokens tokens and max_num_seqs sequences;
+//  - the paged KV cache in one allocation, in the weight dtype, with the CPU backend's layout:
+//    per layer, K and V each [num_blocks, num_kv_heads, block_size, head_dim].
+//
+// A forward pass: metadata (token ids, positions, block tables, the decode and prefill work lists,
+// the logit rows) staged in pinned memory and sent in one copy; embedding; per layer fused
+// residual-add + norm, QKV GEMM (cuBLAS, f32 out), bias + RoPE + KV write, paged attention (decode
+// kernel for one-token sequences, tiled prefill kernel for chunks), O GEMM, add + norm, gate/up
+// GEMM, activation, down GEMM; then the final norm and the LM head for the rows that need logits
+// only, copied back as f32. All on one stream; Forward returns when the logits are on the host.
+//
+// Numerics: the residual stream and every GEMM output are f32; GEMM inputs (normed activations,
+// attention output, MLP activation), weights and the KV cache are 16-bit. See docs/cuda.md for
+// the tolerance against the CPU backend this implies.
+//
+// Not thread-safe: the engine thread owns it. It makes its device current in Create and in
+// Forward.
+
+#ifndef LLMSERVE_WORKER_ENGINE_CUDA_CUDA_BACKEND_H_
+#define LLMSERVE_WORKER_ENGINE_CUDA_CUDA_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "worker/engine/backend.h"
+#include "worker/engine/cuda/device_memory.h"
+#include "worker/engine/cuda/kernels.h"
+#include "worker/model/dtype.h"
+#include "worker/model/model_weights.h"
+
+// Opaque CUDA and cuBLAS handle types, so that users of this header need no CUDA include path.
+struct CUstream_st;
+struct cublasContext;
+
+namespace llmserve::worker {
+
+struct CudaBackendOptions {
+  // CUDA device index.
+  int device = 0;
+  // Weights, GEMM inputs and KV cache on the device: kBF16 or kF16 (kF32 is INVALID_ARGUMENT).
+  // Weights in another dtype are converted while uploading.
+  DType dtype = DType::kBF16;
+  // Bytes of KV cache; 0: kv_cache_fraction of the device memory free once the weights, the
+  // workspace and a profiling forward pass at the largest batch have run.
+  int64_t kv_cache_bytes = 0;
+  double kv_cache_fraction = 0.9;
+  // Tokens per KV block.
+  int32_t block_size = 16;
+  // The largest batch Forward accepts (the engine's token budget and sequence cap): the activation
+  // workspace is sized for it.
+  int32_t max_num_batched_tokens = 2048;
+  int32_t max_num_seqs = 256;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  // FAILED_PRECONDITION when there is no usable CUDA device ("no CUDA device: cudaGetDeviceCount
+  // returned ..."), INVALID_ARGUMENT for options out of range or a device index past the count,
+  // UNIMPLEMENTED for a model shape without kernels (head_dim other than 64 or 128, more than
+  // 64 query heads per KV head), RESOURCE_EXHAUSTED naming the weight, workspace and KV sizes and
+  // the free memory when the device is too small, and the failed call's status otherwise.
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(
+      std::unique_ptr<const ModelWeights> weights, const CudaBackendOptions& options);
+  ~CudaBackend() override;
+
+  const ModelConfig& config() const override { return config_; }
+  int32_t block_size() const override { return block_size_; }
+  int32_t num_kv_blocks() const override { return num_blocks_; }
+  absl::string_view name() const override { return "cuda"; }
+  // INVALID_ARGUMENT for a malformed batch or one larger than max_num_batched_tokens /
+  // max_num_seqs; a CUDA error's status otherwise (after which the device may be unusable).
+  absl::Status Forward(const ForwardBatch& batch, ForwardOutput* output) override;
+
+  // Bytes one KV block of `block_size` tokens takes for `config` in 16-bit (K and V, all layers).
+  static int64_t KvBytesPerBlock(const ModelConfig& config, int32_t block_size);
+  // Bytes of the uploaded weights.
+  int64_t weight_bytes() const { return static_cast<int64_t>(weights_.size()); }
+  int64_t workspace_bytes() const { return workspace_bytes_; }
+
+ private:
+  struct DeviceLayer;
+  struct Metadata;
+
+  CudaBackend(const ModelConfig& config, const CudaBackendOptions& options);
+  absl::Status Init(const ModelWeights& weights);
+  absl::Status UploadWeights(const ModelWeights& weights);
+  absl::Status AllocateWorkspace();
+  absl::Status AllocateKvCache(int64_t bytes);
+  // A forward pass at the largest batch on a temporary cache: loads every kernel and cuBLAS's
+  // internals before free memory is measured for the KV cache.
+  absl::Status ProfileForward();
+  absl::Status StageMetadata(const ForwardBatch& batch, Metadata* meta);
+  absl::Status RunLayers(const ForwardBatch& batch, const Metadata& meta);
+  absl::Status Attention(int layer, const Metadata& meta);
+  absl::Status ComputeLogits(const Metadata& meta, ForwardOutput* output);
+
+  ModelConfig config_;
+  CudaBackendOptions options_;
+  cuda::DeviceDType dtype_;
+  int32_t block_size_;
+  int32_t num_blocks_ = 0;
+  int num_sms_ = 1;
+  CUstream_st* stream_ = nullptr;
+  cublasContext* cublas_ = nullptr;
+
+  cuda::DeviceBuffer weights_;  // every weight tensor, 256-byte aligned
+  std::vector<DeviceLayer> layers_;
+  const void* token_embedding_ = nullptr;
+  const float* position_embedding_ = nullptr;
+  const float* final_norm_weight_ = nullptr;
+  const float* final_norm_bias_ = nullptr;
+  const void* lm_head_ = nullptr;
+  const double* rope_inv_freq_ = nullptr;
+
+  cuda::DeviceBuffer kv_cache_;  // K of all layers, then V of all layers
+  int64_t layer_kv_elements_ = 0;
+
+  // Workspace, for max_num_batched_tokens tokens.
+  int64_t workspace_bytes_ = 0;
+  cuda::DeviceBuffer workspace_;
+  float* residual_ = nullptr;         // [tokens, hidden] f32
+  void* normed_ = nullptr;            // [tokens, hidden] 16-bit
+  float* qkv_ = nullptr;              // [tokens, (heads + 2 * kv_heads) * head_dim] f32
+  void* attn_out_ = nullptr;          // [tokens, heads * head_dim] 16-bit
+  float* proj_ = nullptr;             // [tokens, hidden] f32
+  float* mlp_up_ = nullptr;           // [tokens, up width] f32
+  void* mlp_act_ = nullptr;           // [tokens, intermediate] 16-bit
+  float* partial_out_ = nullptr;      // [max_num_seqs, heads, kMaxDecodeSplits, head_dim] f32
+  float* partial_max_sum_ = nullptr;  // [max_num_seqs, heads, kMaxDecodeSplits, 2] f32
+  float* logits_ = nullptr;           // [logit_chunk_rows_, vocab] f32
+  int32_t logit_chunk_rows_ = 0;
+  cuda::DeviceBuffer cublas_workspace_;
+  cuda::PinnedBuffer pinned_logits_;  // [logit_chunk_rows_, vocab] f32
+
+  // Per-step int32 metadata, grown when a batch needs more.
+  cuda::PinnedBuffer pinned_meta_;
+  cuda::DeviceBuffer device_meta_;
+};
+
+}  // namespace llmserve::worker
+
+#endif  // LLMSERVE_WORKER_ENGINE_CUDA_CUDA_BACKEND_H_
