@@ -1,0 +1,320 @@
+// The CUDA backend as a whole against the CPU backend (the reference, f32 weights) on the same
+// random checkpoints and the same packed batches: Llama-family models with GQA ratios 1/3/4 and
+// head dims 64/128 (llama3 rope scaling, Qwen2 qkv bias, tied and untied embeddings) and a GPT-2
+// (learned positions, LayerNorm, GELU, biases); batches mixing prefill chunks, decodes, prompt
+// logprob rows and prefix blocks shared between sequences.
+//
+// Tolerance, per logits row, NMSE against the CPU: 1e-3 with bf16, 1e-4 with f16. Why: the CUDA
+// backend rounds weights, GEMM inputs and the KV cache to 16 bits (relative error up to 2^-9 for
+// bf16, RMS about 1.1e-3, so an NMSE of about 1.3e-6 per rounded operand of a dot product). A
+// layer has about ten such roundings; a few layers and the LM head give about 1e-4, and random
+// weights amplify somewhat: 1e-3 leaves a margin of ten without hiding a wrong index or mask
+// (those give NMSE near 1). f16 has 4 more mantissa bits: 16x smaller, 1e-4 keeps the margin.
+// Greedy decoding must pick the CPU's tokens as long as the CPU's best two logits are apart by
+// more than the error bf16 allows (2% of the row's range); after a near tie the runs may diverge
+// and the test stops comparing.
+//
+// Tests that need a device skip, naming why, where there is none; the Create error tests run
+// everywhere.
+
+#include "worker/engine/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/testing/scoped_temp_dir.h"
+#include "tests/unit/cuda/cuda_test_util.h"
+#include "worker/engine/cpu/cpu_backend.h"
+#include "worker/model/model_files.h"
+#include "worker/model/model_weights.h"
+#include "worker/model/model_writer.h"
+
+namespace llmserve::worker {
+namespace {
+
+using cuda::testing::Nmse;
+
+ModelConfig LlamaConfig(int64_t kv_heads, int64_t group, int64_t head_dim) {
+  ModelConfig c;
+  c.architecture = "LlamaForCausalLM";
+  c.family = ModelFamily::kLlama;
+  c.vocab_size = 301;
+  c.num_layers = 2;
+  c.max_position_embeddings = c.max_model_len = 512;
+  c.eos_token_ids = {0};
+  c.num_kv_heads = kv_heads;
+  c.num_heads = kv_heads * group;
+  c.head_dim = head_dim;
+  c.hidden_size = 160;
+  c.intermediate_size = 224;
+  c.rope_theta = 500000;
+  c.rope_scaling.kind = RopeScaling::Kind::kLlama3;
+  c.rope_scaling.factor = 8;
+  c.rope_scaling.original_max_position_embeddings = 64;
+  return c;
+}
+
+ModelConfig Qwen2Config() {
+  ModelConfig c = LlamaConfig(1, 4, 128);
+  c.architecture = "Qwen2ForCausalLM";
+  c.qkv_bias = true;
+  c.tied_embeddings = true;
+  c.rope_scaling = {};
+  return c;
+}
+
+ModelConfig Gpt2Config() {
+  ModelConfig c;
+  c.architecture = "GPT2LMHeadModel";
+  c.family = ModelFamily::kGpt2;
+  c.vocab_size = 257;
+  c.num_layers = 2;
+  c.max_position_embeddings = c.max_model_len = 512;
+  c.eos_token_ids = {0};
+  c.num_heads = c.num_kv_heads = 2;
+  c.head_dim = 64;
+  c.hidden_size = 128;
+  c.intermediate_size = 512;
+  c.norm = NormKind::kLayerNorm;
+  c.activation = Activation::kGeluTanh;
+  c.gated_mlp = false;
+  c.position = PositionKind::kLearned;
+  c.qkv_bias = c.o_bias = c.mlp_bias = c.norm_bias = true;
+  c.tied_embeddings = true;
+  return c;
+}
+
+// A random f32 checkpoint of `config` in `dir`, and its config as loaded back.
+struct TestModel {
+  explicit TestModel(const ModelConfig& config, uint64_t seed) : dir("cuda_backend_test") {
+    EXPECT_TRUE(WriteRandomModel(config, {.seed = seed, .scale = 0.15f}, dir.path()).ok());
+    auto opened = ModelFiles::Open(dir.path());
+    EXPECT_TRUE(opened.ok()) << opened.status();
+    files = *std::move(opened);
+    auto parsed = ParseModelConfig(files->config_json(), "");
+    EXPECT_TRUE(parsed.ok()) << parsed.status();
+    loaded_config = *parsed;
+  }
+  std::unique_ptr<ModelWeights> Weights(DType dtype) const {
+    auto weights = LoadModelWeights(*files, loaded_config, dtype);
+    EXPECT_TRUE(weights.ok()) << weights.status();
+    return *std::move(weights);
+  }
+
+  ::llmserve::testing::ScopedTempDir dir;
+  std::unique_ptr<ModelFiles> files;
+  ModelConfig loaded_config;
+};
+
+CudaBackendOptions SmallOptions(DType dtype, int32_t block_size) {
+  return {.dtype = dtype,
+          .kv_cache_bytes = 16 << 20,
+          .block_size = block_size,
+          .max_num_batched_tokens = 512,
+          .max_num_seqs = 16};
+}
+
+TEST(CudaBackendCreateTest, FailsClearlyWithoutADeviceOrWithABadIndex) {
+  TestModel model(LlamaConfig(2, 1, 64), 1);
+  const std::string no_device = cuda::testing::NoCudaDeviceReason();
+  CudaBackendOptions options = SmallOptions(DType::kBF16, 16);
+  if (!no_device.empty()) {
+    auto backend = CudaBackend::Create(model.Weights(DType::kF32), options);
+    ASSERT_FALSE(backend.ok());
+    EXPECT_EQ(backend.status().code(), absl::StatusCode::kFailedPrecondition) << backend.status();
+    EXPECT_NE(backend.status().message().find("no CUDA device: cudaGetDeviceCount returned"),
+              absl::string_view::npos)
+        << backend.status();
+    return;
+  }
+  options.device = 1000;
+  auto backend = CudaBackend::Create(model.Weights(DType::kF32), options);
+  ASSERT_FALSE(backend.ok());
+  EXPECT_EQ(backend.status().code(), absl::StatusCode::kInvalidArgument) << backend.status();
+  EXPECT_NE(backend.status().message().find("CUDA device 1000 does not exist"),
+            absl::string_view::npos)
+      << backend.status();
+}
+
+TEST(CudaBackendCreateTest, RejectsShapesAndOptionsWithoutKernels) {
+  ModelConfig config = LlamaConfig(2, 2, 64);
+  config.head_dim = 32;
+  TestModel model(config, 2);
+  auto backend = CudaBackend::Create(model.Weights(DType::kF32), SmallOptions(DType::kBF16, 16));
+  ASSERT_FALSE(backend.ok());
+  EXPECT_EQ(backend.status().code(), absl::StatusCode::kUnimplemented) << backend.status();
+  EXPECT_NE(backend.status().message().find("head_dim 64 and 128, not 32"), absl::string_view::npos)
+      << backend.status();
+
+  backend = CudaBackend::Create(model.Weights(DType::kF32), SmallOptions(DType::kF32, 16));
+  ASSERT_FALSE(backend.ok());
+  EXPECT_EQ(backend.status().code(), absl::StatusCode::kInvalidArgument) << backend.status();
+}
+
+struct Sequence {
+  std::vector<int32_t> tokens;
+  int32_t prompt_len = 0;
+  int32_t computed = 0;
+  std::vector<int32_t> blocks;
+  int shares_with = -1;
+  int32_t shared_blocks = 0;
+};
+
+// (model, device dtype, block size)
+class CudaVsCpuTest : public ::testing::TestWithParam<std::tuple<int, DType, int32_t>> {};
+
+ModelConfig ConfigForIndex(int index) {
+  switch (index) {
+    case 0:
+      return LlamaConfig(2, 1, 64);
+    case 1:
+      return LlamaConfig(2, 3, 64);
+    case 2:
+      return Qwen2Config();
+    case 3:
+      return LlamaConfig(2, 4, 128);
+    default:
+      return Gpt2Config();
+  }
+}
+
+TEST_P(CudaVsCpuTest, RandomPackedBatchesGiveTheCpuLogits) {
+  LLMSERVE_SKIP_WITHOUT_CUDA_DEVICE();
+  const auto [model_index, dtype, block_size] = GetParam();
+  const double max_nmse = dtype == DType::kBF16 ? 1e-3 : 1e-4;
+  const ModelConfig config = ConfigForIndex(model_index);
+  TestModel model(config, 10 + model_index);
+  auto cuda = CudaBackend::Create(model.Weights(DType::kF32), SmallOptions(dtype, block_size));
+  ASSERT_TRUE(cuda.ok()) << cuda.status();
+  auto cpu = CpuBackend::Create(model.Weights(DType::kF32),
+                                {.kv_cache_bytes = 32 << 20, .block_size = block_size});
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  const int32_t num_blocks = std::min((*cuda)->num_kv_blocks(), (*cpu)->num_kv_blocks());
+
+  std::mt19937 rng(model_index * 100 + block_size);
+  std::vector<Sequence> seqs(6);
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    Sequence& seq = seqs[s];
+    const int32_t total = 1 + static_cast<int32_t>(rng() % 300);
+    for (int32_t i = 0; i < total; ++i) seq.tokens.push_back(rng() % config.vocab_size);
+    seq.prompt_len = 1 + static_cast<int32_t>(rng() % total);
+    if (s > 0 && rng() % 2) {
+      const int other = static_cast<int>(rng() % s);
+      const int32_t max_shared = std::min(seqs[other].prompt_len, seq.prompt_len - 1) / block_size;
+      if (max_shared > 0) {
+        seq.shares_with = other;
+        seq.shared_blocks = 1 + static_cast<int32_t>(rng() % max_shared);
+        std::copy_n(seqs[other].tokens.begin(), seq.shared_blocks * block_size, seq.tokens.begin());
+      }
+    }
+  }
+  std::vector<int32_t> free_blocks(num_blocks);
+  for (int32_t i = 0; i < num_blocks; ++i) free_blocks[i] = i;
+  std::shuffle(free_blocks.begin(), free_blocks.end(), rng);
+
+  ForwardBatch batch;
+  ForwardOutput cuda_out, cpu_out;
+  for (int step = 0; step < 2000; ++step) {
+    batch.Clear();
+    std::vector<int> in_batch;
+    int32_t batch_tokens = 0;
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      Sequence& seq = seqs[s];
+      if (seq.computed == static_cast<int32_t>(seq.tokens.size()) || rng() % 3 == 0) continue;
+      if (seq.computed == 0 && seq.shares_with >= 0) {
+        const Sequence& other = seqs[seq.shares_with];
+        if (other.computed < seq.shared_blocks * block_size) continue;
+        seq.blocks.assign(other.blocks.begin(), other.blocks.begin() + seq.shared_blocks);
+        seq.computed = seq.shared_blocks * block_size;
+      }
+      const int32_t remaining_prompt = seq.prompt_len - seq.computed;
+      const int32_t chunk = std::min<int32_t>(
+          remaining_prompt > 0 ? 1 + static_cast<int32_t>(rng() % remaining_prompt) : 1, 80);
+      while (static_cast<int32_t>(seq.blocks.size()) * block_size < seq.computed + chunk) {
+        ASSERT_FALSE(free_blocks.empty());
+        seq.blocks.push_back(free_blocks.back());
+        free_blocks.pop_back();
+      }
+      batch.AddSequence(std::vector<int32_t>(seq.tokens.begin() + seq.computed,
+                                             seq.tokens.begin() + seq.computed + chunk),
+                        seq.computed, seq.blocks, /*want_all_logits=*/rng() % 4 == 0);
+      in_batch.push_back(static_cast<int>(s));
+      batch_tokens += chunk;
+    }
+    if (in_batch.empty()) {
+      if (std::all_of(seqs.begin(), seqs.end(), [](const Sequence& s) {
+            return s.computed == static_cast<int32_t>(s.tokens.size());
+          })) {
+        break;
+      }
+      continue;
+    }
+    ASSERT_LE(batch_tokens, 512);
+    const absl::Status cuda_status = (*cuda)->Forward(batch, &cuda_out);
+    ASSERT_TRUE(cuda_status.ok()) << cuda_status;
+    ASSERT_TRUE((*cpu)->Forward(batch, &cpu_out).ok());
+    ASSERT_EQ(cuda_out.row_start, cpu_out.row_start);
+    ASSERT_EQ(cuda_out.vocab_size, cpu_out.vocab_size);
+    for (int32_t r = 0; r < cpu_out.row_start.back(); ++r) {
+      const std::vector<float> got(cuda_out.Row(r), cuda_out.Row(r) + config.vocab_size);
+      const std::vector<float> want(cpu_out.Row(r), cpu_out.Row(r) + config.vocab_size);
+      ASSERT_LT(Nmse(got, want), max_nmse) << "step " << step << " row " << r;
+    }
+    for (size_t i = 0; i < in_batch.size(); ++i) {
+      seqs[in_batch[i]].computed += batch.query_start[i + 1] - batch.query_start[i];
+    }
+  }
+  for (const Sequence& seq : seqs) EXPECT_EQ(seq.computed, static_cast<int32_t>(seq.tokens.size()));
+}
+
+INSTANTIATE_TEST_SUITE_P(ModelsDtypesBlocks, CudaVsCpuTest,
+                         ::testing::Combine(::testing::Range(0, 5),
+                                            ::testing::Values(DType::kBF16, DType::kF16),
+                                            ::testing::Values(16, 32)));
+
+int32_t Argmax(const float* row, int64_t n) {
+  return static_cast<int32_t>(std::max_element(row, row + n) - row);
+}
+
+TEST(CudaBackendGreedyTest, PicksTheCpuTokensUntilANearTie) {
+  LLMSERVE_SKIP_WITHOUT_CUDA_DEVICE();
+  const ModelConfig config = LlamaConfig(2, 4, 128);
+  TestModel model(config, 77);
+  auto cuda = CudaBackend::Create(model.Weights(DType::kF32), SmallOptions(DType::kBF16, 16));
+  ASSERT_TRUE(cuda.ok()) << cuda.status();
+  auto cpu = CpuBackend::Create(model.Weights(DType::kF32), {.kv_cache_bytes = 32 << 20});
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  std::mt19937 rng(5);
+  std::vector<int32_t> prompt(23);
+  for (int32_t& t : prompt) t = rng() % config.vocab_size;
+  const std::vector<int32_t> blocks = {9, 3, 14, 0, 7, 1, 2, 4};  // 128 slots
+  ForwardBatch batch;
+  ForwardOutput cuda_out, cpu_out;
+  std::vector<int32_t> next = prompt;
+  int32_t computed = 0;
+  int compared = 0;
+  for (int step = 0; step < 32; ++step) {
+    batch.Clear();
+    batch.AddSequence(next, computed, blocks);
+    ASSERT_TRUE((*cuda)->Forward(batch, &cuda_out).ok());
+    ASSERT_TRUE((*cpu)->Forward(batch, &cpu_out).ok());
+    const float* want = cpu_out.LastRow(0);
+    std::vector<float> sorted(want, want + config.vocab_size);
+    std::sort(sorted.begin(), sorted.end(), std::greater<float>());
+    const float range = sorted.front() - sorted.back();
+    const int32_t cpu_token = Argmax(want, config.vocab_size);
+    const int32_t cuda_token = Argmax(cuda_out.LastRow(0), config.vocab_size);
+    if (sorted[0] - sorted[1] < 0.02f * range) break;  // a near tie: divergence is allowed
+    ASSERT_EQ(cuda_token, cpu_token) << "step " << step;
+    ++compared;
+    computed += static_cast<int32_t>(next.size());
+    next = {cpu_token};
+  }
+  EXPECT_GE(compared, 1);
+}
+
+}  // namespace
+}  // namespace llmserve::worker
