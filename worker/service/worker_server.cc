@@ -16,6 +16,9 @@
 #include "common/base/worker_api_limits.h"
 #include "common/status/status_macros.h"
 #include "worker/engine/cpu_engine_builder.h"
+#if defined(LLMSERVE_WITH_CUDA)
+#include "worker/engine/cuda/cuda_engine_builder.h"
+#endif
 #include "worker/model/model_files.h"
 
 namespace llmserve::worker {
@@ -146,10 +149,12 @@ absl::Status ValidateWorkerServerOptions(const WorkerServerOptions& o) {
 absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
     const WorkerServerOptions& options) {
   LLMSERVE_RETURN_IF_ERROR(ValidateWorkerServerOptions(options));
+#if !defined(LLMSERVE_WITH_CUDA)
   if (options.backend == "cuda") {
     return absl::UnimplementedError(
         "--backend=cuda: this worker was built without the CUDA backend; use --backend=cpu");
   }
+#endif
   // Before the (possibly long) model load: a bad certificate fails at once.
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
       common::MakeServerCredentials(options.tls, "");
@@ -161,7 +166,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
                                      : options.served_model_name;
 
   LLMSERVE_LOG(INFO) << "loading " << options.model_dir << " (" << DTypeName(options.dtype)
-                     << " weights, cpu backend)";
+                     << " weights, " << options.backend << " backend)";
   const absl::Time load_start = absl::Now();
   absl::Time last_progress = load_start;
   WorkerServer* raw = server.get();
@@ -193,7 +198,27 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
             }
           },
   };
+#if defined(LLMSERVE_WITH_CUDA)
+  if (options.backend == "cuda") {
+    // --threads has no meaning on the GPU; the rest carries over.
+    const CudaEngineOptions cuda_options{
+        .model_dir = engine_options.model_dir,
+        .device = options.device,
+        .dtype = options.dtype,
+        .kv_cache_bytes = options.kv_cache_bytes,
+        .kv_cache_fraction = options.kv_cache_fraction,
+        .block_size = options.block_size,
+        .max_model_len = options.max_model_len,
+        .engine = engine_options.engine,
+        .load_progress = engine_options.load_progress,
+    };
+    LLMSERVE_ASSIGN_OR_RETURN(server->engine_, BuildCudaEngine(cuda_options));
+  } else {
+    LLMSERVE_ASSIGN_OR_RETURN(server->engine_, BuildCpuEngine(engine_options));
+  }
+#else
   LLMSERVE_ASSIGN_OR_RETURN(server->engine_, BuildCpuEngine(engine_options));
+#endif
   Engine& engine = *server->engine_;
   const ModelConfig& config = engine.model_config();
   const EngineLoad load = engine.Load();

@@ -20,6 +20,7 @@
 #include "worker/engine/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -28,11 +29,16 @@
 #include "tests/testing/scoped_temp_dir.h"
 #include "tests/unit/cuda/cuda_test_util.h"
 #include "worker/engine/cpu/cpu_backend.h"
+#include "worker/engine/cuda/cuda_engine_builder.h"
 #include "worker/model/model_files.h"
 #include "worker/model/model_weights.h"
 #include "worker/model/model_writer.h"
 
 namespace llmserve::worker {
+
+// Readable parameter names in test output.
+void PrintTo(DType dtype, std::ostream* os) { *os << DTypeName(dtype); }
+
 namespace {
 
 using cuda::testing::Nmse;
@@ -152,6 +158,20 @@ TEST(CudaBackendCreateTest, RejectsShapesAndOptionsWithoutKernels) {
   backend = CudaBackend::Create(model.Weights(DType::kF32), SmallOptions(DType::kF32, 16));
   ASSERT_FALSE(backend.ok());
   EXPECT_EQ(backend.status().code(), absl::StatusCode::kInvalidArgument) << backend.status();
+}
+
+TEST(CudaEngineBuilderTest, ChecksDtypeAndDeviceBeforeLoading) {
+  TestModel model(LlamaConfig(2, 1, 64), 3);
+  auto engine = BuildCudaEngine({.model_dir = model.dir.path(), .dtype = DType::kF32});
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().code(), absl::StatusCode::kInvalidArgument) << engine.status();
+  EXPECT_NE(engine.status().message().find("--dtype=bf16"), absl::string_view::npos);
+  if (cuda::testing::NoCudaDeviceReason().empty()) return;
+  engine = BuildCudaEngine({.model_dir = "/nonexistent", .dtype = DType::kBF16});
+  ASSERT_FALSE(engine.ok());
+  // The device is checked first: no weights are read on a machine that cannot run them.
+  EXPECT_EQ(engine.status().code(), absl::StatusCode::kFailedPrecondition) << engine.status();
+  EXPECT_NE(engine.status().message().find("no CUDA device"), absl::string_view::npos);
 }
 
 struct Sequence {

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <ostream>
 #include <random>
 #include <tuple>
 #include <vector>
@@ -25,6 +26,12 @@
 #include "worker/engine/cuda/kernels.h"
 
 namespace llmserve::worker::cuda {
+
+// Readable parameter names in test output.
+void PrintTo(DeviceDType dtype, std::ostream* os) {
+  *os << (dtype == DeviceDType::kBF16 ? "bf16" : "f16");
+}
+
 namespace {
 
 using testing::Download;

@@ -131,6 +131,17 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
                      " query heads per KV head, not ", c.num_heads, " / ", c.num_kv_heads));
   }
 
+  LLMSERVE_RETURN_IF_ERROR(CheckDevice(options.device));
+  LLMSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
+  cudaDeviceProp props;
+  LLMSERVE_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&props, options.device));
+  std::unique_ptr<CudaBackend> backend(new CudaBackend(c, options));
+  backend->num_sms_ = std::max(1, props.multiProcessorCount);
+  LLMSERVE_RETURN_IF_ERROR(backend->Init(*weights));
+  return backend;
+}
+
+absl::Status CudaBackend::CheckDevice(int device) {
   int count = 0;
   const cudaError_t count_error = cudaGetDeviceCount(&count);
   if (count_error != cudaSuccess || count == 0) {
@@ -140,23 +151,18 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
                                    : absl::StrCat(cudaGetErrorName(count_error), " (",
                                                   cudaGetErrorString(count_error), ")")));
   }
-  if (options.device < 0 || options.device >= count) {
+  if (device < 0 || device >= count) {
     return absl::InvalidArgumentError(
-        absl::StrCat("CUDA device ", options.device, " does not exist (", count, " devices)"));
+        absl::StrCat("CUDA device ", device, " does not exist (", count, " devices)"));
   }
-  LLMSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
   cudaDeviceProp props;
-  LLMSERVE_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&props, options.device));
+  LLMSERVE_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&props, device));
   if (props.major < 8) {
     return absl::FailedPreconditionError(
-        absl::StrCat("CUDA device ", options.device, " (", props.name, ") has compute capability ",
+        absl::StrCat("CUDA device ", device, " (", props.name, ") has compute capability ",
                      props.major, ".", props.minor, "; the CUDA backend needs 8.0 or newer"));
   }
-
-  std::unique_ptr<CudaBackend> backend(new CudaBackend(c, options));
-  backend->num_sms_ = std::max(1, props.multiProcessorCount);
-  LLMSERVE_RETURN_IF_ERROR(backend->Init(*weights));
-  return backend;
+  return absl::OkStatus();
 }
 
 CudaBackend::CudaBackend(const ModelConfig& config, const CudaBackendOptions& options)

@@ -78,6 +78,10 @@ class CudaBackend final : public Backend {
   // max_num_seqs; a CUDA error's status otherwise (after which the device may be unusable).
   absl::Status Forward(const ForwardBatch& batch, ForwardOutput* output) override;
 
+  // OK when `device` is a usable CUDA device (exists, compute capability 8.0 or newer);
+  // FAILED_PRECONDITION ("no CUDA device: cudaGetDeviceCount returned ...") or INVALID_ARGUMENT
+  // otherwise. Cheap: callers check it before loading weights.
+  static absl::Status CheckDevice(int device);
   // Bytes one KV block of `block_size` tokens takes for `config` in 16-bit (K and V, all layers).
   static int64_t KvBytesPerBlock(const ModelConfig& config, int32_t block_size);
   // Bytes of the uploaded weights.

@@ -1,0 +1,45 @@
+#include "worker/engine/cuda/cuda_engine_builder.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status/status_macros.h"
+#include "worker/engine/cuda/cuda_backend.h"
+#include "worker/model/model_files.h"
+
+namespace llmserve::worker {
+
+absl::StatusOr<std::unique_ptr<Engine>> BuildCudaEngine(const CudaEngineOptions& options) {
+  if (options.dtype != DType::kBF16 && options.dtype != DType::kF16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the CUDA backend runs bf16 or f16 weights, not ", DTypeName(options.dtype),
+                     " (f32 checkpoints are converted: pass --dtype=bf16 or --dtype=f16)"));
+  }
+  // Before the (possibly long) weight load.
+  LLMSERVE_RETURN_IF_ERROR(CudaBackend::CheckDevice(options.device));
+  std::unique_ptr<ModelFiles> files;
+  LLMSERVE_ASSIGN_OR_RETURN(files, ModelFiles::Open(options.model_dir));
+  ModelConfig config;
+  LLMSERVE_ASSIGN_OR_RETURN(
+      config, ParseModelConfig(files->config_json(), files->generation_config_json()));
+  if (options.max_model_len < 0 || options.max_model_len > config.max_model_len) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_model_len ", options.max_model_len, " is outside [1, ",
+                     config.max_model_len, "] (the model's context length); 0 uses the model's"));
+  }
+  if (options.max_model_len > 0) config.max_model_len = options.max_model_len;
+  std::unique_ptr<ModelWeights> weights;
+  LLMSERVE_ASSIGN_OR_RETURN(weights,
+                            LoadModelWeights(*files, config, options.dtype, options.load_progress));
+  std::unique_ptr<CudaBackend> backend;
+  LLMSERVE_ASSIGN_OR_RETURN(
+      backend, CudaBackend::Create(std::move(weights),
+                                   {.device = options.device,
+                                    .dtype = options.dtype,
+                                    .kv_cache_bytes = options.kv_cache_bytes,
+                                    .kv_cache_fraction = options.kv_cache_fraction,
+                                    .block_size = options.block_size,
+                                    .max_num_batched_tokens = options.engine.max_num_batched_tokens,
+                                    .max_num_seqs = options.engine.max_num_seqs}));
+  return Engine::Create(std::move(backend), options.engine);
+}
+
+}  // namespace llmserve::worker

@@ -1,0 +1,43 @@
+// Builds an Engine on the CUDA backend from a model directory: what BuildCpuEngine
+// (worker/engine/cpu_engine_builder.h) is for the CPU, for llmserve-worker --backend=cuda.
+//
+// Thread-safe: a pure function.
+
+#ifndef LLMSERVE_WORKER_ENGINE_CUDA_CUDA_ENGINE_BUILDER_H_
+#define LLMSERVE_WORKER_ENGINE_CUDA_CUDA_ENGINE_BUILDER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "worker/engine/engine.h"
+#include "worker/model/dtype.h"
+#include "worker/model/model_weights.h"
+
+namespace llmserve::worker {
+
+struct CudaEngineOptions {
+  std::string model_dir;
+  int device = 0;
+  // bf16 or f16 (the checkpoint is converted while loading).
+  DType dtype = DType::kBF16;
+  // KV cache bytes; when 0, kv_cache_fraction of the device memory free after the weights, the
+  // activation workspace and a profiling forward pass.
+  int64_t kv_cache_bytes = 0;
+  double kv_cache_fraction = 0.9;
+  int32_t block_size = 16;
+  // Context length to serve; 0 = the model's. Above the model's is INVALID_ARGUMENT.
+  int64_t max_model_len = 0;
+  // Its max_num_batched_tokens and max_num_seqs also size the backend's workspace.
+  EngineConfig engine;
+  LoadProgress load_progress;
+};
+
+// NOT_FOUND / INVALID_ARGUMENT / UNIMPLEMENTED from model loading, and CudaBackend::Create's
+// errors (FAILED_PRECONDITION without a device, RESOURCE_EXHAUSTED when the model does not fit).
+absl::StatusOr<std::unique_ptr<Engine>> BuildCudaEngine(const CudaEngineOptions& options);
+
+}  // namespace llmserve::worker
+
+#endif  // LLMSERVE_WORKER_ENGINE_CUDA_CUDA_ENGINE_BUILDER_H_
