@@ -450,6 +450,9 @@ absl::Status CudaBackend::StageMetadata(const ForwardBatch& batch, Metadata* met
   const size_t total = 3 * size_t(tokens) + (seqs + 1) + num_block_ids + decode.size() +
                        tiles.size() + logit_rows.size();
   const size_t bytes = total * sizeof(int32_t);
+  // The previous step normally ended synchronised; after one that failed midway its copies and
+  // kernels may still use the staging buffers about to be rewritten.
+  LLMSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   if (bytes > pinned_meta_.size()) {
     const size_t capacity = std::max(bytes + bytes / 2, size_t{1} << 16);
     LLMSERVE_ASSIGN_OR_RETURN(pinned_meta_, cuda::PinnedBuffer::Allocate(capacity, "metadata"));
