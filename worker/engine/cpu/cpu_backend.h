@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "worker/engine/backend.h"
+#include "worker/engine/cpu/aligned_vector.h"
 #include "worker/engine/cpu/matmul.h"
 #include "worker/engine/cpu/paged_attention.h"
 #include "worker/engine/cpu/thread_pool.h"
@@ -69,13 +70,13 @@ class CpuBackend final : public Backend {
   // Per-step scratch, grown to the largest batch seen.
   std::vector<int32_t> token_seq_;          // [tokens] sequence of each token
   std::vector<int32_t> token_pos_;          // [tokens] position of each token
-  std::vector<float> hidden_;               // [tokens, hidden] the residual stream
-  std::vector<float> normed_;               // [tokens, hidden]
-  std::vector<float> qkv_;                  // [tokens, (heads + 2 * kv_heads) * head_dim]
-  std::vector<float> attn_out_;             // [tokens, heads * head_dim]
-  std::vector<float> proj_;                 // [tokens, hidden]
-  std::vector<float> mlp_up_;               // [tokens, 2 * intermediate] or [tokens, intermediate]
-  std::vector<float> mlp_act_;              // [tokens, intermediate]
+  cpu::AlignedVector<float> hidden_;        // [tokens, hidden] the residual stream
+  cpu::AlignedVector<float> normed_;        // [tokens, hidden]
+  cpu::AlignedVector<float> qkv_;           // [tokens, (heads + 2 * kv_heads) * head_dim]
+  cpu::AlignedVector<float> attn_out_;      // [tokens, heads * head_dim]
+  cpu::AlignedVector<float> proj_;          // [tokens, hidden]
+  cpu::AlignedVector<float> mlp_up_;        // [tokens, 2 * intermediate] or [tokens, intermediate]
+  cpu::AlignedVector<float> mlp_act_;       // [tokens, intermediate]
   std::vector<std::vector<float>> scores_;  // per thread [max_model_len]
 };
 

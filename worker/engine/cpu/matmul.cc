@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "worker/engine/cpu/small_batch_gemv.h"
+
 namespace llmserve::worker::cpu {
 namespace {
 
@@ -37,6 +39,12 @@ void MatMul::Run(const float* x, int64_t m, const Tensor& w, float* out) {
   pool_->ParallelFor(slices, [&](int thread, int64_t begin_slice, int64_t end_slice) {
     for (int64_t slice = begin_slice; slice < end_slice; ++slice) {
       const int64_t row_begin = n * slice / slices, row_end = n * (slice + 1) / slices;
+      const auto* bytes = static_cast<const unsigned char*>(w.data());
+      if (m <= kSmallBatchGemvMaxRows && SmallBatchGemvAvailable()) {
+        SmallBatchGemv(x, m, k, bytes + row_begin * k * DTypeSize(w.dtype()), w.dtype(),
+                       row_end - row_begin, out + row_begin, n);
+        continue;
+      }
       if (w.dtype() == DType::kF32) {
         MultiplyF32(x, m, k, w.data_as<float>() + row_begin * k, row_end - row_begin,
                     out + row_begin, n);
@@ -45,7 +53,6 @@ void MatMul::Run(const float* x, int64_t m, const Tensor& w, float* out) {
       std::vector<float>& panel = panels_[thread];
       const int64_t panel_rows = std::max<int64_t>(1, kPanelElements / k);
       panel.resize(panel_rows * k);
-      const auto* bytes = static_cast<const unsigned char*>(w.data());
       for (int64_t r = row_begin; r < row_end; r += panel_rows) {
         const int64_t rows = std::min(panel_rows, row_end - r);
         ConvertElements(bytes + r * k * DTypeSize(w.dtype()), w.dtype(), panel.data(), DType::kF32,

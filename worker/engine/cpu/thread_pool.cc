@@ -1,6 +1,11 @@
 #include "worker/engine/cpu/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace llmserve::worker::cpu {
 namespace {
@@ -10,6 +15,33 @@ std::pair<int64_t, int64_t> Range(int64_t n, int threads, int index) {
   const int64_t base = n / threads, extra = n % threads;
   const int64_t begin = index * base + std::min<int64_t>(index, extra);
   return {begin, begin + base + (index < extra ? 1 : 0)};
+}
+
+inline void CpuRelax() {
+#if defined(__x86_64__)
+  _mm_pause();
+#endif
+}
+
+int64_t NowNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Polls `done` with pause instructions for up to `limit_ns`; true when it became true.
+template <typename Done>
+bool Spin(int64_t limit_ns, const Done& done) {
+  if (done()) return true;
+  if (limit_ns <= 0) return false;
+  const int64_t deadline = NowNanos() + limit_ns;
+  while (true) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      CpuRelax();
+    }
+    if (NowNanos() >= deadline) return false;
+  }
 }
 
 }  // namespace
@@ -23,7 +55,8 @@ ThreadPool::ThreadPool(int num_threads) {
 ThreadPool::~ThreadPool() {
   {
     absl::MutexLock lock(&mutex_);
-    stopping_ = true;
+    stopping_.store(true);
+    wake_.SignalAll();
   }
   for (std::thread& worker : workers_) worker.join();
 }
@@ -35,41 +68,72 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int, int64_t, i
     fn(0, 0, n);
     return;
   }
-  {
+  task_ = &fn;
+  task_size_ = n;
+  pending_.store(threads - 1, std::memory_order_relaxed);
+  // seq_cst store then load, against the worker's seq_cst increment of sleepers_ then load of
+  // generation_: either the worker sees the new generation or we see it asleep and signal.
+  generation_.fetch_add(1);
+  const bool woke_sleepers = sleepers_.load() > 0;
+  if (woke_sleepers) {
     absl::MutexLock lock(&mutex_);
-    task_ = &fn;
-    task_size_ = n;
-    pending_ = threads - 1;
-    ++generation_;
+    wake_.SignalAll();
   }
   const auto [begin, end] = Range(n, threads, 0);
   if (begin < end) fn(0, begin, end);
-  absl::MutexLock lock(&mutex_);
-  mutex_.Await(absl::Condition(
-      +[](int* pending) { return *pending == 0; }, &pending_));
+  AwaitWorkers(/*workers_were_spinning=*/!woke_sleepers);
   task_ = nullptr;
+}
+
+int64_t ThreadPool::SpinBudgetNanos() const {
+  return NowNanos() < no_spin_until_ns_.load(std::memory_order_relaxed)
+             ? 0
+             : absl::ToInt64Nanoseconds(kSpin);
+}
+
+void ThreadPool::AwaitWorkers(bool workers_were_spinning) {
+  auto all_done = [this] { return pending_.load(std::memory_order_acquire) == 0; };
+  const int64_t budget = SpinBudgetNanos();
+  if (Spin(budget, all_done)) return;
+  // The workers were running (not waking up from sleep) and their ranges are as long as ours, so
+  // a whole spin that runs out means one of them lost its core to another process: stop spinning
+  // for a while rather than burn the time it needs.
+  if (budget > 0 && workers_were_spinning) {
+    no_spin_until_ns_.store(NowNanos() + absl::ToInt64Nanoseconds(kNoSpinAfterContention),
+                            std::memory_order_relaxed);
+  }
+  absl::MutexLock lock(&mutex_);
+  caller_sleeping_.store(true);
+  while (!all_done()) done_.Wait(&mutex_);
+  caller_sleeping_.store(false);
+}
+
+uint64_t ThreadPool::AwaitGeneration(uint64_t seen) {
+  auto changed = [this, seen] {
+    return generation_.load(std::memory_order_acquire) != seen ||
+           stopping_.load(std::memory_order_relaxed);
+  };
+  if (!Spin(SpinBudgetNanos(), changed)) {
+    absl::MutexLock lock(&mutex_);
+    sleepers_.fetch_add(1);
+    while (!changed()) wake_.Wait(&mutex_);
+    sleepers_.fetch_sub(1);
+  }
+  return generation_.load(std::memory_order_acquire);
 }
 
 void ThreadPool::WorkerLoop(int index) {
   uint64_t seen = 0;
   while (true) {
-    const std::function<void(int, int64_t, int64_t)>* task;
-    int64_t size;
-    {
+    seen = AwaitGeneration(seen);
+    if (stopping_.load()) return;
+    const auto [begin, end] = Range(task_size_, num_threads(), index);
+    if (begin < end) (*task_)(index, begin, end);
+    // seq_cst, against the caller's store of caller_sleeping_ then load of pending_.
+    if (pending_.fetch_sub(1) == 1 && caller_sleeping_.load()) {
       absl::MutexLock lock(&mutex_);
-      auto ready = [this, &seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-        return stopping_ || generation_ != seen;
-      };
-      mutex_.Await(absl::Condition(&ready));
-      if (stopping_) return;
-      seen = generation_;
-      task = task_;
-      size = task_size_;
+      done_.Signal();
     }
-    const auto [begin, end] = Range(size, num_threads(), index);
-    if (begin < end) (*task)(index, begin, end);
-    absl::MutexLock lock(&mutex_);
-    --pending_;
   }
 }
 

@@ -1,0 +1,168 @@
+// The CPU backend's building blocks against plain loops: the small-batch GEMV on every dtype,
+// batch size and row-length tail; MatMul on both of its paths (GEMV and BLAS); the thread pool
+// covering every index exactly once, whether its workers spin or sleep between loops.
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "worker/engine/cpu/aligned_vector.h"
+#include "worker/engine/cpu/matmul.h"
+#include "worker/engine/cpu/small_batch_gemv.h"
+#include "worker/engine/cpu/thread_pool.h"
+#include "worker/model/dtype.h"
+#include "worker/model/model_weights.h"
+
+namespace llmserve::worker::cpu {
+namespace {
+
+// A [rows, k] weight of `dtype` with random values, and the same values widened to f32 (what the
+// kernels must compute with).
+struct Weight {
+  Tensor tensor;
+  std::vector<float> widened;
+};
+
+Weight RandomWeight(DType dtype, int64_t rows, int64_t k, std::mt19937& rng) {
+  std::normal_distribution<float> normal;
+  std::vector<float> values(rows * k);
+  for (float& v : values) v = normal(rng);
+  Weight weight{Tensor(dtype, {rows, k}), std::vector<float>(rows * k)};
+  ConvertElements(values.data(), DType::kF32, weight.tensor.data(), dtype, values.size());
+  ConvertElements(weight.tensor.data(), dtype, weight.widened.data(), DType::kF32, values.size());
+  return weight;
+}
+
+// out[i * ldc + r] = x[i] · w[r], accumulated in double.
+std::vector<double> Reference(const std::vector<float>& x, int64_t m, int64_t k,
+                              const std::vector<float>& w, int64_t rows, int64_t ldc) {
+  std::vector<double> out(m * ldc, 0.0);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t r = 0; r < rows; ++r) {
+      double sum = 0;
+      for (int64_t c = 0; c < k; ++c) sum += double{x[i * k + c]} * w[r * k + c];
+      out[i * ldc + r] = sum;
+    }
+  }
+  return out;
+}
+
+// f32 accumulation of k products of unit normals: the error grows like sqrt(k) * eps * |terms|.
+void ExpectClose(double expected, float actual, int64_t k, const std::string& where) {
+  const double tolerance = 1e-5 * std::sqrt(static_cast<double>(k)) * (1 + std::abs(expected));
+  EXPECT_NEAR(actual, expected, tolerance) << where;
+}
+
+TEST(SmallBatchGemvTest, MatchesPlainLoopsForEveryDtypeBatchAndTail) {
+  if (!SmallBatchGemvAvailable()) GTEST_SKIP() << "this CPU has neither AVX-512 nor AVX2";
+  std::mt19937 rng(7);
+  for (const std::string& isa : SmallBatchGemvIsas()) {
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+      for (int64_t m = 1; m <= kSmallBatchGemvMaxRows; ++m) {
+        for (int64_t k : {1, 7, 8, 15, 16, 17, 31, 32, 33, 100, 576}) {
+          const int64_t rows = 5, ldc = 9;  // ldc > rows: the output rows are strided
+          const Weight w = RandomWeight(dtype, rows, k, rng);
+          AlignedVector<float> x(m * k);
+          std::normal_distribution<float> normal;
+          for (float& v : x) v = normal(rng);
+          std::vector<float> out(m * ldc, -1.0f);
+          SmallBatchGemvWithIsa(isa, x.data(), m, k, w.tensor.data(), dtype, rows, out.data(), ldc);
+          const std::vector<double> expected =
+              Reference(std::vector<float>(x.begin(), x.end()), m, k, w.widened, rows, ldc);
+          for (int64_t i = 0; i < m; ++i) {
+            for (int64_t r = 0; r < ldc; ++r) {
+              const std::string where =
+                  absl::StrCat(DTypeName(dtype), " m=", m, " k=", k, " [", i, ",", r, "]");
+              if (r < rows) {
+                ExpectClose(expected[i * ldc + r], out[i * ldc + r], k, where);
+              } else {
+                EXPECT_EQ(out[i * ldc + r], -1.0f) << where << ": written outside the rows";
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(MatMulTest, MatchesPlainLoopsOnBothPaths) {
+  std::mt19937 rng(11);
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    MatMul matmul(&pool);
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+      // m <= 4 takes the GEMV; larger m goes to BLAS (widening a panel first for bf16/f16).
+      for (int64_t m : {1, 3, 4, 5, 17}) {
+        const int64_t n = 70, k = 45;
+        const Weight w = RandomWeight(dtype, n, k, rng);
+        std::vector<float> x(m * k);
+        std::normal_distribution<float> normal;
+        for (float& v : x) v = normal(rng);
+        std::vector<float> out(m * n);
+        matmul.Run(x.data(), m, w.tensor, out.data());
+        const std::vector<double> expected = Reference(x, m, k, w.widened, n, n);
+        for (int64_t i = 0; i < m * n; ++i) {
+          ExpectClose(expected[i], out[i], k,
+                      absl::StrCat(DTypeName(dtype), " threads=", threads, " m=", m, " i=", i));
+        }
+      }
+    }
+  }
+}
+
+TEST(ThreadPoolTest, EveryIndexRunsExactlyOnceWithValidThreadIndices) {
+  for (int threads : {1, 2, 4}) {
+    ThreadPool pool(threads);
+    std::mt19937 rng(threads);
+    for (int round = 0; round < 2000; ++round) {
+      const int64_t n = rng() % 50;
+      std::vector<std::atomic<int>> hits(n);
+      std::atomic<bool> bad_thread{false};
+      pool.ParallelFor(n, [&](int thread, int64_t begin, int64_t end) {
+        if (thread < 0 || thread >= pool.num_threads()) bad_thread = true;
+        for (int64_t i = begin; i < end; ++i) hits[i].fetch_add(1);
+      });
+      ASSERT_FALSE(bad_thread) << "round " << round;
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(hits[i].load(), 1) << "round " << round << " i=" << i;
+    }
+  }
+}
+
+TEST(ThreadPoolTest, WorkersThatFellAsleepAreWokenForTheNextLoop) {
+  ThreadPool pool(3);
+  for (int round = 0; round < 5; ++round) {
+    // Longer than the spin: the workers are asleep when the loop is published.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2) +
+                                absl::ToChronoMicroseconds(ThreadPool::kSpin));
+    std::atomic<int> sum{0};
+    pool.ParallelFor(3, [&](int, int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) sum += static_cast<int>(i) + 1;
+    });
+    EXPECT_EQ(sum.load(), 6);
+  }
+}
+
+TEST(ThreadPoolTest, UnevenWorkCompletesWhenTheCallerWaitsLong) {
+  // The workers' ranges take far longer than the caller's: the caller gives up spinning, sleeps,
+  // and must still be woken when the last worker finishes.
+  ThreadPool pool(2);
+  for (int round = 0; round < 3; ++round) {
+    std::atomic<int> done{0};
+    pool.ParallelFor(2, [&](int thread, int64_t, int64_t) {
+      if (thread != 0) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+      done.fetch_add(1);
+    });
+    EXPECT_EQ(done.load(), 2);
+  }
+}
+
+}  // namespace
+}  // namespace llmserve::worker::cpu
