@@ -11,10 +11,15 @@
 // step feeding back the argmax token. prefill_tok_s counts prompt tokens over the prefill time;
 // decode_tok_s counts generated tokens summed over the batch over the decode steps' time. A
 // warm-up pass runs first.
+//
+// --backend=cuda runs the same passes on a GPU through the CUDA backend plugin (builds with nvcc):
+// --device picks it, --dtype must be bf16 or f16, and Forward synchronises, so wall-clock timing
+// is valid. weight_bytes (the runtime weights' size) gives the bandwidth roofline.
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -26,6 +31,7 @@
 #include "absl/strings/str_split.h"
 #include "common/base/flag_names.h"
 #include "worker/engine/cpu/cpu_backend.h"
+#include "worker/engine/cuda/cuda_plugin_loader.h"
 #include "worker/model/model_files.h"
 #include "worker/model/model_weights.h"
 
@@ -37,6 +43,8 @@ ABSL_FLAG(int, gen_len, 128, "generated tokens per sequence");
 ABSL_FLAG(int, threads, 0, "kernel threads (0: one per hardware thread)");
 ABSL_FLAG(int, max_batched_tokens, 2048, "most prompt tokens in one forward pass");
 ABSL_FLAG(int, block_size, 16, "KV cache block size");
+ABSL_FLAG(std::string, backend, "cpu", "cpu or cuda");
+ABSL_FLAG(int, device, 0, "CUDA device index for --backend=cuda");
 
 namespace {
 
@@ -152,26 +160,50 @@ int main(int argc, char** argv) {
   const int32_t block_size = absl::GetFlag(FLAGS_block_size);
   const int64_t blocks_needed =
       static_cast<int64_t>(max_batch) * ((prompt_len + gen_len + block_size - 1) / block_size);
-  const int64_t block_bytes = llmserve::worker::CpuBackend::KvBytesPerBlock(*config, block_size);
-  auto backend = llmserve::worker::CpuBackend::Create(
-      *std::move(weights), {.kv_cache_bytes = blocks_needed * block_bytes,
-                            .block_size = block_size,
-                            .num_threads = absl::GetFlag(FLAGS_threads)});
-  if (!backend.ok()) return Fail(std::string(backend.status().message()));
+  const std::string backend_name = absl::GetFlag(FLAGS_backend);
+  std::unique_ptr<Backend> backend;
+  int threads = 0;
+  int64_t weight_bytes = static_cast<int64_t>((*weights)->SizeBytes());
+  if (backend_name == "cpu") {
+    const int64_t block_bytes = llmserve::worker::CpuBackend::KvBytesPerBlock(*config, block_size);
+    auto cpu = llmserve::worker::CpuBackend::Create(*std::move(weights),
+                                                    {.kv_cache_bytes = blocks_needed * block_bytes,
+                                                     .block_size = block_size,
+                                                     .num_threads = absl::GetFlag(FLAGS_threads)});
+    if (!cpu.ok()) return Fail(std::string(cpu.status().message()));
+    threads = (*cpu)->num_threads();
+    backend = *std::move(cpu);
+  } else if (backend_name == "cuda") {
+    llmserve::worker::CudaBackendOptions options;
+    options.device = absl::GetFlag(FLAGS_device);
+    options.dtype = *dtype;
+    options.block_size = block_size;
+    // Only what the runs need (K and V, 16-bit), so that a big model's cache is quick to allocate.
+    options.kv_cache_bytes = blocks_needed * 2 * config->num_layers * config->num_kv_heads *
+                             block_size * config->head_dim * 2;
+    options.max_num_batched_tokens = std::max(max_tokens, max_batch);
+    options.max_num_seqs = max_batch;
+    auto cuda = llmserve::worker::CreateCudaBackend(*std::move(weights), options);
+    if (!cuda.ok()) return Fail(cuda.status().ToString());
+    backend = *std::move(cuda);
+  } else {
+    return Fail("--backend must be cpu or cuda, not '" + backend_name + "'");
+  }
 
-  RunOnce(**backend, 1, std::min(prompt_len, 32), 4, max_tokens);  // warm-up
+  RunOnce(*backend, 1, std::min(prompt_len, 32), 4, max_tokens);  // warm-up
   std::fprintf(stderr, "%6s %10s %8s %6s %14s %14s\n", "batch", "prompt_len", "gen_len", "dtype",
                "prefill tok/s", "decode tok/s");
   for (int batch : batches) {
-    const Result r = RunOnce(**backend, batch, prompt_len, gen_len, max_tokens);
+    const Result r = RunOnce(*backend, batch, prompt_len, gen_len, max_tokens);
     const double prefill_tok_s = batch * static_cast<double>(prompt_len) / r.prefill_s;
     const double decode_tok_s = batch * static_cast<double>(gen_len) / r.decode_s;
     std::printf(
         "{\"batch\": %d, \"prompt_len\": %d, \"gen_len\": %d, \"dtype\": \"%s\", \"threads\": %d, "
-        "\"backend\": \"cpu\", \"prefill_s\": %.4f, \"decode_s\": %.4f, \"prefill_tok_s\": %.2f, "
-        "\"decode_tok_s\": %.2f}\n",
-        batch, prompt_len, gen_len, absl::GetFlag(FLAGS_dtype).c_str(), (*backend)->num_threads(),
-        r.prefill_s, r.decode_s, prefill_tok_s, decode_tok_s);
+        "\"backend\": \"%s\", \"weight_bytes\": %lld, \"prefill_s\": %.4f, \"decode_s\": %.4f, "
+        "\"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f}\n",
+        batch, prompt_len, gen_len, absl::GetFlag(FLAGS_dtype).c_str(), threads,
+        backend_name.c_str(), static_cast<long long>(weight_bytes), r.prefill_s, r.decode_s,
+        prefill_tok_s, decode_tok_s);
     std::fflush(stdout);
     std::fprintf(stderr, "%6d %10d %8d %6s %14.1f %14.1f\n", batch, prompt_len, gen_len,
                  absl::GetFlag(FLAGS_dtype).c_str(), prefill_tok_s, decode_tok_s);

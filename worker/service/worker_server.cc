@@ -16,9 +16,7 @@
 #include "common/base/worker_api_limits.h"
 #include "common/status/status_macros.h"
 #include "worker/engine/cpu_engine_builder.h"
-#if defined(LLMSERVE_WITH_CUDA)
 #include "worker/engine/cuda/cuda_engine_builder.h"
-#endif
 #include "worker/model/model_files.h"
 
 namespace llmserve::worker {
@@ -149,12 +147,6 @@ absl::Status ValidateWorkerServerOptions(const WorkerServerOptions& o) {
 absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
     const WorkerServerOptions& options) {
   LLMSERVE_RETURN_IF_ERROR(ValidateWorkerServerOptions(options));
-#if !defined(LLMSERVE_WITH_CUDA)
-  if (options.backend == "cuda") {
-    return absl::UnimplementedError(
-        "--backend=cuda: this worker was built without the CUDA backend; use --backend=cpu");
-  }
-#endif
   // Before the (possibly long) model load: a bad certificate fails at once.
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
       common::MakeServerCredentials(options.tls, "");
@@ -198,7 +190,6 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
             }
           },
   };
-#if defined(LLMSERVE_WITH_CUDA)
   if (options.backend == "cuda") {
     // --threads has no meaning on the GPU; the rest carries over.
     const CudaEngineOptions cuda_options{
@@ -216,9 +207,6 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   } else {
     LLMSERVE_ASSIGN_OR_RETURN(server->engine_, BuildCpuEngine(engine_options));
   }
-#else
-  LLMSERVE_ASSIGN_OR_RETURN(server->engine_, BuildCpuEngine(engine_options));
-#endif
   Engine& engine = *server->engine_;
   const ModelConfig& config = engine.model_config();
   const EngineLoad load = engine.Load();

@@ -68,7 +68,8 @@ absl::Status ValidateWorkerServerOptions(const WorkerServerOptions& options);
 class WorkerServer {
  public:
   // Loads, warms up, and starts listening. Errors name what failed: the model (NOT_FOUND,
-  // INVALID_ARGUMENT), the backend (UNIMPLEMENTED), a port in use (UNAVAILABLE).
+  // INVALID_ARGUMENT), --backend=cuda without the plugin (NOT_FOUND) or a device
+  // (FAILED_PRECONDITION), a port in use (UNAVAILABLE).
   static absl::StatusOr<std::unique_ptr<WorkerServer>> Start(const WorkerServerOptions& options);
   // Drains (if not yet) and stops.
   ~WorkerServer();

@@ -30,6 +30,7 @@
 
 #include "absl/status/statusor.h"
 #include "worker/engine/backend.h"
+#include "worker/engine/cuda/cuda_backend_options.h"
 #include "worker/engine/cuda/device_memory.h"
 #include "worker/engine/cuda/kernels.h"
 #include "worker/model/dtype.h"
@@ -40,24 +41,6 @@ struct CUstream_st;
 struct cublasContext;
 
 namespace llmserve::worker {
-
-struct CudaBackendOptions {
-  // CUDA device index.
-  int device = 0;
-  // Weights, GEMM inputs and KV cache on the device: kBF16 or kF16 (kF32 is INVALID_ARGUMENT).
-  // Weights in another dtype are converted while uploading.
-  DType dtype = DType::kBF16;
-  // Bytes of KV cache; 0: kv_cache_fraction of the device memory free once the weights, the
-  // workspace and a profiling forward pass at the largest batch have run.
-  int64_t kv_cache_bytes = 0;
-  double kv_cache_fraction = 0.9;
-  // Tokens per KV block.
-  int32_t block_size = 16;
-  // The largest batch Forward accepts (the engine's token budget and sequence cap): the activation
-  // workspace is sized for it.
-  int32_t max_num_batched_tokens = 2048;
-  int32_t max_num_seqs = 256;
-};
 
 class CudaBackend final : public Backend {
  public:

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
-#include "worker/engine/cuda/cuda_backend.h"
+#include "worker/engine/cuda/cuda_plugin_loader.h"
 #include "worker/model/model_files.h"
 
 namespace llmserve::worker {
@@ -14,7 +14,7 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildCudaEngine(const CudaEngineOptions&
                      " (f32 checkpoints are converted: pass --dtype=bf16 or --dtype=f16)"));
   }
   // Before the (possibly long) weight load.
-  LLMSERVE_RETURN_IF_ERROR(CudaBackend::CheckDevice(options.device));
+  LLMSERVE_RETURN_IF_ERROR(CheckCudaDevice(options.device));
   std::unique_ptr<ModelFiles> files;
   LLMSERVE_ASSIGN_OR_RETURN(files, ModelFiles::Open(options.model_dir));
   ModelConfig config;
@@ -29,16 +29,16 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildCudaEngine(const CudaEngineOptions&
   std::unique_ptr<ModelWeights> weights;
   LLMSERVE_ASSIGN_OR_RETURN(weights,
                             LoadModelWeights(*files, config, options.dtype, options.load_progress));
-  std::unique_ptr<CudaBackend> backend;
+  std::unique_ptr<Backend> backend;
   LLMSERVE_ASSIGN_OR_RETURN(
-      backend, CudaBackend::Create(std::move(weights),
-                                   {.device = options.device,
-                                    .dtype = options.dtype,
-                                    .kv_cache_bytes = options.kv_cache_bytes,
-                                    .kv_cache_fraction = options.kv_cache_fraction,
-                                    .block_size = options.block_size,
-                                    .max_num_batched_tokens = options.engine.max_num_batched_tokens,
-                                    .max_num_seqs = options.engine.max_num_seqs}));
+      backend, CreateCudaBackend(std::move(weights),
+                                 {.device = options.device,
+                                  .dtype = options.dtype,
+                                  .kv_cache_bytes = options.kv_cache_bytes,
+                                  .kv_cache_fraction = options.kv_cache_fraction,
+                                  .block_size = options.block_size,
+                                  .max_num_batched_tokens = options.engine.max_num_batched_tokens,
+                                  .max_num_seqs = options.engine.max_num_seqs}));
   return Engine::Create(std::move(backend), options.engine);
 }
 

@@ -1,0 +1,35 @@
+// The CUDA backend's options: plain C++, shared by the backend (in the plugin) and the code that
+// loads the plugin, which has no CUDA dependency.
+//
+// Thread-safe: a plain value.
+
+#ifndef LLMSERVE_WORKER_ENGINE_CUDA_CUDA_BACKEND_OPTIONS_H_
+#define LLMSERVE_WORKER_ENGINE_CUDA_CUDA_BACKEND_OPTIONS_H_
+
+#include <cstdint>
+
+#include "worker/model/dtype.h"
+
+namespace llmserve::worker {
+
+struct CudaBackendOptions {
+  // CUDA device index.
+  int device = 0;
+  // Weights, GEMM inputs and KV cache on the device: kBF16 or kF16 (kF32 is INVALID_ARGUMENT).
+  // Weights in another dtype are converted while uploading.
+  DType dtype = DType::kBF16;
+  // Bytes of KV cache; 0: kv_cache_fraction of the device memory free once the weights, the
+  // workspace and a profiling forward pass at the largest batch have run.
+  int64_t kv_cache_bytes = 0;
+  double kv_cache_fraction = 0.9;
+  // Tokens per KV block.
+  int32_t block_size = 16;
+  // The largest batch Forward accepts (the engine's token budget and sequence cap): the activation
+  // workspace is sized for it.
+  int32_t max_num_batched_tokens = 2048;
+  int32_t max_num_seqs = 256;
+};
+
+}  // namespace llmserve::worker
+
+#endif  // LLMSERVE_WORKER_ENGINE_CUDA_CUDA_BACKEND_OPTIONS_H_
