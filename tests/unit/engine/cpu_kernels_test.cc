@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <thread>
 #include <vector>
@@ -13,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "worker/engine/cpu/aligned_vector.h"
+#include "worker/engine/cpu/bf16_gemm.h"
 #include "worker/engine/cpu/matmul.h"
 #include "worker/engine/cpu/small_batch_gemv.h"
 #include "worker/engine/cpu/thread_pool.h"
@@ -51,6 +54,15 @@ std::vector<double> Reference(const std::vector<float>& x, int64_t m, int64_t k,
     }
   }
   return out;
+}
+
+// x with every element rounded to bf16 and widened back.
+std::vector<float> RoundedToBf16(const std::vector<float>& x) {
+  std::vector<uint16_t> halves(x.size());
+  for (size_t i = 0; i < x.size(); ++i) halves[i] = FloatToBFloat16(x[i]);
+  std::vector<float> rounded(x.size());
+  ConvertElements(halves.data(), DType::kBF16, rounded.data(), DType::kF32, x.size());
+  return rounded;
 }
 
 // f32 accumulation of k products of unit normals: the error grows like sqrt(k) * eps * |terms|.
@@ -107,10 +119,69 @@ TEST(MatMulTest, MatchesPlainLoopsOnBothPaths) {
         for (float& v : x) v = normal(rng);
         std::vector<float> out(m * n);
         matmul.Run(x.data(), m, w.tensor, out.data());
-        const std::vector<double> expected = Reference(x, m, k, w.widened, n, n);
+        // bf16 weights multiply bf16-rounded activations (bf16_gemm.h).
+        const std::vector<double> expected =
+            Reference(dtype == DType::kBF16 ? RoundedToBf16(x) : x, m, k, w.widened, n, n);
         for (int64_t i = 0; i < m * n; ++i) {
           ExpectClose(expected[i], out[i], k,
                       absl::StrCat(DTypeName(dtype), " threads=", threads, " m=", m, " i=", i));
+        }
+      }
+    }
+  }
+}
+
+TEST(RoundToBf16Test, MatchesTheScalarConversionIncludingSpecialValues) {
+  std::mt19937 rng(5);
+  std::vector<float> x;
+  for (float v : {0.0f, -0.0f, 1.0f, 1.00390625f, 1.005859375f, 1e-40f, -1e-40f, 3.4e38f, -3.4e38f,
+                  std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::quiet_NaN()}) {
+    x.push_back(v);
+  }
+  std::uniform_int_distribution<uint32_t> bits;
+  while (x.size() < 1000) {  // every bit pattern is fair game: ties, NaN payloads, denormals
+    const uint32_t b = bits(rng);
+    float v;
+    std::memcpy(&v, &b, sizeof v);
+    x.push_back(v);
+  }
+  std::vector<uint16_t> out(x.size());
+  RoundToBf16(x.data(), static_cast<int64_t>(x.size()), out.data());
+  for (size_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(out[i], FloatToBFloat16(x[i])) << "element " << i << " = " << x[i];
+  }
+}
+
+TEST(Bf16GemmTest, MatchesPlainLoopsOnRoundedInputsForEveryShape) {
+  if (!Bf16GemmAvailable()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  std::mt19937 rng(13);
+  std::normal_distribution<float> normal;
+  // m: the few-row path (1..4) and the blocked one with every remainder of 4; k: every tail of
+  // 32 and 64; rows: blocks of 4 and their tails.
+  for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 33}) {
+    for (int64_t k : {1, 2, 31, 32, 33, 63, 64, 65, 100}) {
+      for (int64_t rows : {1, 3, 4, 6, 9}) {
+        const Weight w = RandomWeight(DType::kBF16, rows, k, rng);
+        std::vector<float> x(m * k);
+        for (float& v : x) v = normal(rng);
+        std::vector<uint16_t> x_bf16(x.size());
+        RoundToBf16(x.data(), m * k, x_bf16.data());
+        const int64_t ldc = rows + 2;
+        std::vector<float> out(m * ldc, -1.0f);
+        Bf16Gemm(x_bf16.data(), m, k, w.tensor.data_as<uint16_t>(), rows, out.data(), ldc);
+        const std::vector<double> expected =
+            Reference(RoundedToBf16(x), m, k, w.widened, rows, ldc);
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t r = 0; r < ldc; ++r) {
+            const std::string where =
+                absl::StrCat("m=", m, " k=", k, " rows=", rows, " [", i, ",", r, "]");
+            if (r < rows) {
+              ExpectClose(expected[i * ldc + r], out[i * ldc + r], k, where);
+            } else {
+              ASSERT_EQ(out[i * ldc + r], -1.0f) << where << ": written outside the rows";
+            }
+          }
         }
       }
     }

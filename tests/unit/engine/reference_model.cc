@@ -12,9 +12,23 @@ namespace {
 
 using Matrix = std::vector<std::vector<double>>;  // [rows][cols]
 
-// y = W x for W stored [out][in] (Linear) or [in][out] (GPT-2 Conv1D).
-std::vector<double> Apply(const std::vector<double>& w, const std::vector<double>& x, int64_t out,
-                          bool in_out_layout) {
+// x rounded to bf16 (through f32), as the CPU backend's bf16 mode feeds its projections.
+std::vector<double> RoundedToBf16(const std::vector<double>& x) {
+  std::vector<double> rounded(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const uint32_t bits = uint32_t{FloatToBFloat16(static_cast<float>(x[i]))} << 16;
+    float value;
+    std::memcpy(&value, &bits, sizeof value);
+    rounded[i] = value;
+  }
+  return rounded;
+}
+
+// y = W x for W stored [out][in] (Linear) or [in][out] (GPT-2 Conv1D); x rounded to bf16 first
+// when `bf16_inputs`.
+std::vector<double> Apply(bool bf16_inputs, const std::vector<double>& w,
+                          const std::vector<double>& input, int64_t out, bool in_out_layout) {
+  const std::vector<double> x = bf16_inputs ? RoundedToBf16(input) : input;
   const int64_t in = static_cast<int64_t>(x.size());
   std::vector<double> y(out, 0.0);
   for (int64_t o = 0; o < out; ++o) {
@@ -98,6 +112,7 @@ std::vector<double> ReferenceModel::Get(const std::string& name) const {
 }
 
 std::vector<std::vector<double>> ReferenceModel::Logits(const std::vector<int32_t>& tokens) const {
+  const bool bf16 = options_.bf16_matmul_inputs;
   const ModelConfig& c = config_;
   const bool gpt2 = c.family == ModelFamily::kGpt2;
   const int64_t n = static_cast<int64_t>(tokens.size()), h = c.hidden_size, d = c.head_dim;
@@ -121,15 +136,15 @@ std::vector<std::vector<double>> ReferenceModel::Logits(const std::vector<int32_
     for (int64_t t = 0; t < n; ++t) {
       const auto xn = Normalize(c, x[t], ln1_w, &ln1_b);
       if (gpt2) {
-        auto qkv = Apply(Get(p + "attn.c_attn.weight"), xn, 3 * h, true);
+        auto qkv = Apply(bf16, Get(p + "attn.c_attn.weight"), xn, 3 * h, true);
         AddTo(qkv, Get(p + "attn.c_attn.bias"));
         q[t].assign(qkv.begin(), qkv.begin() + h);
         k[t].assign(qkv.begin() + h, qkv.begin() + 2 * h);
         v[t].assign(qkv.begin() + 2 * h, qkv.end());
       } else {
-        q[t] = Apply(Get(p + "self_attn.q_proj.weight"), xn, q_dim, false);
-        k[t] = Apply(Get(p + "self_attn.k_proj.weight"), xn, kv_dim, false);
-        v[t] = Apply(Get(p + "self_attn.v_proj.weight"), xn, kv_dim, false);
+        q[t] = Apply(bf16, Get(p + "self_attn.q_proj.weight"), xn, q_dim, false);
+        k[t] = Apply(bf16, Get(p + "self_attn.k_proj.weight"), xn, kv_dim, false);
+        v[t] = Apply(bf16, Get(p + "self_attn.v_proj.weight"), xn, kv_dim, false);
         if (c.qkv_bias) {
           AddTo(q[t], Get(p + "self_attn.q_proj.bias"));
           AddTo(k[t], Get(p + "self_attn.k_proj.bias"));
@@ -158,28 +173,28 @@ std::vector<std::vector<double>> ReferenceModel::Logits(const std::vector<int32_
           }
         }
       }
-      auto o = gpt2 ? Apply(Get(p + "attn.c_proj.weight"), attn, h, true)
-                    : Apply(Get(p + "self_attn.o_proj.weight"), attn, h, false);
+      auto o = gpt2 ? Apply(bf16, Get(p + "attn.c_proj.weight"), attn, h, true)
+                    : Apply(bf16, Get(p + "self_attn.o_proj.weight"), attn, h, false);
       if (gpt2) AddTo(o, Get(p + "attn.c_proj.bias"));
       if (c.o_bias && !gpt2) AddTo(o, Get(p + "self_attn.o_proj.bias"));
       AddTo(x[t], o);
       const auto xn = Normalize(c, x[t], ln2_w, &ln2_b);
       std::vector<double> mlp;
       if (gpt2) {
-        auto up = Apply(Get(p + "mlp.c_fc.weight"), xn, c.intermediate_size, true);
+        auto up = Apply(bf16, Get(p + "mlp.c_fc.weight"), xn, c.intermediate_size, true);
         AddTo(up, Get(p + "mlp.c_fc.bias"));
         for (double& u : up) u = Act(c.activation, u);
-        mlp = Apply(Get(p + "mlp.c_proj.weight"), up, h, true);
+        mlp = Apply(bf16, Get(p + "mlp.c_proj.weight"), up, h, true);
         AddTo(mlp, Get(p + "mlp.c_proj.bias"));
       } else {
-        auto gate = Apply(Get(p + "mlp.gate_proj.weight"), xn, c.intermediate_size, false);
-        auto up = Apply(Get(p + "mlp.up_proj.weight"), xn, c.intermediate_size, false);
+        auto gate = Apply(bf16, Get(p + "mlp.gate_proj.weight"), xn, c.intermediate_size, false);
+        auto up = Apply(bf16, Get(p + "mlp.up_proj.weight"), xn, c.intermediate_size, false);
         if (c.mlp_bias) {
           AddTo(gate, Get(p + "mlp.gate_proj.bias"));
           AddTo(up, Get(p + "mlp.up_proj.bias"));
         }
         for (size_t i = 0; i < up.size(); ++i) up[i] *= Act(c.activation, gate[i]);
-        mlp = Apply(Get(p + "mlp.down_proj.weight"), up, h, false);
+        mlp = Apply(bf16, Get(p + "mlp.down_proj.weight"), up, h, false);
         if (c.mlp_bias) AddTo(mlp, Get(p + "mlp.down_proj.bias"));
       }
       AddTo(x[t], mlp);
@@ -190,7 +205,7 @@ std::vector<std::vector<double>> ReferenceModel::Logits(const std::vector<int32_
   const auto head = c.tied_embeddings ? embed : Get("lm_head.weight");
   Matrix logits(n);
   for (int64_t t = 0; t < n; ++t) {
-    logits[t] = Apply(head, Normalize(c, x[t], final_w, &final_b), c.vocab_size, false);
+    logits[t] = Apply(bf16, head, Normalize(c, x[t], final_w, &final_b), c.vocab_size, false);
   }
   return logits;
 }

@@ -15,10 +15,16 @@
 
 namespace llmserve::worker::testing {
 
+struct ReferenceOptions {
+  // Round every projection's input to bf16, as the CPU backend does for bf16 weights.
+  bool bf16_matmul_inputs = false;
+};
+
 class ReferenceModel {
  public:
-  ReferenceModel(const ModelFiles& files, const ModelConfig& config)
-      : files_(files), config_(config) {}
+  ReferenceModel(const ModelFiles& files, const ModelConfig& config,
+                 const ReferenceOptions& options = {})
+      : files_(files), config_(config), options_(options) {}
 
   // Logits [tokens.size()][vocab]: row p is the distribution after tokens[0..p].
   std::vector<std::vector<double>> Logits(const std::vector<int32_t>& tokens) const;
@@ -29,6 +35,7 @@ class ReferenceModel {
 
   const ModelFiles& files_;
   ModelConfig config_;
+  ReferenceOptions options_;
 };
 
 }  // namespace llmserve::worker::testing

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "worker/engine/cpu/bf16_gemm.h"
 #include "worker/engine/cpu/small_batch_gemv.h"
 
 namespace llmserve::worker::cpu {
@@ -34,6 +35,26 @@ MatMul::MatMul(ThreadPool* pool) : pool_(pool), panels_(pool->num_threads()) {
 
 void MatMul::Run(const float* x, int64_t m, const Tensor& w, float* out) {
   const int64_t n = w.shape()[0], k = w.shape()[1];
+  // bf16 weights meet bf16 activations (bf16_gemm.h), on every CPU.
+  if (w.dtype() == DType::kBF16) {
+    x_bf16_.resize(m * k);
+    RoundToBf16(x, m * k, x_bf16_.data());
+    if (Bf16GemmAvailable()) {
+      const auto* weights = w.data_as<uint16_t>();
+      const int64_t slices = std::min<int64_t>(pool_->num_threads(), std::max<int64_t>(1, n / 16));
+      pool_->ParallelFor(slices, [&](int, int64_t begin_slice, int64_t end_slice) {
+        for (int64_t slice = begin_slice; slice < end_slice; ++slice) {
+          const int64_t row_begin = n * slice / slices, row_end = n * (slice + 1) / slices;
+          Bf16Gemm(x_bf16_.data(), m, k, weights + row_begin * k, row_end - row_begin,
+                   out + row_begin, n);
+        }
+      });
+      return;
+    }
+    x_rounded_.resize(m * k);
+    ConvertElements(x_bf16_.data(), DType::kBF16, x_rounded_.data(), DType::kF32, m * k);
+    x = x_rounded_.data();
+  }
   // Slices of at least 16 rows keep BLAS calls worth their overhead.
   const int64_t slices = std::min<int64_t>(pool_->num_threads(), std::max<int64_t>(1, n / 16));
   pool_->ParallelFor(slices, [&](int thread, int64_t begin_slice, int64_t end_slice) {

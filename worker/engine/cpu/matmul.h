@@ -2,9 +2,11 @@
 // Threads split the n dimension, so each weight row is read by one thread once per call,
 // whatever m is (decode reads every weight byte once per step for the whole batch).
 //
-// f32 weights go straight to OpenBLAS (single-threaded per slice; we own the threading).
-// bf16/f16 weights are widened to f32 a panel of rows at a time into per-thread scratch, then
-// multiplied by OpenBLAS.
+// Up to 4 activation rows: SmallBatchGemv (bandwidth-bound decode). More rows: f32 weights go
+// straight to OpenBLAS (single-threaded per slice; we own the threading); f16 weights are widened
+// to f32 a panel of rows at a time into per-thread scratch, then multiplied by OpenBLAS.
+// bf16 weights multiply bf16-rounded activations (bf16_gemm.h): with AVX512-BF16 for every batch
+// size, elsewhere through the paths above on the rounded values.
 //
 // Thread-compatible: call from the engine thread.
 
@@ -14,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "worker/engine/cpu/aligned_vector.h"
 #include "worker/engine/cpu/thread_pool.h"
 #include "worker/model/model_weights.h"
 
@@ -29,6 +32,8 @@ class MatMul {
  private:
   ThreadPool* pool_;
   std::vector<std::vector<float>> panels_;  // per-thread scratch for widened weight rows
+  AlignedVector<uint16_t> x_bf16_;          // activations rounded to bf16, for bf16 weights
+  AlignedVector<float> x_rounded_;          // the same widened back, where there is no bf16 GEMM
 };
 
 }  // namespace llmserve::worker::cpu
