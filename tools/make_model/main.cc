@@ -20,7 +20,7 @@
 #include "worker/model/dtype.h"
 #include "worker/model/model_writer.h"
 
-ABSL_FLAG(std::string, preset, "tiny", "model shape: tiny, tiny-gpt2, small or gpt2");
+ABSL_FLAG(std::string, preset, "tiny", "model shape: tiny, tiny-gpt2, small, gpt2 or llama3-8b");
 ABSL_FLAG(std::string, out, "", "output directory (created; files in it are replaced)");
 ABSL_FLAG(std::string, dtype, "f32", "on-disk weight dtype: f32, bf16 or f16");
 ABSL_FLAG(uint64_t, seed, 1, "seed of the random weights");

@@ -47,7 +47,9 @@ ModelConfig Gpt2(int64_t hidden, int64_t layers, int64_t heads, int64_t max_posi
 
 }  // namespace
 
-std::vector<std::string> PresetNames() { return {"tiny", "tiny-gpt2", "small", "gpt2"}; }
+std::vector<std::string> PresetNames() {
+  return {"tiny", "tiny-gpt2", "small", "gpt2", "llama3-8b"};
+}
 
 absl::StatusOr<ModelConfig> PresetConfig(absl::string_view name, int64_t tokenizer_vocab,
                                          int32_t bos_id, std::vector<int32_t> eos_ids) {
@@ -63,6 +65,11 @@ absl::StatusOr<ModelConfig> PresetConfig(absl::string_view name, int64_t tokeniz
   } else if (name == "gpt2") {
     c = Gpt2(768, 12, 12, 1024);
     c.vocab_size = 50257;
+  } else if (name == "llama3-8b") {
+    // Meta-Llama-3-8B's shape, for GPU benchmarks (16 GB of bf16 weights).
+    c = Llama(4096, 14336, 32, 32, 8, 8192);
+    c.vocab_size = 128256;
+    c.rope_theta = 500000;
   } else {
     return absl::NotFoundError(absl::StrCat("unknown preset '", name,
                                             "' (known: ", absl::StrJoin(PresetNames(), ", "), ")"));

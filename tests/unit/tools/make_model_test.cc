@@ -50,6 +50,12 @@ TEST(PresetsTest, ShapesAndUnknownNames) {
   auto gpt2 = PresetConfig("gpt2", 700, 1, {2});
   ASSERT_TRUE(gpt2.ok());
   EXPECT_EQ(gpt2->NumParameters(), 124439808);  // GPT-2 small
+  auto llama3 = PresetConfig("llama3-8b", 700, 1, {2});
+  ASSERT_TRUE(llama3.ok());
+  EXPECT_EQ(llama3->NumParameters(), 8030261248);  // Meta-Llama-3-8B
+  EXPECT_EQ(llama3->head_dim, 128);
+  EXPECT_EQ(llama3->num_kv_heads, 8);
+  EXPECT_FALSE(llama3->tied_embeddings);
   auto tiny = PresetConfig("tiny", 700, 1, {2});
   ASSERT_TRUE(tiny.ok());
   EXPECT_EQ(tiny->vocab_size, 700);  // grows to the tokenizer
