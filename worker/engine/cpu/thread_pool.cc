@@ -92,7 +92,9 @@ int64_t ThreadPool::SpinBudgetNanos() const {
 }
 
 void ThreadPool::AwaitWorkers(bool workers_were_spinning) {
-  auto all_done = [this] { return pending_.load(std::memory_order_acquire) == 0; };
+  // seq_cst loads: the sleeping path below pairs a store of caller_sleeping_ with this load against
+  // the worker's decrement of pending_ and its load of caller_sleeping_ (a Dekker handshake).
+  auto all_done = [this] { return pending_.load() == 0; };
   const int64_t budget = SpinBudgetNanos();
   if (Spin(budget, all_done)) return;
   // The workers were running (not waking up from sleep) and their ranges are as long as ours, so
@@ -109,17 +111,15 @@ void ThreadPool::AwaitWorkers(bool workers_were_spinning) {
 }
 
 uint64_t ThreadPool::AwaitGeneration(uint64_t seen) {
-  auto changed = [this, seen] {
-    return generation_.load(std::memory_order_acquire) != seen ||
-           stopping_.load(std::memory_order_relaxed);
-  };
+  // seq_cst, for the same handshake with sleepers_ as in AwaitWorkers.
+  auto changed = [this, seen] { return generation_.load() != seen || stopping_.load(); };
   if (!Spin(SpinBudgetNanos(), changed)) {
     absl::MutexLock lock(&mutex_);
     sleepers_.fetch_add(1);
     while (!changed()) wake_.Wait(&mutex_);
     sleepers_.fetch_sub(1);
   }
-  return generation_.load(std::memory_order_acquire);
+  return generation_.load();
 }
 
 void ThreadPool::WorkerLoop(int index) {
