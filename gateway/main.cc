@@ -4,9 +4,6 @@
 // SIGTERM or SIGINT drains (stop admitting, finish running requests up to --drain_timeout) and
 // exits 0; a second signal exits at once with status 1.
 
-#include <signal.h>
-
-#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -16,8 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/base/flag_names.h"
-#include "common/base/logging.h"
-#include "common/base/shutdown_signal.h"
+#include "common/base/serve_until_signal.h"
 #include "gateway/server/gateway_server.h"
 
 ABSL_FLAG(std::string, host, "127.0.0.1",
@@ -166,26 +162,7 @@ int main(int argc, char** argv) {
       "  llmserve-gateway --workers=127.0.0.1:50051 [--grpc_port=50050] [--api_keys_file=F]");
   llmserve::common::NormalizeFlagNames(argc, argv);
   absl::ParseCommandLine(argc, argv);
-  absl::StatusOr<llmserve::gateway::GatewayServerOptions> options = OptionsFromFlags();
-  if (!options.ok()) {
-    std::fprintf(stderr, "llmserve-gateway: %s\n", std::string(options.status().message()).c_str());
-    return 2;
-  }
-  if (!llmserve::common::InstallShutdownSignalHandlers()) {
-    std::fprintf(stderr, "llmserve-gateway: cannot install signal handlers\n");
-    return 1;
-  }
-  absl::StatusOr<std::unique_ptr<llmserve::gateway::GatewayServer>> server =
-      llmserve::gateway::GatewayServer::Start(*options);
-  if (!server.ok()) {
-    std::fprintf(stderr, "llmserve-gateway: %s\n", server.status().ToString().c_str());
-    return absl::IsInvalidArgument(server.status()) ? 2 : 1;
-  }
-  const int signal_number = llmserve::common::WaitForShutdownSignal();
-  LLMSERVE_LOG(INFO) << "received " << (signal_number == SIGINT ? "SIGINT" : "SIGTERM")
-                     << ": draining";
-  (*server)->Drain();
-  server->reset();
-  LLMSERVE_LOG(INFO) << "stopped";
-  return 0;
+  return llmserve::common::ServeUntilShutdownSignal("llmserve-gateway", OptionsFromFlags(),
+                                                    &llmserve::gateway::GatewayServer::Start,
+                                                    /*invalid_start_is_usage_error=*/true);
 }

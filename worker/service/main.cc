@@ -3,9 +3,6 @@
 // SIGTERM or SIGINT drains (stop admitting, finish running requests up to --drain_timeout, abort
 // the rest) and exits 0; a second signal exits at once with status 1.
 
-#include <signal.h>
-
-#include <cstdio>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -17,8 +14,7 @@
 #include "absl/time/time.h"
 #include "common/base/byte_size.h"
 #include "common/base/flag_names.h"
-#include "common/base/logging.h"
-#include "common/base/shutdown_signal.h"
+#include "common/base/serve_until_signal.h"
 #include "common/status/status_macros.h"
 #include "worker/service/worker_server.h"
 
@@ -114,26 +110,7 @@ int main(int argc, char** argv) {
       "  llmserve-worker --model=DIR [--port=50051] [--metrics_port=9400] [--dtype=f32]");
   llmserve::common::NormalizeFlagNames(argc, argv);
   absl::ParseCommandLine(argc, argv);
-  absl::StatusOr<llmserve::worker::WorkerServerOptions> options = OptionsFromFlags();
-  if (!options.ok()) {
-    std::fprintf(stderr, "llmserve-worker: %s\n", std::string(options.status().message()).c_str());
-    return 2;
-  }
-  if (!llmserve::common::InstallShutdownSignalHandlers()) {
-    std::fprintf(stderr, "llmserve-worker: cannot install signal handlers\n");
-    return 1;
-  }
-  absl::StatusOr<std::unique_ptr<llmserve::worker::WorkerServer>> server =
-      llmserve::worker::WorkerServer::Start(*options);
-  if (!server.ok()) {
-    std::fprintf(stderr, "llmserve-worker: %s\n", server.status().ToString().c_str());
-    return 1;
-  }
-  const int signal_number = llmserve::common::WaitForShutdownSignal();
-  LLMSERVE_LOG(INFO) << "received " << (signal_number == SIGINT ? "SIGINT" : "SIGTERM")
-                     << ": draining";
-  (*server)->Drain();
-  server->reset();
-  LLMSERVE_LOG(INFO) << "stopped";
-  return 0;
+  return llmserve::common::ServeUntilShutdownSignal("llmserve-worker", OptionsFromFlags(),
+                                                    &llmserve::worker::WorkerServer::Start,
+                                                    /*invalid_start_is_usage_error=*/false);
 }
