@@ -7,62 +7,34 @@
 
 namespace llmserve::worker::cuda {
 
-absl::StatusOr<DeviceBuffer> DeviceBuffer::Allocate(size_t bytes, const char* what) {
-  DeviceBuffer buffer;
+template <MemorySpace kSpace>
+absl::StatusOr<CudaBuffer<kSpace>> CudaBuffer<kSpace>::Allocate(size_t bytes, const char* what) {
+  CudaBuffer buffer;
   if (bytes == 0) return buffer;
-  const cudaError_t error = cudaMalloc(&buffer.data_, bytes);
+  constexpr bool kDevice = kSpace == MemorySpace::kDevice;
+  const cudaError_t error =
+      kDevice ? cudaMalloc(&buffer.data_, bytes) : cudaMallocHost(&buffer.data_, bytes);
   if (error != cudaSuccess) {
     buffer.data_ = nullptr;
-    const absl::Status status = CudaStatus(error, absl::StrCat("cudaMalloc(", bytes, " bytes)"));
+    const absl::Status status = CudaStatus(
+        error, absl::StrCat(kDevice ? "cudaMalloc(" : "cudaMallocHost(", bytes, " bytes)"));
     return absl::Status(status.code(), absl::StrCat(what, ": ", status.message()));
   }
   buffer.bytes_ = bytes;
   return buffer;
 }
 
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
-  if (this != &other) {
-    Reset();
-    data_ = std::exchange(other.data_, nullptr);
-    bytes_ = std::exchange(other.bytes_, 0);
-  }
-  return *this;
-}
-
-void DeviceBuffer::Reset() {
+template <MemorySpace kSpace>
+void CudaBuffer<kSpace>::Reset() {
   // A failure here (a sticky error from an earlier fault) leaves nothing to do but go on.
-  if (data_ != nullptr) (void)cudaFree(data_);
+  if (data_ != nullptr) {
+    (void)(kSpace == MemorySpace::kDevice ? cudaFree(data_) : cudaFreeHost(data_));
+  }
   data_ = nullptr;
   bytes_ = 0;
 }
 
-absl::StatusOr<PinnedBuffer> PinnedBuffer::Allocate(size_t bytes, const char* what) {
-  PinnedBuffer buffer;
-  if (bytes == 0) return buffer;
-  const cudaError_t error = cudaMallocHost(&buffer.data_, bytes);
-  if (error != cudaSuccess) {
-    buffer.data_ = nullptr;
-    const absl::Status status =
-        CudaStatus(error, absl::StrCat("cudaMallocHost(", bytes, " bytes)"));
-    return absl::Status(status.code(), absl::StrCat(what, ": ", status.message()));
-  }
-  buffer.bytes_ = bytes;
-  return buffer;
-}
-
-PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
-  if (this != &other) {
-    Reset();
-    data_ = std::exchange(other.data_, nullptr);
-    bytes_ = std::exchange(other.bytes_, 0);
-  }
-  return *this;
-}
-
-void PinnedBuffer::Reset() {
-  if (data_ != nullptr) (void)cudaFreeHost(data_);
-  data_ = nullptr;
-  bytes_ = 0;
-}
+template class CudaBuffer<MemorySpace::kDevice>;
+template class CudaBuffer<MemorySpace::kPinnedHost>;
 
 }  // namespace llmserve::worker::cuda

@@ -13,14 +13,25 @@
 
 namespace llmserve::worker::cuda {
 
-class DeviceBuffer {
+enum class MemorySpace { kDevice, kPinnedHost };
+
+template <MemorySpace kSpace>
+class CudaBuffer {
  public:
-  DeviceBuffer() = default;
-  // RESOURCE_EXHAUSTED naming `what` and the byte count when the device is out of memory.
-  static absl::StatusOr<DeviceBuffer> Allocate(size_t bytes, const char* what);
-  DeviceBuffer(DeviceBuffer&& other) noexcept { *this = std::move(other); }
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
-  ~DeviceBuffer() { Reset(); }
+  CudaBuffer() = default;
+  // RESOURCE_EXHAUSTED (or the CUDA error) naming `what`, the allocator and the byte count when
+  // the memory is not there.
+  static absl::StatusOr<CudaBuffer> Allocate(size_t bytes, const char* what);
+  CudaBuffer(CudaBuffer&& other) noexcept { *this = std::move(other); }
+  CudaBuffer& operator=(CudaBuffer&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      data_ = std::exchange(other.data_, nullptr);
+      bytes_ = std::exchange(other.bytes_, 0);
+    }
+    return *this;
+  }
+  ~CudaBuffer() { Reset(); }
 
   void* data() const { return data_; }
   template <typename T>
@@ -35,26 +46,8 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  static absl::StatusOr<PinnedBuffer> Allocate(size_t bytes, const char* what);
-  PinnedBuffer(PinnedBuffer&& other) noexcept { *this = std::move(other); }
-  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
-  ~PinnedBuffer() { Reset(); }
-
-  void* data() const { return data_; }
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(data_);
-  }
-  size_t size() const { return bytes_; }
-  void Reset();
-
- private:
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
-};
+using DeviceBuffer = CudaBuffer<MemorySpace::kDevice>;
+using PinnedBuffer = CudaBuffer<MemorySpace::kPinnedHost>;
 
 }  // namespace llmserve::worker::cuda
 
