@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "worker/engine/cpu/cpu_features.h"
 #include "worker/model/dtype.h"
 
 #if defined(__x86_64__)
@@ -21,11 +22,6 @@ namespace {
 #define LLMSERVE_TARGET_AVX512BF16 \
   __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl,avx2,fma")))
 #define LLMSERVE_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma")))
-
-bool HasAvx512() {
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl");
-}
 
 // 32 bf16 from element c of a row; lanes outside `mask` are zero (and so add nothing).
 LLMSERVE_TARGET_AVX512BF16 inline __m512bh Load32(const uint16_t* row, int64_t c, __mmask32 mask) {
@@ -190,19 +186,11 @@ LLMSERVE_TARGET_AVX512 void RoundToBf16Avx512(const float* x, int64_t count, uin
 
 }  // namespace
 
-bool Bf16GemmAvailable() {
-#if defined(__x86_64__)
-  static const bool available = HasAvx512() && __builtin_cpu_supports("avx512bf16");
-  return available;
-#else
-  return false;
-#endif
-}
+bool Bf16GemmAvailable() { return HasAvx512Bf16(); }
 
 void RoundToBf16(const float* x, int64_t count, uint16_t* out) {
 #if defined(__x86_64__)
-  static const bool avx512 = HasAvx512();
-  if (avx512) return RoundToBf16Avx512(x, count, out);
+  if (HasAvx512()) return RoundToBf16Avx512(x, count, out);
 #endif
   for (int64_t i = 0; i < count; ++i) out[i] = FloatToBFloat16(x[i]);
 }

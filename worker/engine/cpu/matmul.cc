@@ -35,25 +35,17 @@ MatMul::MatMul(ThreadPool* pool) : pool_(pool), panels_(pool->num_threads()) {
 
 void MatMul::Run(const float* x, int64_t m, const Tensor& w, float* out) {
   const int64_t n = w.shape()[0], k = w.shape()[1];
-  // bf16 weights meet bf16 activations (bf16_gemm.h), on every CPU.
+  // bf16 weights meet bf16 activations (bf16_gemm.h), on every CPU: with the bf16 dot product
+  // where there is one, elsewhere widened back to f32 for the paths below.
+  const bool bf16_dot = w.dtype() == DType::kBF16 && Bf16GemmAvailable();
   if (w.dtype() == DType::kBF16) {
     x_bf16_.resize(m * k);
     RoundToBf16(x, m * k, x_bf16_.data());
-    if (Bf16GemmAvailable()) {
-      const auto* weights = w.data_as<uint16_t>();
-      const int64_t slices = std::min<int64_t>(pool_->num_threads(), std::max<int64_t>(1, n / 16));
-      pool_->ParallelFor(slices, [&](int, int64_t begin_slice, int64_t end_slice) {
-        for (int64_t slice = begin_slice; slice < end_slice; ++slice) {
-          const int64_t row_begin = n * slice / slices, row_end = n * (slice + 1) / slices;
-          Bf16Gemm(x_bf16_.data(), m, k, weights + row_begin * k, row_end - row_begin,
-                   out + row_begin, n);
-        }
-      });
-      return;
+    if (!bf16_dot) {
+      x_rounded_.resize(m * k);
+      ConvertElements(x_bf16_.data(), DType::kBF16, x_rounded_.data(), DType::kF32, m * k);
+      x = x_rounded_.data();
     }
-    x_rounded_.resize(m * k);
-    ConvertElements(x_bf16_.data(), DType::kBF16, x_rounded_.data(), DType::kF32, m * k);
-    x = x_rounded_.data();
   }
   // Slices of at least 16 rows keep BLAS calls worth their overhead.
   const int64_t slices = std::min<int64_t>(pool_->num_threads(), std::max<int64_t>(1, n / 16));
@@ -61,6 +53,11 @@ void MatMul::Run(const float* x, int64_t m, const Tensor& w, float* out) {
     for (int64_t slice = begin_slice; slice < end_slice; ++slice) {
       const int64_t row_begin = n * slice / slices, row_end = n * (slice + 1) / slices;
       const auto* bytes = static_cast<const unsigned char*>(w.data());
+      if (bf16_dot) {
+        Bf16Gemm(x_bf16_.data(), m, k, w.data_as<uint16_t>() + row_begin * k, row_end - row_begin,
+                 out + row_begin, n);
+        continue;
+      }
       if (m <= kSmallBatchGemvMaxRows && SmallBatchGemvAvailable()) {
         SmallBatchGemv(x, m, k, bytes + row_begin * k * DTypeSize(w.dtype()), w.dtype(),
                        row_end - row_begin, out + row_begin, n);

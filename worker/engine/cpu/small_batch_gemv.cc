@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "worker/engine/cpu/cpu_features.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -186,26 +188,16 @@ KernelTable Avx2Kernels() {
   return table;
 }
 
-bool HasAvx512() {
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl");
-}
-
-bool HasAvx2() {
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("f16c");
-}
-
 KernelTable KernelsFor(absl::string_view isa) {
   if (isa == "avx512" && HasAvx512()) return Avx512Kernels();
-  if (isa == "avx2" && HasAvx2()) return Avx2Kernels();
+  if (isa == "avx2" && HasAvx2FmaF16c()) return Avx2Kernels();
   return {};
 }
 
 std::vector<std::string> Isas() {
   std::vector<std::string> isas;
   if (HasAvx512()) isas.push_back("avx512");
-  if (HasAvx2()) isas.push_back("avx2");
+  if (HasAvx2FmaF16c()) isas.push_back("avx2");
   return isas;
 }
 

@@ -1,0 +1,20 @@
+// The instruction-set levels the CPU backend's kernels are compiled for, checked once at run time
+// (the build never assumes the CPU it runs on). x86-64 only; elsewhere all false.
+//
+// Thread-safe.
+
+#ifndef LLMSERVE_WORKER_ENGINE_CPU_CPU_FEATURES_H_
+#define LLMSERVE_WORKER_ENGINE_CPU_CPU_FEATURES_H_
+
+namespace llmserve::worker::cpu {
+
+// AVX-512 F, BW and VL.
+bool HasAvx512();
+// HasAvx512() and AVX512-BF16 (the bf16 dot product).
+bool HasAvx512Bf16();
+// AVX2, FMA and F16C.
+bool HasAvx2FmaF16c();
+
+}  // namespace llmserve::worker::cpu
+
+#endif  // LLMSERVE_WORKER_ENGINE_CPU_CPU_FEATURES_H_
