@@ -71,6 +71,22 @@ void ExpectClose(double expected, float actual, int64_t k, const std::string& wh
   EXPECT_NEAR(actual, expected, tolerance) << where;
 }
 
+// out is [m, ldc], filled with -1 before the kernel wrote weight rows [0, rows) of each output row:
+// those must match `expected`, the columns past them must still be -1.
+void ExpectProducts(const std::vector<double>& expected, const std::vector<float>& out, int64_t m,
+                    int64_t rows, int64_t ldc, int64_t k, const std::string& what) {
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t r = 0; r < ldc; ++r) {
+      const std::string where = absl::StrCat(what, " [", i, ",", r, "]");
+      if (r < rows) {
+        ExpectClose(expected[i * ldc + r], out[i * ldc + r], k, where);
+      } else {
+        EXPECT_EQ(out[i * ldc + r], -1.0f) << where << ": written outside the rows";
+      }
+    }
+  }
+}
+
 TEST(SmallBatchGemvTest, MatchesPlainLoopsForEveryDtypeBatchAndTail) {
   if (!SmallBatchGemvAvailable()) GTEST_SKIP() << "this CPU has neither AVX-512 nor AVX2";
   std::mt19937 rng(7);
@@ -87,17 +103,8 @@ TEST(SmallBatchGemvTest, MatchesPlainLoopsForEveryDtypeBatchAndTail) {
           SmallBatchGemvWithIsa(isa, x.data(), m, k, w.tensor.data(), dtype, rows, out.data(), ldc);
           const std::vector<double> expected =
               Reference(std::vector<float>(x.begin(), x.end()), m, k, w.widened, rows, ldc);
-          for (int64_t i = 0; i < m; ++i) {
-            for (int64_t r = 0; r < ldc; ++r) {
-              const std::string where =
-                  absl::StrCat(DTypeName(dtype), " m=", m, " k=", k, " [", i, ",", r, "]");
-              if (r < rows) {
-                ExpectClose(expected[i * ldc + r], out[i * ldc + r], k, where);
-              } else {
-                EXPECT_EQ(out[i * ldc + r], -1.0f) << where << ": written outside the rows";
-              }
-            }
-          }
+          ExpectProducts(expected, out, m, rows, ldc, k,
+                         absl::StrCat(isa, " ", DTypeName(dtype), " m=", m, " k=", k));
         }
       }
     }
@@ -172,17 +179,8 @@ TEST(Bf16GemmTest, MatchesPlainLoopsOnRoundedInputsForEveryShape) {
         Bf16Gemm(x_bf16.data(), m, k, w.tensor.data_as<uint16_t>(), rows, out.data(), ldc);
         const std::vector<double> expected =
             Reference(RoundedToBf16(x), m, k, w.widened, rows, ldc);
-        for (int64_t i = 0; i < m; ++i) {
-          for (int64_t r = 0; r < ldc; ++r) {
-            const std::string where =
-                absl::StrCat("m=", m, " k=", k, " rows=", rows, " [", i, ",", r, "]");
-            if (r < rows) {
-              ExpectClose(expected[i * ldc + r], out[i * ldc + r], k, where);
-            } else {
-              ASSERT_EQ(out[i * ldc + r], -1.0f) << where << ": written outside the rows";
-            }
-          }
-        }
+        ExpectProducts(expected, out, m, rows, ldc, k,
+                       absl::StrCat("m=", m, " k=", k, " rows=", rows));
       }
     }
   }
