@@ -153,10 +153,7 @@ asio::awaitable<bool> Connection::ServeOneRequest() {
     ec = co_await WaitForNextRequest();
     read_stage_ = ReadStage::kOther;
     DisarmReadDeadline();
-    if (Closing()) {
-      if (!closed_) co_await DrainUntilClosed();
-      co_return false;
-    }
+    if (const bool stop = co_await StopIfClosing(); stop) co_return false;
     if (ec) {
       Close();
       co_return false;
@@ -170,24 +167,12 @@ asio::awaitable<bool> Connection::ServeOneRequest() {
   ArmReadDeadline();
   co_await bhttp::async_read_header(stream_, buffer_, parser,
                                     asio::redirect_error(asio::use_awaitable, ec));
-  read_stage_ = ReadStage::kOther;
-  DisarmReadDeadline();
-  if (Closing()) {
-    if (!closed_) co_await DrainUntilClosed();
-    co_return false;
-  }
-  if (ec) {
-    co_await OnReadError(ec);
-    co_return false;
-  }
+  if (const bool go_on = co_await FinishRead(ec); !go_on) co_return false;
   ++requests_started_;
 
   // One request at a time: a pipelined request waits for the previous response.
   co_await WaitUntilResponseDone();
-  if (Closing()) {
-    if (!closed_) co_await DrainUntilClosed();
-    co_return false;
-  }
+  if (const bool stop = co_await StopIfClosing(); stop) co_return false;
 
   // Refuse an oversized body before reading it.
   const auto content_length = parser.content_length();
@@ -206,18 +191,26 @@ asio::awaitable<bool> Connection::ServeOneRequest() {
     ArmReadDeadline();
     co_await bhttp::async_read(stream_, buffer_, parser,
                                asio::redirect_error(asio::use_awaitable, ec));
-    read_stage_ = ReadStage::kOther;
-    DisarmReadDeadline();
-    if (Closing()) {
-      if (!closed_) co_await DrainUntilClosed();
-      co_return false;
-    }
-    if (ec) {
-      co_await OnReadError(ec);
-      co_return false;
-    }
+    if (const bool go_on = co_await FinishRead(ec); !go_on) co_return false;
   }
   Dispatch(parser);
+  co_return true;
+}
+
+asio::awaitable<bool> Connection::StopIfClosing() {
+  if (!Closing()) co_return false;
+  if (!closed_) co_await DrainUntilClosed();
+  co_return true;
+}
+
+asio::awaitable<bool> Connection::FinishRead(const error_code& ec) {
+  read_stage_ = ReadStage::kOther;
+  DisarmReadDeadline();
+  if (const bool stop = co_await StopIfClosing(); stop) co_return false;
+  if (ec) {
+    co_await OnReadError(ec);
+    co_return false;
+  }
   co_return true;
 }
 
@@ -229,10 +222,7 @@ asio::awaitable<void> Connection::OnReadError(const error_code& ec) {
     co_return;
   }
   co_await WaitUntilResponseDone();
-  if (Closing()) {
-    if (!closed_) co_await DrainUntilClosed();
-    co_return;
-  }
+  if (const bool stop = co_await StopIfClosing(); stop) co_return;
   const HttpServerOptions& options = context_->options;
   head_request_ = false;  // the error answers a request that was never dispatched
   if (ec == bhttp::error::body_limit) {

@@ -125,6 +125,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   boost::asio::awaitable<void> OnReadError(const boost::system::error_code& ec);
   // After every suspension: the connection is closing, and the read loop should stop.
   bool Closing() const { return closed_ || lingering_; }
+  // When Closing(): lets a lingering close finish (the client's remaining bytes are read and
+  // dropped) and returns true, the read loop should stop. Callers bind the result in an if
+  // initializer: GCC 12 miscompiles `if (co_await ...)` here (the read loop hangs).
+  boost::asio::awaitable<bool> StopIfClosing();
+  // Ends a header or body read under the read deadline: false (stop reading) when the connection
+  // is closing or the read failed (answered by OnReadError).
+  boost::asio::awaitable<bool> FinishRead(const boost::system::error_code& ec);
 
   // The call comes from the current request's writer and the connection is open.
   bool AcceptsCall(uint64_t id) const;
