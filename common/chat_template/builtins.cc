@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/chat_template/py_string.h"
+#include "common/status/status_macros.h"
 
 namespace llmserve::common::builtins {
 namespace {
@@ -141,7 +142,7 @@ absl::StatusOr<Value> Length(const Value& value) {
 absl::StatusOr<Value> Join(const Value& value, const std::vector<Value>& args,
                            const Kwargs& kwargs) {
   Args a("join", args, kwargs);
-  if (absl::Status s = a.Bind({"d", "attribute"}); !s.ok()) return s;
+  LLMSERVE_RETURN_IF_ERROR(a.Bind({"d", "attribute"}));
   absl::StatusOr<const std::string*> sep = a.OptString(0, "d");
   if (!sep.ok()) return sep.status();
   absl::StatusOr<const std::string*> attribute = a.OptString(1, "attribute");
@@ -159,9 +160,7 @@ absl::StatusOr<Value> ToJsonFilter(const Value& value, const std::vector<Value>&
                                    const Kwargs& kwargs) {
   // transformers' tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False).
   Args a("tojson", args, kwargs);
-  if (absl::Status s = a.Bind({"ensure_ascii", "indent", "separators", "sort_keys"}); !s.ok()) {
-    return s;
-  }
+  LLMSERVE_RETURN_IF_ERROR(a.Bind({"ensure_ascii", "indent", "separators", "sort_keys"}));
   if (a.Get(0) != nullptr && a.Get(0)->Truthy()) {
     return absl::InvalidArgumentError("tojson: ensure_ascii=True is not supported");
   }
@@ -232,7 +231,7 @@ absl::StatusOr<Value> Map(const Value& value, const std::vector<Value>& args,
 absl::StatusOr<Value> IntFilter(const Value& value, const std::vector<Value>& args,
                                 const Kwargs& kwargs) {
   Args a("int", args, kwargs);
-  if (absl::Status s = a.Bind({"default"}); !s.ok()) return s;
+  LLMSERVE_RETURN_IF_ERROR(a.Bind({"default"}));
   absl::StatusOr<int64_t> fallback = a.OptInt(0, "default", 0);
   if (!fallback.ok()) return fallback.status();
   if (value.is_int()) return value;
@@ -395,7 +394,7 @@ absl::StatusOr<Value> ApplyFilter(const std::string& name, const Value& value,
   if (name == "int") return IntFilter(value, args, kwargs);
   if (name == "default" || name == "d") {
     Args a(name, args, kwargs);
-    if (absl::Status s = a.Bind({"default_value", "boolean"}); !s.ok()) return s;
+    LLMSERVE_RETURN_IF_ERROR(a.Bind({"default_value", "boolean"}));
     const Value* fallback = a.GetRaw(0);
     const bool boolean = a.Get(1) != nullptr && a.Get(1)->Truthy();
     if (value.is_undefined() || (boolean && !value.Truthy())) {
@@ -408,7 +407,7 @@ absl::StatusOr<Value> ApplyFilter(const std::string& name, const Value& value,
     return StringMethod(ToPythonStr(value), "replace", args, kwargs);
   }
   Args a(name, args, kwargs);
-  if (absl::Status s = a.Bind({}); !s.ok()) return s;
+  LLMSERVE_RETURN_IF_ERROR(a.Bind({}));
   if (name == "trim")
     return Value::String(py_string::Strip(ToPythonStr(value), nullptr, true, true));
   if (name == "upper") return Value::String(py_string::Upper(ToPythonStr(value)));

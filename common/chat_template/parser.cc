@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/chat_template/builtins.h"
+#include "common/status/status_macros.h"
 
 namespace llmserve::common {
 namespace {
@@ -136,10 +137,8 @@ class Parser {
         }
         case TokenType::kVarBegin: {
           StmtPtr stmt = MakeStmt(StmtKind::kOutput, Next().pos);
-          absl::StatusOr<ExprPtr> expr = ParseTupleOrExpr();
-          if (!expr.ok()) return expr.status();
-          stmt->expr = *std::move(expr);
-          if (absl::Status s = Expect(TokenType::kVarEnd, "'}}'"); !s.ok()) return s;
+          LLMSERVE_ASSIGN_OR_RETURN(stmt->expr, ParseTupleOrExpr());
+          LLMSERVE_RETURN_IF_ERROR(Expect(TokenType::kVarEnd, "'}}'"));
           body.push_back(std::move(stmt));
           break;
         }
@@ -183,18 +182,16 @@ class Parser {
     if (n == "set") return ParseSet(name.pos);
     if (n == "break" || n == "continue") {
       if (loop_depth_ == 0) return Error(name.pos, absl::StrCat("'", n, "' outside a for loop"));
-      if (absl::Status s = Expect(TokenType::kBlockEnd, "'%}'"); !s.ok()) return s;
+      LLMSERVE_RETURN_IF_ERROR(Expect(TokenType::kBlockEnd, "'%}'"));
       return MakeStmt(n == "break" ? StmtKind::kBreak : StmtKind::kContinue, name.pos);
     }
     if (n == "generation") {
       // transformers' AssistantTracker tag: renders its body unchanged.
-      if (absl::Status s = Expect(TokenType::kBlockEnd, "'%}'"); !s.ok()) return s;
+      LLMSERVE_RETURN_IF_ERROR(Expect(TokenType::kBlockEnd, "'%}'"));
       StmtPtr stmt = MakeStmt(StmtKind::kBlock, name.pos);
       std::string stopped_at;
-      absl::StatusOr<Body> body = ParseBody({"endgeneration"}, &stopped_at);
-      if (!body.ok()) return body.status();
-      stmt->body = *std::move(body);
-      if (absl::Status s = Expect(TokenType::kBlockEnd, "'%}'"); !s.ok()) return s;
+      LLMSERVE_ASSIGN_OR_RETURN(stmt->body, ParseBody({"endgeneration"}, &stopped_at));
+      LLMSERVE_RETURN_IF_ERROR(Expect(TokenType::kBlockEnd, "'%}'"));
       return stmt;
     }
     static const char* const kUnsupported[] = {"macro",  "call", "filter", "raw",     "include",
@@ -213,19 +210,17 @@ class Parser {
     while (true) {
       absl::StatusOr<ExprPtr> cond = ParseTupleOrExpr();
       if (!cond.ok()) return cond.status();
-      if (absl::Status s = Expect(TokenType::kBlockEnd, "'%}'"); !s.ok()) return s;
+      LLMSERVE_RETURN_IF_ERROR(Expect(TokenType::kBlockEnd, "'%}'"));
       std::string stopped_at;
       absl::StatusOr<Body> body = ParseBody({"elif", "else", "endif"}, &stopped_at);
       if (!body.ok()) return body.status();
       stmt->branches.emplace_back(*std::move(cond), *std::move(body));
       if (stopped_at == "elif") continue;
       if (stopped_at == "else") {
-        if (absl::Status s = Expect(TokenType::kBlockEnd, "'%}'"); !s.ok()) return s;
-        absl::StatusOr<Body> else_body = ParseBody({"endif"}, &stopped_at);
-        if (!else_body.ok()) return else_body.status();
-        stmt->else_body = *std::move(else_body);
+        LLMSERVE_RETURN_IF_ERROR(Expect(TokenType::kBlockEnd, "'%}'"));
+        LLMSERVE_ASSIGN_OR_RETURN(stmt->else_body, ParseBody({"endif"}, &stopped_at));
       }
-      if (absl::Status s = Expect(TokenType::kBlockEnd, "'%}'"); !s.ok()) return s;
+      LLMSERVE_RETURN_IF_ERROR(Expect(TokenType::kBlockEnd, "'%}'"));
       return stmt;
     }
   }
@@ -240,21 +235,17 @@ class Parser {
       stmt->targets.push_back(*std::move(target));
     } while (IsOp(",") && (Next(), true));
     if (parenthesized) {
-      if (absl::Status s = ExpectOp(")"); !s.ok()) return s;
+      LLMSERVE_RETURN_IF_ERROR(ExpectOp(")"));
     }
     if (!IsName("in")) return Unexpected("'in'");
     Next();
-    absl::StatusOr<ExprPtr> iter = ParseExpr(/*with_condexpr=*/false);
-    if (!iter.ok()) return iter.status();
-    stmt->expr = *std::move(iter);
+    LLMSERVE_ASSIGN_OR_RETURN(stmt->expr, ParseExpr(/*with_condexpr=*/false));
     if (IsName("if")) {
       Next();
-      absl::StatusOr<ExprPtr> filter = ParseExpr(/*with_condexpr=*/false);
-      if (!filter.ok()) return filter.status();
-      stmt->filter = *std::move(filter);
+      LLMSERVE_ASSIGN_OR_RETURN(stmt->filter, ParseExpr(/*with_condexpr=*/false));
     }
     if (IsName("recursive")) return Error(Peek().pos, "recursive loops are not supported");
-    if (absl::Status s = Expect(TokenType::kBlockEnd, "'%}'"); !s.ok()) return s;
+    LLMSERVE_RETURN_IF_ERROR(Expect(TokenType::kBlockEnd, "'%}'"));
     std::string stopped_at;
     ++loop_depth_;
     absl::StatusOr<Body> body = ParseBody({"else", "endfor"}, &stopped_at);
@@ -262,12 +253,10 @@ class Parser {
     if (!body.ok()) return body.status();
     stmt->body = *std::move(body);
     if (stopped_at == "else") {
-      if (absl::Status s = Expect(TokenType::kBlockEnd, "'%}'"); !s.ok()) return s;
-      absl::StatusOr<Body> else_body = ParseBody({"endfor"}, &stopped_at);
-      if (!else_body.ok()) return else_body.status();
-      stmt->else_body = *std::move(else_body);
+      LLMSERVE_RETURN_IF_ERROR(Expect(TokenType::kBlockEnd, "'%}'"));
+      LLMSERVE_ASSIGN_OR_RETURN(stmt->else_body, ParseBody({"endfor"}, &stopped_at));
     }
-    if (absl::Status s = Expect(TokenType::kBlockEnd, "'%}'"); !s.ok()) return s;
+    LLMSERVE_RETURN_IF_ERROR(Expect(TokenType::kBlockEnd, "'%}'"));
     return stmt;
   }
 
@@ -278,9 +267,7 @@ class Parser {
     stmt->targets.push_back(*std::move(target));
     if (IsOp(".")) {
       Next();
-      absl::StatusOr<std::string> attr = ExpectName();
-      if (!attr.ok()) return attr.status();
-      stmt->attr = *std::move(attr);
+      LLMSERVE_ASSIGN_OR_RETURN(stmt->attr, ExpectName());
     } else if (IsOp(",")) {
       return Error(Peek().pos, "assigning to several names at once is not supported");
     }
@@ -288,17 +275,13 @@ class Parser {
       Next();
       stmt->kind = StmtKind::kSetBlock;
       std::string stopped_at;
-      absl::StatusOr<Body> body = ParseBody({"endset"}, &stopped_at);
-      if (!body.ok()) return body.status();
-      stmt->body = *std::move(body);
-      if (absl::Status s = Expect(TokenType::kBlockEnd, "'%}'"); !s.ok()) return s;
+      LLMSERVE_ASSIGN_OR_RETURN(stmt->body, ParseBody({"endset"}, &stopped_at));
+      LLMSERVE_RETURN_IF_ERROR(Expect(TokenType::kBlockEnd, "'%}'"));
       return stmt;
     }
-    if (absl::Status s = ExpectOp("="); !s.ok()) return s;
-    absl::StatusOr<ExprPtr> value = ParseTupleOrExpr();
-    if (!value.ok()) return value.status();
-    stmt->expr = *std::move(value);
-    if (absl::Status s = Expect(TokenType::kBlockEnd, "'%}'"); !s.ok()) return s;
+    LLMSERVE_RETURN_IF_ERROR(ExpectOp("="));
+    LLMSERVE_ASSIGN_OR_RETURN(stmt->expr, ParseTupleOrExpr());
+    LLMSERVE_RETURN_IF_ERROR(Expect(TokenType::kBlockEnd, "'%}'"));
     return stmt;
   }
 
@@ -506,7 +489,7 @@ class Parser {
       if (!item.ok()) return item;
       tuple->args.push_back(*std::move(item));
     }
-    if (absl::Status s = ExpectOp(")"); !s.ok()) return s;
+    LLMSERVE_RETURN_IF_ERROR(ExpectOp(")"));
     return tuple;
   }
 
@@ -514,7 +497,7 @@ class Parser {
     ExprPtr list = MakeExpr(ExprKind::kList, Next().pos);
     while (!IsOp("]")) {
       if (!list->args.empty()) {
-        if (absl::Status s = ExpectOp(","); !s.ok()) return s;
+        LLMSERVE_RETURN_IF_ERROR(ExpectOp(","));
         if (IsOp("]")) break;
       }
       absl::StatusOr<ExprPtr> item = ParseExpr(true);
@@ -529,12 +512,12 @@ class Parser {
     ExprPtr dict = MakeExpr(ExprKind::kDict, Next().pos);
     while (!IsOp("}")) {
       if (!dict->args.empty()) {
-        if (absl::Status s = ExpectOp(","); !s.ok()) return s;
+        LLMSERVE_RETURN_IF_ERROR(ExpectOp(","));
         if (IsOp("}")) break;
       }
       absl::StatusOr<ExprPtr> key = ParseExpr(true);
       if (!key.ok()) return key;
-      if (absl::Status s = ExpectOp(":"); !s.ok()) return s;
+      LLMSERVE_RETURN_IF_ERROR(ExpectOp(":"));
       absl::StatusOr<ExprPtr> value = ParseExpr(true);
       if (!value.ok()) return value;
       dict->args.push_back(*std::move(key));
@@ -610,7 +593,7 @@ class Parser {
     Next();
     for (int count = 0; !IsOp(")"); ++count) {
       if (count > 0) {
-        if (absl::Status s = ExpectOp(","); !s.ok()) return s;
+        LLMSERVE_RETURN_IF_ERROR(ExpectOp(","));
         if (IsOp(")")) break;
       }
       if (Peek().type == TokenType::kName && IsOp("=", 1)) {
@@ -636,7 +619,7 @@ class Parser {
     // Errors of the call (raise_exception's among them) point at the callee's name.
     ExprPtr call = MakeExpr(ExprKind::kCall, callee->pos);
     call->args.push_back(std::move(callee));
-    if (absl::Status s = ParseArgList(call.get()); !s.ok()) return s;
+    LLMSERVE_RETURN_IF_ERROR(ParseArgList(call.get()));
     return call;
   }
 
@@ -653,7 +636,7 @@ class Parser {
         ExprPtr filter = MakeExpr(ExprKind::kFilter, pos, *std::move(name));
         filter->args.push_back(std::move(node));
         if (IsOp("(")) {
-          if (absl::Status s = ParseArgList(filter.get()); !s.ok()) return s;
+          LLMSERVE_RETURN_IF_ERROR(ParseArgList(filter.get()));
         }
         node = std::move(filter);
       } else if (IsName("is")) {
@@ -672,7 +655,7 @@ class Parser {
         test->name = *std::move(name);
         test->args.push_back(std::move(node));
         if (IsOp("(")) {
-          if (absl::Status s = ParseArgList(test.get()); !s.ok()) return s;
+          LLMSERVE_RETURN_IF_ERROR(ParseArgList(test.get()));
         } else if ((Peek().type == TokenType::kName || Peek().type == TokenType::kString ||
                     Peek().type == TokenType::kInt || IsOp("[") || IsOp("{")) &&
                    !IsName("else") && !IsName("or") && !IsName("and")) {

@@ -11,6 +11,7 @@
 #include "common/chat_template/builtins.h"
 #include "common/chat_template/parser.h"
 #include "common/chat_template/py_string.h"
+#include "common/status/status_macros.h"
 
 namespace llmserve::common {
 namespace {
@@ -150,15 +151,15 @@ class Renderer {
   }
 
   absl::StatusOr<Flow> Exec(const Stmt& stmt) {
-    if (absl::Status s = Step(stmt.pos); !s.ok()) return s;
+    LLMSERVE_RETURN_IF_ERROR(Step(stmt.pos));
     switch (stmt.kind) {
       case StmtKind::kText:
-        if (absl::Status s = Emit(stmt.pos, stmt.text); !s.ok()) return s;
+        LLMSERVE_RETURN_IF_ERROR(Emit(stmt.pos, stmt.text));
         return Flow::kNormal;
       case StmtKind::kOutput: {
         absl::StatusOr<Value> v = Eval(*stmt.expr);
         if (!v.ok()) return v.status();
-        if (absl::Status s = Emit(stmt.pos, ToPythonStr(*v)); !s.ok()) return s;
+        LLMSERVE_RETURN_IF_ERROR(Emit(stmt.pos, ToPythonStr(*v)));
         return Flow::kNormal;
       }
       case StmtKind::kIf:
@@ -260,7 +261,7 @@ class Renderer {
     } else {
       // `for x in xs if cond`: filtered before the loop, so loop.length counts what passes.
       for (const Value& item : *all) {
-        if (absl::Status s = Step(stmt.pos); !s.ok()) return s;
+        LLMSERVE_RETURN_IF_ERROR(Step(stmt.pos));
         scopes_.emplace_back();
         absl::Status bound = Bind(stmt, item, &scopes_.back());
         absl::StatusOr<Value> keep = bound.ok() ? Eval(*stmt.filter) : bound;
@@ -272,7 +273,7 @@ class Renderer {
     if (items.empty()) return ExecBody(stmt.else_body);
     const int64_t n = static_cast<int64_t>(items.size());
     for (int64_t i = 0; i < n; ++i) {
-      if (absl::Status s = Step(stmt.pos); !s.ok()) return s;
+      LLMSERVE_RETURN_IF_ERROR(Step(stmt.pos));
       scopes_.emplace_back();
       absl::Status bound = Bind(stmt, items[static_cast<size_t>(i)], &scopes_.back());
       if (!bound.ok()) {
@@ -301,10 +302,10 @@ class Renderer {
   // ---- expressions ----
 
   absl::StatusOr<Value> Eval(const Expr& e) {
-    if (absl::Status s = Step(e.pos); !s.ok()) return s;
+    LLMSERVE_RETURN_IF_ERROR(Step(e.pos));
     absl::StatusOr<Value> v = EvalUnchecked(e);
     if (v.ok()) {
-      if (absl::Status s = CheckValue(e.pos, *v); !s.ok()) return s;
+      LLMSERVE_RETURN_IF_ERROR(CheckValue(e.pos, *v));
     }
     return v;
   }
@@ -381,7 +382,7 @@ class Renderer {
         if (!kwargs.ok()) return kwargs.status();
         absl::StatusOr<Value> result = builtins::ApplyFilter(e.name, *operand, *args, *kwargs);
         if (!result.ok()) return AtPos(e.pos, result.status());
-        if (absl::Status s = Charge(e.pos, ApproxSize(*result)); !s.ok()) return s;
+        LLMSERVE_RETURN_IF_ERROR(Charge(e.pos, ApproxSize(*result)));
         return result;
       }
       case ExprKind::kTest: {
@@ -534,10 +535,10 @@ class Renderer {
       absl::StatusOr<Value> object = Eval(*callee.args[0]);
       if (!object.ok()) return object.status();
       if (builtins::HasMethod(*object, callee.name)) {
-        if (absl::Status s = eval_args(); !s.ok()) return s;
+        LLMSERVE_RETURN_IF_ERROR(eval_args());
         absl::StatusOr<Value> result = builtins::CallMethod(*object, callee.name, *args, *kwargs);
         if (!result.ok()) return AtPos(e.pos, result.status());
-        if (absl::Status s = Charge(e.pos, ApproxSize(*result)); !s.ok()) return s;
+        LLMSERVE_RETURN_IF_ERROR(Charge(e.pos, ApproxSize(*result)));
         return result;
       }
       absl::StatusOr<Value> attr = GetAttr(callee.pos, *object, callee.name);
@@ -557,7 +558,7 @@ class Renderer {
     if (!function.is_function()) {
       return ErrorAt(e.pos, absl::StrCat("'", function.TypeName(), "' object is not callable"));
     }
-    if (absl::Status s = eval_args(); !s.ok()) return s;
+    LLMSERVE_RETURN_IF_ERROR(eval_args());
     const std::string& name = function.function_name();
     if (name == "raise_exception") {
       if ((*args)->size() != 1 || !(*kwargs)->empty()) {

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/chat_template/py_string.h"
+#include "common/status/status_macros.h"
 
 namespace llmserve::common {
 
@@ -269,7 +270,7 @@ absl::Status AppendJson(const Value& value, int indent, int depth, std::string* 
       for (size_t i = 0; i < items.size(); ++i) {
         if (i > 0) out->append(item_sep);
         newline(depth + 1);
-        if (absl::Status s = AppendJson(items[i], indent, depth + 1, out); !s.ok()) return s;
+        LLMSERVE_RETURN_IF_ERROR(AppendJson(items[i], indent, depth + 1, out));
       }
       newline(depth);
       out->push_back(']');
@@ -287,9 +288,7 @@ absl::Status AppendJson(const Value& value, int indent, int depth, std::string* 
         newline(depth + 1);
         AppendJsonString(items[i].first, out);
         out->append(": ");
-        if (absl::Status s = AppendJson(items[i].second, indent, depth + 1, out); !s.ok()) {
-          return s;
-        }
+        LLMSERVE_RETURN_IF_ERROR(AppendJson(items[i].second, indent, depth + 1, out));
       }
       newline(depth);
       out->push_back('}');
@@ -305,7 +304,7 @@ absl::Status AppendJson(const Value& value, int indent, int depth, std::string* 
 
 absl::StatusOr<std::string> ToJson(const Value& value, int indent) {
   std::string out;
-  if (absl::Status s = AppendJson(value, indent, 0, &out); !s.ok()) return s;
+  LLMSERVE_RETURN_IF_ERROR(AppendJson(value, indent, 0, &out));
   return out;
 }
 
