@@ -121,7 +121,12 @@ class WorkerPool::LoadStream final : public grpc::ClientReadReactor<worker::v1::
 
   void OnDone(const grpc::Status& status) override {
     pool_->OnStreamDone(address_, generation_, status, this);
+    // The pool counts the stream gone only once its call is torn down (ClientContext included):
+    // after that the pool may be destroyed and the process exit, and a context destroyed later
+    // raced gRPC's own shutdown ("assertion failed: prior > 0" at exit).
+    WorkerPool* const pool = pool_;
     delete this;
+    pool->OnStreamDeleted();
   }
 
  private:
@@ -315,9 +320,8 @@ void WorkerPool::OnReport(const std::string& address, uint64_t generation,
 }
 
 void WorkerPool::OnStreamDone(const std::string& address, uint64_t generation,
-                              const grpc::Status& status, LoadStream* stream) {
+                              const grpc::Status& status, const LoadStream* stream) {
   absl::MutexLock lock(&mutex_);
-  --live_streams_;
   const auto it = workers_.find(address);
   if (it == workers_.end()) return;
   Worker& worker = *it->second;
@@ -326,6 +330,11 @@ void WorkerPool::OnStreamDone(const std::string& address, uint64_t generation,
     MarkDown(worker, status.ok() ? "load stream ended (worker stopping)"
                                  : absl::StrCat("load stream failed: ", status.error_message()));
   }
+}
+
+void WorkerPool::OnStreamDeleted() {
+  absl::MutexLock lock(&mutex_);
+  --live_streams_;
 }
 
 void WorkerPool::ReportFailure(const std::string& address, const std::string& error) {

@@ -131,8 +131,11 @@ class WorkerPool {
   void MarkDown(Worker& worker, const std::string& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void OnReport(const std::string& address, uint64_t generation,
                 const worker::v1::LoadReport& report);
+  // A stream ended: no longer the worker's (no Cancel reaches it after this).
   void OnStreamDone(const std::string& address, uint64_t generation, const grpc::Status& status,
-                    LoadStream* stream);
+                    const LoadStream* stream);
+  // ... and is deleted: the destructor waits for every stream to get here.
+  void OnStreamDeleted();
 
   const WorkerPoolOptions options_;
   mutable absl::Mutex mutex_;
