@@ -56,5 +56,8 @@ function(llmserve_cc_test)
   if(ARG_LABELS)
     list(APPEND properties LABELS "${ARG_LABELS}")
   endif()
-  gtest_discover_tests(${ARG_NAME} DISCOVERY_MODE PRE_TEST PROPERTIES ${properties})
+  # Listing a test's cases loads every shared library it links; the CUDA tests map the 540 MB
+  # libcublasLt, which took 6 s from a cold page cache and broke CI under the 5 s default.
+  gtest_discover_tests(${ARG_NAME} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 120
+                       PROPERTIES ${properties})
 endfunction()
