@@ -1,6 +1,7 @@
-// The CPU backend's building blocks against plain loops: the small-batch GEMV on every dtype,
-// batch size and row-length tail; MatMul on both of its paths (GEMV and BLAS); the thread pool
-// covering every index exactly once, whether its workers spin or sleep between loops.
+// The CPU backend's building blocks against plain loops: the small-batch bf16 GEMV on every batch
+// size and row-length tail; the packed GEMM for every ISA, block width and panel tail; MatMul
+// on every path (packed, GEMV, BLAS, bf16 GEMM); the thread pool covering every index exactly once,
+// whether its workers spin or sleep between loops.
 
 #include <atomic>
 #include <chrono>
@@ -17,6 +18,8 @@
 #include "worker/engine/cpu/aligned_vector.h"
 #include "worker/engine/cpu/bf16_gemm.h"
 #include "worker/engine/cpu/matmul.h"
+#include "worker/engine/cpu/packed_gemm.h"
+#include "worker/engine/cpu/packed_matrix.h"
 #include "worker/engine/cpu/small_batch_gemv.h"
 #include "worker/engine/cpu/thread_pool.h"
 #include "worker/model/dtype.h"
@@ -40,6 +43,19 @@ Weight RandomWeight(DType dtype, int64_t rows, int64_t k, std::mt19937& rng) {
   ConvertElements(values.data(), DType::kF32, weight.tensor.data(), dtype, values.size());
   ConvertElements(weight.tensor.data(), dtype, weight.widened.data(), DType::kF32, values.size());
   return weight;
+}
+
+Tensor CopyOf(const Tensor& tensor) {
+  Tensor copy(tensor.dtype(), tensor.shape());
+  std::memcpy(copy.data(), tensor.data(), tensor.SizeBytes());
+  return copy;
+}
+
+std::vector<float> RandomActivations(int64_t count, std::mt19937& rng) {
+  std::normal_distribution<float> normal;
+  std::vector<float> x(count);
+  for (float& v : x) v = normal(rng);
+  return x;
 }
 
 // out[i * ldc + r] = x[i] · w[r], accumulated in double.
@@ -87,51 +103,131 @@ void ExpectProducts(const std::vector<double>& expected, const std::vector<float
   }
 }
 
-TEST(SmallBatchGemvTest, MatchesPlainLoopsForEveryDtypeBatchAndTail) {
+TEST(SmallBatchGemvTest, MatchesPlainLoopsForEveryBatchAndTail) {
   if (!SmallBatchGemvAvailable()) GTEST_SKIP() << "this CPU has neither AVX-512 nor AVX2";
   std::mt19937 rng(7);
   for (const std::string& isa : SmallBatchGemvIsas()) {
-    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
-      for (int64_t m = 1; m <= kSmallBatchGemvMaxRows; ++m) {
-        for (int64_t k : {1, 7, 8, 15, 16, 17, 31, 32, 33, 100, 576}) {
-          const int64_t rows = 5, ldc = 9;  // ldc > rows: the output rows are strided
-          const Weight w = RandomWeight(dtype, rows, k, rng);
-          AlignedVector<float> x(m * k);
-          std::normal_distribution<float> normal;
-          for (float& v : x) v = normal(rng);
-          std::vector<float> out(m * ldc, -1.0f);
-          SmallBatchGemvWithIsa(isa, x.data(), m, k, w.tensor.data(), dtype, rows, out.data(), ldc);
-          const std::vector<double> expected =
-              Reference(std::vector<float>(x.begin(), x.end()), m, k, w.widened, rows, ldc);
-          ExpectProducts(expected, out, m, rows, ldc, k,
-                         absl::StrCat(isa, " ", DTypeName(dtype), " m=", m, " k=", k));
+    for (int64_t m = 1; m <= kSmallBatchGemvMaxRows; ++m) {
+      for (int64_t k : {1, 7, 8, 15, 16, 17, 31, 32, 33, 100, 576}) {
+        const int64_t rows = 5, ldc = 9;  // ldc > rows: the output rows are strided
+        const Weight w = RandomWeight(DType::kBF16, rows, k, rng);
+        AlignedVector<float> x(m * k);
+        std::normal_distribution<float> normal;
+        for (float& v : x) v = normal(rng);
+        std::vector<float> out(m * ldc, -1.0f);
+        SmallBatchGemvWithIsa(isa, x.data(), m, k, w.tensor.data_as<uint16_t>(), rows, out.data(),
+                              ldc);
+        const std::vector<double> expected =
+            Reference(std::vector<float>(x.begin(), x.end()), m, k, w.widened, rows, ldc);
+        ExpectProducts(expected, out, m, rows, ldc, k, absl::StrCat(isa, " m=", m, " k=", k));
+      }
+    }
+  }
+}
+
+TEST(PackedGemmTest, MatchesPlainLoopsForEveryIsaDtypeBatchAndTail) {
+  if (!PackedGemmAvailable()) GTEST_SKIP() << "this CPU has neither AVX-512 nor AVX2";
+  std::mt19937 rng(13);
+  for (const std::string& isa : PackedGemmIsas()) {
+    for (DType dtype : {DType::kF32, DType::kF16}) {
+      // Blocks of 1, 2, 4 and 8 rows, several blocks, and a padded last block.
+      for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 33}) {
+        for (int64_t k : {1, 7, 16, 45, 576}) {
+          // One row; one whole panel; tails of 13 and 20 rows (the AVX2 kernel's first and second
+          // half of a panel cut short).
+          for (int64_t n : {1, 32, 45, 84}) {
+            const int64_t ldc = n + 3;  // strided output rows; the 3 columns past n stay untouched
+            const Weight w = RandomWeight(dtype, n, k, rng);
+            const PackedMatrix packed(w.tensor);
+            const std::vector<float> x = RandomActivations(m * k, rng);
+            AlignedVector<float> packed_x(PackedActivationsSize(isa, m, k), NAN);
+            PackActivations(isa, x.data(), m, k, 0, PackedActivationBlocks(isa, m),
+                            packed_x.data());
+            std::vector<float> out(m * ldc, -1.0f);
+            PackedGemm(isa, packed_x.data(), m, packed, 0, packed.num_panels(), out.data(), ldc);
+            ExpectProducts(Reference(x, m, k, w.widened, n, ldc), out, m, n, ldc, k,
+                           absl::StrCat(isa, " ", DTypeName(dtype), " m=", m, " k=", k, " n=", n));
+          }
         }
       }
     }
   }
 }
 
-TEST(MatMulTest, MatchesPlainLoopsOnBothPaths) {
+TEST(PackedGemmTest, WritesOnlyTheRowsOfItsPanels) {
+  if (!PackedGemmAvailable()) GTEST_SKIP() << "this CPU has neither AVX-512 nor AVX2";
+  std::mt19937 rng(17);
+  const int64_t m = 9, n = 70, k = 20;
+  for (const std::string& isa : PackedGemmIsas()) {
+    const Weight w = RandomWeight(DType::kF32, n, k, rng);
+    const PackedMatrix packed(w.tensor);
+    const std::vector<float> x = RandomActivations(m * k, rng);
+    AlignedVector<float> packed_x(PackedActivationsSize(isa, m, k));
+    // Two calls for the two halves of the blocks, as threads split them.
+    const int64_t blocks = PackedActivationBlocks(isa, m);
+    PackActivations(isa, x.data(), m, k, 0, blocks / 2, packed_x.data());
+    PackActivations(isa, x.data(), m, k, blocks / 2, blocks, packed_x.data());
+    std::vector<float> out(m * n, -1.0f);
+    PackedGemm(isa, packed_x.data(), m, packed, 1, 3, out.data(), n);  // rows 32..69
+    const std::vector<double> expected = Reference(x, m, k, w.widened, n, n);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t r = 0; r < n; ++r) {
+        const std::string where = absl::StrCat(isa, " [", i, ",", r, "]");
+        if (r < PackedMatrix::kPanelRows) {
+          EXPECT_EQ(out[i * n + r], -1.0f) << where << ": panel 0 was not asked for";
+        } else {
+          ExpectClose(expected[i * n + r], out[i * n + r], k, where);
+        }
+      }
+    }
+  }
+}
+
+TEST(ProjectionWeightTest, CopyRowReturnsTheRowInEitherLayout) {
+  std::mt19937 rng(19);
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    for (WeightLayout layout : {WeightLayout::kBest, WeightLayout::kDense}) {
+      const int64_t n = 70, k = 45;
+      const Weight w = RandomWeight(dtype, n, k, rng);
+      const ProjectionWeight weight(CopyOf(w.tensor), layout);
+      EXPECT_EQ(weight.rows(), n);
+      EXPECT_EQ(weight.cols(), k);
+      std::vector<float> row(k);
+      for (int64_t r = 0; r < n; ++r) {
+        weight.CopyRow(r, row.data());
+        for (int64_t c = 0; c < k; ++c) {
+          ASSERT_EQ(row[c], w.widened[r * k + c])
+              << DTypeName(dtype) << " [" << r << "," << c << "]";
+        }
+      }
+    }
+  }
+}
+
+TEST(MatMulTest, MatchesPlainLoopsOnEveryPath) {
   std::mt19937 rng(11);
   for (int threads : {1, 2, 3}) {
     ThreadPool pool(threads);
     MatMul matmul(&pool);
     for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
-      // m <= 4 takes the GEMV; larger m goes to BLAS (widening a panel first for bf16/f16).
-      for (int64_t m : {1, 3, 4, 5, 17}) {
-        const int64_t n = 70, k = 45;
-        const Weight w = RandomWeight(dtype, n, k, rng);
-        std::vector<float> x(m * k);
-        std::normal_distribution<float> normal;
-        for (float& v : x) v = normal(rng);
-        std::vector<float> out(m * n);
-        matmul.Run(x.data(), m, w.tensor, out.data());
-        // bf16 weights multiply bf16-rounded activations (bf16_gemm.h).
-        const std::vector<double> expected =
-            Reference(dtype == DType::kBF16 ? RoundedToBf16(x) : x, m, k, w.widened, n, n);
-        for (int64_t i = 0; i < m * n; ++i) {
-          ExpectClose(expected[i], out[i], k,
-                      absl::StrCat(DTypeName(dtype), " threads=", threads, " m=", m, " i=", i));
+      // Packed: the packed GEMM for f32/f16 where it runs. Dense: m <= 4 takes the GEMV; larger m
+      // goes to BLAS (widening a panel first for bf16/f16), or the bf16 GEMM.
+      for (WeightLayout layout : {WeightLayout::kBest, WeightLayout::kDense}) {
+        for (int64_t m : {1, 3, 4, 5, 17}) {
+          const int64_t n = 70, k = 45;
+          const Weight w = RandomWeight(dtype, n, k, rng);
+          const ProjectionWeight weight(CopyOf(w.tensor), layout);
+          const std::vector<float> x = RandomActivations(m * k, rng);
+          std::vector<float> out(m * n);
+          matmul.Run(x.data(), m, weight, out.data());
+          // bf16 weights multiply bf16-rounded activations (bf16_gemm.h).
+          const std::vector<double> expected =
+              Reference(dtype == DType::kBF16 ? RoundedToBf16(x) : x, m, k, w.widened, n, n);
+          for (int64_t i = 0; i < m * n; ++i) {
+            ExpectClose(expected[i], out[i], k,
+                        absl::StrCat(DTypeName(dtype), weight.is_packed() ? " packed" : " dense",
+                                     " threads=", threads, " m=", m, " i=", i));
+          }
         }
       }
     }

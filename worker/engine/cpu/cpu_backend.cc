@@ -20,7 +20,7 @@ const float* BiasOrNull(const Tensor& tensor) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
-    std::unique_ptr<const ModelWeights> weights, const CpuBackendOptions& options) {
+    std::unique_ptr<ModelWeights> weights, const CpuBackendOptions& options) {
   const ModelConfig& c = weights->config;
   if (options.block_size < 1 || options.block_size > 1024) {
     return absl::InvalidArgumentError(
@@ -52,8 +52,8 @@ int64_t CpuBackend::KvBytesPerBlock(const ModelConfig& c, int32_t block_size) {
          static_cast<int64_t>(sizeof(float));
 }
 
-CpuBackend::CpuBackend(std::unique_ptr<const ModelWeights> weights,
-                       const CpuBackendOptions& options, int32_t num_blocks, int num_threads)
+CpuBackend::CpuBackend(std::unique_ptr<ModelWeights> weights, const CpuBackendOptions& options,
+                       int32_t num_blocks, int num_threads)
     : weights_(std::move(weights)),
       layout_{weights_->config.num_kv_heads, weights_->config.head_dim, options.block_size},
       num_blocks_(num_blocks),
@@ -61,6 +61,19 @@ CpuBackend::CpuBackend(std::unique_ptr<const ModelWeights> weights,
       matmul_(&pool_),
       scores_(num_threads) {
   const ModelConfig& c = weights_->config;
+  const auto Prepare = [this](Tensor w) {
+    return cpu::ProjectionWeight(std::move(w), cpu::WeightLayout::kBest, &pool_);
+  };
+  // The projections move into the layout MatMul runs (packing frees the dense copies). A tied LM
+  // head is also the embedding table: the lookup then reads its rows from the packed matrix.
+  for (LayerWeights& layer : weights_->layers) {
+    projections_.push_back({Prepare(std::move(layer.qkv_weight)),
+                            Prepare(std::move(layer.o_weight)), Prepare(std::move(layer.up_weight)),
+                            Prepare(std::move(layer.down_weight))});
+  }
+  embedding_is_lm_head_ = weights_->lm_head.empty();
+  lm_head_ =
+      Prepare(std::move(embedding_is_lm_head_ ? weights_->token_embedding : weights_->lm_head));
   if (c.position == PositionKind::kRope) rope_inv_freq_ = cpu::RopeInverseFrequencies(c);
   const int64_t layer_floats = layout_.Offset(num_blocks_, 0, 0);
   k_cache_.assign(c.num_layers * layer_floats, 0.0f);
@@ -102,9 +115,13 @@ void CpuBackend::Embed(const ForwardBatch& batch) {
   const size_t row_bytes = h * DTypeSize(table.dtype());
   pool_.ParallelFor(batch.num_tokens(), [&](int, int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
-      const auto* row =
-          static_cast<const unsigned char*>(table.data()) + batch.token_ids[t] * row_bytes;
-      ConvertElements(row, table.dtype(), hidden_.data() + t * h, DType::kF32, h);
+      if (embedding_is_lm_head_) {
+        lm_head_.CopyRow(batch.token_ids[t], hidden_.data() + t * h);
+      } else {
+        const auto* row =
+            static_cast<const unsigned char*>(table.data()) + batch.token_ids[t] * row_bytes;
+        ConvertElements(row, table.dtype(), hidden_.data() + t * h, DType::kF32, h);
+      }
       if (c.position == PositionKind::kLearned) {
         cpu::Add(hidden_.data() + t * h,
                  weights_->position_embedding.data_as<float>() + token_pos_[t] * h, h);
@@ -122,9 +139,9 @@ void CpuBackend::RunLayer(int layer, const ForwardBatch& batch) {
     cpu::Norm(c.norm, hidden_.data() + begin * h, w.attn_norm_weight.data_as<float>(),
               BiasOrNull(w.attn_norm_bias), eps, end - begin, h, normed_.data() + begin * h);
   });
-  matmul_.Run(normed_.data(), tokens, w.qkv_weight, qkv_.data());
+  matmul_.Run(normed_.data(), tokens, projections_[layer].qkv, qkv_.data());
   Attention(layer, batch);
-  matmul_.Run(attn_out_.data(), tokens, w.o_weight, proj_.data());
+  matmul_.Run(attn_out_.data(), tokens, projections_[layer].o, proj_.data());
   pool_.ParallelFor(tokens, [&](int, int64_t begin, int64_t end) {
     if (!w.o_bias.empty())
       cpu::AddBias(proj_.data() + begin * h, BiasOrNull(w.o_bias), end - begin, h);
@@ -132,7 +149,7 @@ void CpuBackend::RunLayer(int layer, const ForwardBatch& batch) {
     cpu::Norm(c.norm, hidden_.data() + begin * h, w.mlp_norm_weight.data_as<float>(),
               BiasOrNull(w.mlp_norm_bias), eps, end - begin, h, normed_.data() + begin * h);
   });
-  Mlp(w, tokens);
+  Mlp(w, projections_[layer], tokens);
 }
 
 void CpuBackend::Attention(int layer, const ForwardBatch& batch) {
@@ -173,11 +190,11 @@ void CpuBackend::Attention(int layer, const ForwardBatch& batch) {
   });
 }
 
-void CpuBackend::Mlp(const LayerWeights& w, int64_t tokens) {
+void CpuBackend::Mlp(const LayerWeights& w, const LayerProjections& projections, int64_t tokens) {
   const ModelConfig& c = config();
   const int64_t h = c.hidden_size, inter = c.intermediate_size;
   const int64_t up_width = c.gated_mlp ? 2 * inter : inter;
-  matmul_.Run(normed_.data(), tokens, w.up_weight, mlp_up_.data());
+  matmul_.Run(normed_.data(), tokens, projections.up, mlp_up_.data());
   pool_.ParallelFor(tokens, [&](int, int64_t begin, int64_t end) {
     float* up = mlp_up_.data() + begin * up_width;
     if (!w.up_bias.empty()) cpu::AddBias(up, w.up_bias.data_as<float>(), end - begin, up_width);
@@ -188,7 +205,7 @@ void CpuBackend::Mlp(const LayerWeights& w, int64_t tokens) {
       std::memcpy(mlp_act_.data() + begin * inter, up, (end - begin) * inter * sizeof(float));
     }
   });
-  matmul_.Run(mlp_act_.data(), tokens, w.down_weight, proj_.data());
+  matmul_.Run(mlp_act_.data(), tokens, projections.down, proj_.data());
   pool_.ParallelFor(tokens, [&](int, int64_t begin, int64_t end) {
     if (!w.down_bias.empty()) {
       cpu::AddBias(proj_.data() + begin * h, w.down_bias.data_as<float>(), end - begin, h);
@@ -221,7 +238,7 @@ void CpuBackend::ComputeLogits(const ForwardBatch& batch, ForwardOutput* output)
   });
   output->vocab_size = c.vocab_size;
   output->logits.resize(num_rows * c.vocab_size);
-  matmul_.Run(normed_.data(), num_rows, weights_->LmHead(), output->logits.data());
+  matmul_.Run(normed_.data(), num_rows, lm_head_, output->logits.data());
 }
 
 }  // namespace llmserve::worker

@@ -33,8 +33,8 @@ struct CpuBackendOptions {
 class CpuBackend final : public Backend {
  public:
   // INVALID_ARGUMENT when the budget holds no block or the options are out of range.
-  static absl::StatusOr<std::unique_ptr<CpuBackend>> Create(
-      std::unique_ptr<const ModelWeights> weights, const CpuBackendOptions& options);
+  static absl::StatusOr<std::unique_ptr<CpuBackend>> Create(std::unique_ptr<ModelWeights> weights,
+                                                            const CpuBackendOptions& options);
 
   const ModelConfig& config() const override { return weights_->config; }
   int32_t block_size() const override { return static_cast<int32_t>(layout_.block_size); }
@@ -49,16 +49,24 @@ class CpuBackend final : public Backend {
   static int64_t KvBytesPerBlock(const ModelConfig& config, int32_t block_size);
 
  private:
-  CpuBackend(std::unique_ptr<const ModelWeights> weights, const CpuBackendOptions& options,
+  CpuBackend(std::unique_ptr<ModelWeights> weights, const CpuBackendOptions& options,
              int32_t num_blocks, int num_threads);
 
   void Embed(const ForwardBatch& batch);
   void RunLayer(int layer, const ForwardBatch& batch);
   void Attention(int layer, const ForwardBatch& batch);
-  void Mlp(const LayerWeights& weights, int64_t tokens);
+  struct LayerProjections {
+    cpu::ProjectionWeight qkv, o, up, down;
+  };
+  void Mlp(const LayerWeights& weights, const LayerProjections& projections, int64_t tokens);
   void ComputeLogits(const ForwardBatch& batch, ForwardOutput* output);
 
-  std::unique_ptr<const ModelWeights> weights_;
+  // Norms, biases and the untied embedding table; the projections have moved out into
+  // projections_ and lm_head_.
+  std::unique_ptr<ModelWeights> weights_;
+  std::vector<LayerProjections> projections_;
+  cpu::ProjectionWeight lm_head_;
+  bool embedding_is_lm_head_ = false;
   cpu::PagedKvLayout layout_;
   int32_t num_blocks_;
   std::vector<double> rope_inv_freq_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "worker/engine/cpu/bf16_gemm.h"
+#include "worker/engine/cpu/packed_gemm.h"
 #include "worker/engine/cpu/small_batch_gemv.h"
 
 namespace llmserve::worker::cpu {
@@ -28,12 +29,59 @@ void MultiplyF32(const float* x, int64_t m, int64_t k, const float* w, int64_t r
 
 }  // namespace
 
+ProjectionWeight::ProjectionWeight(Tensor w, WeightLayout layout, ThreadPool* pool)
+    : dtype_(w.dtype()), rows_(w.shape().at(0)), cols_(w.shape().at(1)) {
+  is_packed_ = layout == WeightLayout::kBest && PackedGemmAvailable() &&
+               (dtype_ == DType::kF32 || dtype_ == DType::kF16);
+  if (is_packed_) {
+    packed_ = PackedMatrix(w, pool);
+  } else {
+    dense_ = std::move(w);
+  }
+}
+
+void ProjectionWeight::CopyRow(int64_t r, float* out) const {
+  if (is_packed_) {
+    packed_.CopyRow(r, out);
+    return;
+  }
+  const auto* bytes = static_cast<const unsigned char*>(dense_.data());
+  const size_t row_bytes = cols_ * DTypeSize(dtype_);
+  ConvertElements(bytes + r * row_bytes, dtype_, out, DType::kF32, cols_);
+}
+
 MatMul::MatMul(ThreadPool* pool) : pool_(pool), panels_(pool->num_threads()) {
   // We split the work across our own threads; OpenBLAS's threads would only compete with them.
   openblas_set_num_threads(1);
+  const std::vector<std::string> isas = PackedGemmIsas();
+  if (!isas.empty()) packed_isa_ = isas.front();
 }
 
-void MatMul::Run(const float* x, int64_t m, const Tensor& w, float* out) {
+void MatMul::Run(const float* x, int64_t m, const ProjectionWeight& w, float* out) {
+  if (w.is_packed()) {
+    RunPacked(x, m, w.packed(), out);
+  } else {
+    RunDense(x, m, w.dense(), out);
+  }
+}
+
+void MatMul::RunPacked(const float* x, int64_t m, const PackedMatrix& w, float* out) {
+  const int64_t k = w.cols();
+  packed_x_.resize(PackedActivationsSize(packed_isa_, m, k));
+  const int64_t blocks = PackedActivationBlocks(packed_isa_, m);
+  if (blocks == 1) {
+    PackActivations(packed_isa_, x, m, k, 0, 1, packed_x_.data());
+  } else {
+    pool_->ParallelFor(blocks, [&](int, int64_t begin, int64_t end) {
+      PackActivations(packed_isa_, x, m, k, begin, end, packed_x_.data());
+    });
+  }
+  pool_->ParallelFor(w.num_panels(), [&](int, int64_t begin, int64_t end) {
+    PackedGemm(packed_isa_, packed_x_.data(), m, w, begin, end, out, w.rows());
+  });
+}
+
+void MatMul::RunDense(const float* x, int64_t m, const Tensor& w, float* out) {
   const int64_t n = w.shape()[0], k = w.shape()[1];
   // bf16 weights meet bf16 activations (bf16_gemm.h), on every CPU: with the bf16 dot product
   // where there is one, elsewhere widened back to f32 for the paths below.
@@ -58,9 +106,9 @@ void MatMul::Run(const float* x, int64_t m, const Tensor& w, float* out) {
                  out + row_begin, n);
         continue;
       }
-      if (m <= kSmallBatchGemvMaxRows && SmallBatchGemvAvailable()) {
-        SmallBatchGemv(x, m, k, bytes + row_begin * k * DTypeSize(w.dtype()), w.dtype(),
-                       row_end - row_begin, out + row_begin, n);
+      if (w.dtype() == DType::kBF16 && m <= kSmallBatchGemvMaxRows && SmallBatchGemvAvailable()) {
+        SmallBatchGemv(x, m, k, w.data_as<uint16_t>() + row_begin * k, row_end - row_begin,
+                       out + row_begin, n);
         continue;
       }
       if (w.dtype() == DType::kF32) {

@@ -1,12 +1,14 @@
-// out[m, n] = x[m, k] · w[n, k]^T for weights kept as [out, in] rows in f32, bf16 or f16.
-// Threads split the n dimension, so each weight row is read by one thread once per call,
-// whatever m is (decode reads every weight byte once per step for the whole batch).
+// out[m, n] = x[m, k] · w[n, k]^T for projection weights in f32, bf16 or f16.
+// Threads split the n dimension, so each weight byte is read by one thread once per call, whatever
+// m is (decode reads every weight byte once per step for the whole batch).
 //
-// Up to 4 activation rows: SmallBatchGemv (bandwidth-bound decode). More rows: f32 weights go
-// straight to OpenBLAS (single-threaded per slice; we own the threading); f16 weights are widened
-// to f32 a panel of rows at a time into per-thread scratch, then multiplied by OpenBLAS.
-// bf16 weights multiply bf16-rounded activations (bf16_gemm.h): with AVX512-BF16 for every batch
-// size, elsewhere through the paths above on the rounded values.
+// f32 and f16 weights are packed at load (packed_matrix.h) and multiplied by the packed GEMM
+// (packed_gemm.h) for every batch size, where the CPU has AVX-512 or AVX2. bf16 weights multiply
+// bf16-rounded activations (bf16_gemm.h): with AVX512-BF16 for every batch size, elsewhere widened
+// back to f32, where bf16 weights go to SmallBatchGemv for up to 4 rows (bandwidth-bound decode).
+// Everything else (and everything on a CPU with neither AVX-512 nor AVX2) goes to OpenBLAS
+// (single-threaded per slice: we own the threading), 16-bit weights widened to f32 a panel of rows
+// at a time into per-thread scratch.
 //
 // Thread-compatible: call from the engine thread.
 
@@ -14,23 +16,62 @@
 #define LLMSERVE_WORKER_ENGINE_CPU_MATMUL_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "worker/engine/cpu/aligned_vector.h"
+#include "worker/engine/cpu/packed_matrix.h"
 #include "worker/engine/cpu/thread_pool.h"
 #include "worker/model/model_weights.h"
 
 namespace llmserve::worker::cpu {
 
+// How a ProjectionWeight is stored: kBest packs f32/f16 weights where the packed GEMM runs;
+// kDense keeps [n, k] rows (tests use it to check the dense paths on every CPU).
+enum class WeightLayout { kBest, kDense };
+
+// A projection weight [n, k] in the layout MatMul runs it in. Movable, immutable once built.
+class ProjectionWeight {
+ public:
+  ProjectionWeight() = default;
+  // Takes the tensor; when packed (on `pool`'s threads, if given), its dense copy is freed.
+  explicit ProjectionWeight(Tensor w, WeightLayout layout = WeightLayout::kBest,
+                            ThreadPool* pool = nullptr);
+
+  bool empty() const { return rows_ == 0; }
+  int64_t rows() const { return rows_; }
+  int64_t cols() const { return cols_; }
+  DType dtype() const { return dtype_; }
+  bool is_packed() const { return is_packed_; }
+  const Tensor& dense() const { return dense_; }
+  const PackedMatrix& packed() const { return packed_; }
+
+  // Row r widened to f32 into out[0, cols()): the embedding lookup of a tied LM head.
+  void CopyRow(int64_t r, float* out) const;
+
+ private:
+  DType dtype_ = DType::kF32;
+  int64_t rows_ = 0;
+  int64_t cols_ = 0;
+  bool is_packed_ = false;
+  Tensor dense_;
+  PackedMatrix packed_;
+};
+
 class MatMul {
  public:
   explicit MatMul(ThreadPool* pool);
 
-  // `w` is [n, k]; x is [m, k] row-major; out is [m, n] row-major.
-  void Run(const float* x, int64_t m, const Tensor& w, float* out);
+  // x is [m, w.cols()] row-major; out is [m, w.rows()] row-major.
+  void Run(const float* x, int64_t m, const ProjectionWeight& w, float* out);
 
  private:
+  void RunPacked(const float* x, int64_t m, const PackedMatrix& w, float* out);
+  void RunDense(const float* x, int64_t m, const Tensor& w, float* out);
+
   ThreadPool* pool_;
+  std::string packed_isa_;                  // the packed GEMM's instruction set, if any
+  AlignedVector<float> packed_x_;           // activations in the packed GEMM's blocks
   std::vector<std::vector<float>> panels_;  // per-thread scratch for widened weight rows
   AlignedVector<uint16_t> x_bf16_;          // activations rounded to bf16, for bf16 weights
   AlignedVector<float> x_rounded_;          // the same widened back, where there is no bf16 GEMM

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "worker/engine/cpu/cpu_features.h"
+#include "worker/model/dtype.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -23,9 +24,7 @@ using Kernel = void (*)(const float* x, int64_t k, const void* w, int64_t rows, 
 
 struct KernelTable {
   // Indexed by m - 1.
-  Kernel f32[kSmallBatchGemvMaxRows] = {};
   Kernel bf16[kSmallBatchGemvMaxRows] = {};
-  Kernel f16[kSmallBatchGemvMaxRows] = {};
 };
 
 #if defined(__x86_64__)
@@ -41,16 +40,9 @@ struct KernelTable {
 // 16 weights from element c of row w, widened to f32; lanes outside `mask` are zero.
 template <DType kType>
 LLMSERVE_TARGET_AVX512 inline __m512 Load16(const void* w, int64_t c, __mmask16 mask) {
-  if constexpr (kType == DType::kF32) {
-    return _mm512_maskz_loadu_ps(mask, static_cast<const float*>(w) + c);
-  } else {
-    const __m256i halves = _mm256_maskz_loadu_epi16(mask, static_cast<const uint16_t*>(w) + c);
-    if constexpr (kType == DType::kBF16) {
-      return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(halves), 16));
-    } else {
-      return _mm512_cvtph_ps(halves);
-    }
-  }
+  static_assert(kType == DType::kBF16);
+  const __m256i halves = _mm256_maskz_loadu_epi16(mask, static_cast<const uint16_t*>(w) + c);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(halves), 16));
 }
 
 // M activation rows against one weight row. The row is read front to back as one stream: reading
@@ -97,34 +89,19 @@ LLMSERVE_TARGET_AVX512 void GemvAvx512(const float* x, int64_t k, const void* w,
 
 template <DType kType>
 LLMSERVE_TARGET_AVX2 inline __m256 Load8(const void* w, int64_t c) {
-  if constexpr (kType == DType::kF32) {
-    return _mm256_loadu_ps(static_cast<const float*>(w) + c);
-  } else {
-    const __m128i halves =
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w) + c));
-    if constexpr (kType == DType::kBF16) {
-      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(halves), 16));
-    } else {
-      return _mm256_cvtph_ps(halves);
-    }
-  }
+  static_assert(kType == DType::kBF16);
+  const __m128i halves =
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w) + c));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(halves), 16));
 }
 
 template <DType kType>
 LLMSERVE_TARGET_AVX2 inline float LoadOne(const void* w, int64_t c) {
-  if constexpr (kType == DType::kF32) {
-    return static_cast<const float*>(w)[c];
-  } else {
-    const uint16_t half = static_cast<const uint16_t*>(w)[c];
-    if constexpr (kType == DType::kBF16) {
-      const uint32_t bits = static_cast<uint32_t>(half) << 16;
-      float value;
-      std::memcpy(&value, &bits, sizeof value);
-      return value;
-    } else {
-      return _cvtsh_ss(half);
-    }
-  }
+  static_assert(kType == DType::kBF16);
+  const uint32_t bits = static_cast<uint32_t>(static_cast<const uint16_t*>(w)[c]) << 16;
+  float value;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
 }
 
 LLMSERVE_TARGET_AVX2 inline float HorizontalSum(__m256 v) {
@@ -168,12 +145,8 @@ LLMSERVE_TARGET_AVX2 void GemvAvx2(const float* x, int64_t k, const void* w, int
 
 #define LLMSERVE_FILL_TABLE(table, Gemv)                                              \
   do {                                                                                \
-    (table).f32[0] = Gemv<DType::kF32, 1>, (table).f32[1] = Gemv<DType::kF32, 2>;     \
-    (table).f32[2] = Gemv<DType::kF32, 3>, (table).f32[3] = Gemv<DType::kF32, 4>;     \
     (table).bf16[0] = Gemv<DType::kBF16, 1>, (table).bf16[1] = Gemv<DType::kBF16, 2>; \
     (table).bf16[2] = Gemv<DType::kBF16, 3>, (table).bf16[3] = Gemv<DType::kBF16, 4>; \
-    (table).f16[0] = Gemv<DType::kF16, 1>, (table).f16[1] = Gemv<DType::kF16, 2>;     \
-    (table).f16[2] = Gemv<DType::kF16, 3>, (table).f16[3] = Gemv<DType::kF16, 4>;     \
   } while (false)
 
 KernelTable Avx512Kernels() {
@@ -216,28 +189,25 @@ const KernelTable& Kernels() {
   return table;
 }
 
-void Run(const KernelTable& table, const float* x, int64_t m, int64_t k, const void* w, DType dtype,
+void Run(const KernelTable& table, const float* x, int64_t m, int64_t k, const uint16_t* w,
          int64_t rows, float* out, int64_t ldc) {
-  const Kernel* kernels = dtype == DType::kF32    ? table.f32
-                          : dtype == DType::kBF16 ? table.bf16
-                                                  : table.f16;
-  kernels[m - 1](x, k, w, rows, out, ldc);
+  table.bf16[m - 1](x, k, w, rows, out, ldc);
 }
 
 }  // namespace
 
-bool SmallBatchGemvAvailable() { return Kernels().f32[0] != nullptr; }
+bool SmallBatchGemvAvailable() { return Kernels().bf16[0] != nullptr; }
 
-void SmallBatchGemv(const float* x, int64_t m, int64_t k, const void* w, DType dtype, int64_t rows,
+void SmallBatchGemv(const float* x, int64_t m, int64_t k, const uint16_t* w, int64_t rows,
                     float* out, int64_t ldc) {
-  Run(Kernels(), x, m, k, w, dtype, rows, out, ldc);
+  Run(Kernels(), x, m, k, w, rows, out, ldc);
 }
 
 std::vector<std::string> SmallBatchGemvIsas() { return Isas(); }
 
 void SmallBatchGemvWithIsa(absl::string_view isa, const float* x, int64_t m, int64_t k,
-                           const void* w, DType dtype, int64_t rows, float* out, int64_t ldc) {
-  Run(KernelsFor(isa), x, m, k, w, dtype, rows, out, ldc);
+                           const uint16_t* w, int64_t rows, float* out, int64_t ldc) {
+  Run(KernelsFor(isa), x, m, k, w, rows, out, ldc);
 }
 
 }  // namespace llmserve::worker::cpu

@@ -1,7 +1,9 @@
-// out[i, r] = x[i, :] · w[r, :] for a few activation rows x (f32) against weight rows in f32, bf16
-// or f16, widening each weight vector in registers. Decode at small batch is bound by the bytes of
-// weights read: this reads each weight byte once, front to back, with no f32 copy in between, and
-// reaches the machine's read bandwidth where BLAS (or widening into a panel first) does not.
+// out[i, r] = x[i, :] · w[r, :] for a few activation rows x (f32) against bf16 weight rows,
+// widening each weight vector in registers: decode of bf16 weights on CPUs without the AVX512-BF16
+// dot product (bf16_gemm.h). Decode at small batch is bound by the bytes of weights read: this
+// reads each weight byte once, front to back, with no f32 copy in between, and reaches the
+// machine's read bandwidth where BLAS (or widening into a panel first) does not. (f32 and f16
+// weights are packed and take packed_gemm.h instead.)
 //
 // Vectorized for AVX-512 (F + BW + VL) and for AVX2 + FMA + F16C, picked at run time; where neither
 // exists, Available() is false and callers use BLAS.
@@ -16,7 +18,6 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
-#include "worker/model/dtype.h"
 
 namespace llmserve::worker::cpu {
 
@@ -27,9 +28,9 @@ inline constexpr int64_t kSmallBatchGemvMaxRows = 4;
 bool SmallBatchGemvAvailable();
 
 // x is [m, k] row-major f32 with 1 <= m <= kSmallBatchGemvMaxRows (64-byte aligned rows read
-// fastest); w is `rows` rows of k elements of `dtype`; out[i * ldc + r] receives x row i times
-// weight row r. Only call when SmallBatchGemvAvailable().
-void SmallBatchGemv(const float* x, int64_t m, int64_t k, const void* w, DType dtype, int64_t rows,
+// fastest); w is `rows` rows of k bf16 elements; out[i * ldc + r] receives x row i times weight
+// row r. Only call when SmallBatchGemvAvailable().
+void SmallBatchGemv(const float* x, int64_t m, int64_t k, const uint16_t* w, int64_t rows,
                     float* out, int64_t ldc);
 
 // The instruction sets this CPU runs the kernel with, best first: "avx512", "avx2". SmallBatchGemv
@@ -38,7 +39,7 @@ std::vector<std::string> SmallBatchGemvIsas();
 
 // SmallBatchGemv with one of SmallBatchGemvIsas(), so that tests check every variant the CPU runs.
 void SmallBatchGemvWithIsa(absl::string_view isa, const float* x, int64_t m, int64_t k,
-                           const void* w, DType dtype, int64_t rows, float* out, int64_t ldc);
+                           const uint16_t* w, int64_t rows, float* out, int64_t ldc);
 
 }  // namespace llmserve::worker::cpu
 

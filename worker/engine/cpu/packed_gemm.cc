@@ -1,0 +1,279 @@
+#include "worker/engine/cpu/packed_gemm.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/base/logging.h"
+#include "worker/engine/cpu/cpu_features.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+// GCC 12's AVX-512 intrinsics pass _mm512_undefined_* placeholders that its own -Wuninitialized
+// then reports.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace llmserve::worker::cpu {
+namespace {
+
+constexpr int64_t kPanel = PackedMatrix::kPanelRows;
+
+// Activation rows one pass of the kernel over a thread's panels takes. Each panel is read from
+// memory once per pass and then meets every block of the pass from L2, while the pass's packed
+// activations (this many bytes) are read once per panel from L3: larger passes read the weights
+// fewer times, and at 512 rows x 576 columns of prefill there is only one.
+constexpr int64_t kActivationPassBytes = 4 << 20;
+
+// A block of `width` (1, 2, 4 or 8) packed activation rows, of which the first `rows` are real,
+// times one panel, into out[i * ldc + j] for j < cols.
+using BlockKernel = void (*)(const float* x, int64_t k, const void* panel, float* out, int64_t ldc,
+                             int rows, int cols);
+
+struct KernelSet {
+  int64_t row_block = 0;
+  // Indexed by log2 of the block width.
+  BlockKernel f32[4] = {};
+  BlockKernel f16[4] = {};
+};
+
+// The width a block of `rows_left` rows is packed to: the next power of two, at most row_block.
+int64_t BlockWidth(int64_t rows_left, int64_t row_block) {
+  int64_t width = 1;
+  while (width < rows_left && width < row_block) width *= 2;
+  return width;
+}
+
+int Log2(int64_t width) { return width == 1 ? 0 : width == 2 ? 1 : width == 4 ? 2 : 3; }
+
+#if defined(__x86_64__)
+
+// Each ISA variant is compiled with its target attribute and chosen once at run time, so the
+// build never assumes the CPU it runs on.
+#define LLMSERVE_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
+#define LLMSERVE_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+// ---- AVX-512: the panel's 32 outputs in two vectors per row; 2 x 8 accumulators at most.
+
+template <DType kType>
+LLMSERVE_TARGET_AVX512 inline __m512 Load16(const void* panel, int64_t offset) {
+  if constexpr (kType == DType::kF32) {
+    return _mm512_loadu_ps(static_cast<const float*>(panel) + offset);
+  } else {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(
+        reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(panel) + offset)));
+  }
+}
+
+LLMSERVE_TARGET_AVX512 inline __mmask16 LaneMask(int lanes) {
+  return lanes >= 16  ? static_cast<__mmask16>(0xffff)
+         : lanes <= 0 ? static_cast<__mmask16>(0)
+                      : static_cast<__mmask16>((1u << lanes) - 1);
+}
+
+template <DType kType, int kWidth>
+LLMSERVE_TARGET_AVX512 void BlockAvx512(const float* x, int64_t k, const void* panel, float* out,
+                                        int64_t ldc, int rows, int cols) {
+  // Narrow blocks (decode) would wait on the FMA latency with 2 x kWidth accumulators: they keep
+  // two sets, for even and odd columns, and add them at the end.
+  constexpr int kSets = kWidth <= 2 ? 2 : 1;
+  __m512 acc0[kSets][kWidth], acc1[kSets][kWidth];
+#pragma GCC unroll 8
+  for (int i = 0; i < kWidth; ++i) {
+#pragma GCC unroll 2
+    for (int set = 0; set < kSets; ++set) acc0[set][i] = acc1[set][i] = _mm512_setzero_ps();
+  }
+  int64_t c = 0;
+  for (; c + kSets <= k; c += kSets) {
+#pragma GCC unroll 2
+    for (int set = 0; set < kSets; ++set) {
+      const __m512 w0 = Load16<kType>(panel, (c + set) * kPanel);
+      const __m512 w1 = Load16<kType>(panel, (c + set) * kPanel + 16);
+      const float* xc = x + (c + set) * kWidth;
+#pragma GCC unroll 8
+      for (int i = 0; i < kWidth; ++i) {
+        const __m512 xi = _mm512_set1_ps(xc[i]);
+        acc0[set][i] = _mm512_fmadd_ps(xi, w0, acc0[set][i]);
+        acc1[set][i] = _mm512_fmadd_ps(xi, w1, acc1[set][i]);
+      }
+    }
+  }
+  for (; c < k; ++c) {
+    const __m512 w0 = Load16<kType>(panel, c * kPanel);
+    const __m512 w1 = Load16<kType>(panel, c * kPanel + 16);
+#pragma GCC unroll 8
+    for (int i = 0; i < kWidth; ++i) {
+      const __m512 xi = _mm512_set1_ps(x[c * kWidth + i]);
+      acc0[0][i] = _mm512_fmadd_ps(xi, w0, acc0[0][i]);
+      acc1[0][i] = _mm512_fmadd_ps(xi, w1, acc1[0][i]);
+    }
+  }
+  if constexpr (kSets == 2) {
+#pragma GCC unroll 8
+    for (int i = 0; i < kWidth; ++i) {
+      acc0[0][i] = _mm512_add_ps(acc0[0][i], acc0[1][i]);
+      acc1[0][i] = _mm512_add_ps(acc1[0][i], acc1[1][i]);
+    }
+  }
+  const __mmask16 mask0 = LaneMask(cols), mask1 = LaneMask(cols - 16);
+#pragma GCC unroll 8
+  for (int i = 0; i < kWidth; ++i) {
+    if (i >= rows) break;
+    _mm512_mask_storeu_ps(out + i * ldc, mask0, acc0[0][i]);
+    _mm512_mask_storeu_ps(out + i * ldc + 16, mask1, acc1[0][i]);
+  }
+}
+
+// ---- AVX2: 16 registers hold 2 x 4 accumulators, so a panel is done in two halves of 16 outputs.
+
+template <DType kType>
+LLMSERVE_TARGET_AVX2 inline __m256 Load8(const void* panel, int64_t offset) {
+  if constexpr (kType == DType::kF32) {
+    return _mm256_loadu_ps(static_cast<const float*>(panel) + offset);
+  } else {
+    return _mm256_cvtph_ps(_mm_loadu_si128(
+        reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(panel) + offset)));
+  }
+}
+
+template <DType kType, int kWidth>
+LLMSERVE_TARGET_AVX2 void BlockAvx2(const float* x, int64_t k, const void* panel, float* out,
+                                    int64_t ldc, int rows, int cols) {
+  for (int half = 0; half < 2 && half * 16 < cols; ++half) {
+    __m256 acc0[kWidth], acc1[kWidth];
+#pragma GCC unroll 4
+    for (int i = 0; i < kWidth; ++i) acc0[i] = acc1[i] = _mm256_setzero_ps();
+    for (int64_t c = 0; c < k; ++c) {
+      const __m256 w0 = Load8<kType>(panel, c * kPanel + half * 16);
+      const __m256 w1 = Load8<kType>(panel, c * kPanel + half * 16 + 8);
+      const float* xc = x + c * kWidth;
+#pragma GCC unroll 4
+      for (int i = 0; i < kWidth; ++i) {
+        const __m256 xi = _mm256_broadcast_ss(xc + i);
+        acc0[i] = _mm256_fmadd_ps(xi, w0, acc0[i]);
+        acc1[i] = _mm256_fmadd_ps(xi, w1, acc1[i]);
+      }
+    }
+    const int lanes = std::min(16, cols - half * 16);
+#pragma GCC unroll 4
+    for (int i = 0; i < kWidth; ++i) {
+      if (i >= rows) break;
+      float* dst = out + i * ldc + half * 16;
+      if (lanes == 16) {
+        _mm256_storeu_ps(dst, acc0[i]);
+        _mm256_storeu_ps(dst + 8, acc1[i]);
+      } else {
+        alignas(32) float values[16];
+        _mm256_store_ps(values, acc0[i]);
+        _mm256_store_ps(values + 8, acc1[i]);
+        std::memcpy(dst, values, lanes * sizeof(float));
+      }
+    }
+  }
+}
+
+KernelSet KernelsFor(absl::string_view isa) {
+  KernelSet set;
+  if (isa == "avx512" && HasAvx512()) {
+    set.row_block = 8;
+    set.f32[0] = BlockAvx512<DType::kF32, 1>, set.f32[1] = BlockAvx512<DType::kF32, 2>;
+    set.f32[2] = BlockAvx512<DType::kF32, 4>, set.f32[3] = BlockAvx512<DType::kF32, 8>;
+    set.f16[0] = BlockAvx512<DType::kF16, 1>, set.f16[1] = BlockAvx512<DType::kF16, 2>;
+    set.f16[2] = BlockAvx512<DType::kF16, 4>, set.f16[3] = BlockAvx512<DType::kF16, 8>;
+  } else if (isa == "avx2" && HasAvx2FmaF16c()) {
+    set.row_block = 4;
+    set.f32[0] = BlockAvx2<DType::kF32, 1>, set.f32[1] = BlockAvx2<DType::kF32, 2>;
+    set.f32[2] = BlockAvx2<DType::kF32, 4>;
+    set.f16[0] = BlockAvx2<DType::kF16, 1>, set.f16[1] = BlockAvx2<DType::kF16, 2>;
+    set.f16[2] = BlockAvx2<DType::kF16, 4>;
+  }
+  return set;
+}
+
+std::vector<std::string> Isas() {
+  std::vector<std::string> isas;
+  if (HasAvx512()) isas.push_back("avx512");
+  if (HasAvx2FmaF16c()) isas.push_back("avx2");
+  return isas;
+}
+
+#else
+
+KernelSet KernelsFor(absl::string_view) { return {}; }
+std::vector<std::string> Isas() { return {}; }
+
+#endif
+
+// The kernel set for `isa`, built once per ISA (the engine calls this for every projection).
+const KernelSet& Kernels(absl::string_view isa) {
+  static const KernelSet avx512 = KernelsFor("avx512");
+  static const KernelSet avx2 = KernelsFor("avx2");
+  static const KernelSet none;
+  return isa == "avx512" ? avx512 : isa == "avx2" ? avx2 : none;
+}
+
+int64_t RowBlock(absl::string_view isa) {
+  const int64_t row_block = Kernels(isa).row_block;
+  LLMSERVE_CHECK(row_block > 0) << "no packed GEMM for instruction set " << isa;
+  return row_block;
+}
+
+}  // namespace
+
+bool PackedGemmAvailable() { return !Isas().empty(); }
+
+std::vector<std::string> PackedGemmIsas() { return Isas(); }
+
+int64_t PackedGemmRowBlock(absl::string_view isa) { return RowBlock(isa); }
+
+int64_t PackedActivationBlocks(absl::string_view isa, int64_t m) {
+  const int64_t row_block = RowBlock(isa);
+  return (m + row_block - 1) / row_block;
+}
+
+int64_t PackedActivationsSize(absl::string_view isa, int64_t m, int64_t k) {
+  const int64_t row_block = RowBlock(isa);
+  const int64_t full_rows = (PackedActivationBlocks(isa, m) - 1) * row_block;
+  return (full_rows + BlockWidth(m - full_rows, row_block)) * k;
+}
+
+void PackActivations(absl::string_view isa, const float* x, int64_t m, int64_t k,
+                     int64_t block_begin, int64_t block_end, float* packed) {
+  const int64_t row_block = RowBlock(isa);
+  for (int64_t b = block_begin; b < block_end; ++b) {
+    const int64_t first = b * row_block;
+    const int64_t rows = std::min(row_block, m - first);
+    const int64_t width = BlockWidth(rows, row_block);
+    float* block = packed + first * k;
+    for (int64_t c = 0; c < k; ++c) {
+      for (int64_t i = 0; i < rows; ++i) block[c * width + i] = x[(first + i) * k + c];
+      for (int64_t i = rows; i < width; ++i) block[c * width + i] = 0.0f;
+    }
+  }
+}
+
+void PackedGemm(absl::string_view isa, const float* packed_x, int64_t m, const PackedMatrix& w,
+                int64_t panel_begin, int64_t panel_end, float* out, int64_t ldc) {
+  const KernelSet& kernels = Kernels(isa);
+  const int64_t row_block = RowBlock(isa);
+  const BlockKernel* table = w.dtype() == DType::kF32 ? kernels.f32 : kernels.f16;
+  const int64_t k = w.cols();
+  const int64_t pass_rows = std::max<int64_t>(
+      row_block,
+      kActivationPassBytes / (k * static_cast<int64_t>(sizeof(float))) / row_block * row_block);
+  for (int64_t pass = 0; pass < m; pass += pass_rows) {
+    const int64_t pass_end = std::min(m, pass + pass_rows);
+    for (int64_t p = panel_begin; p < panel_end; ++p) {
+      const int cols = static_cast<int>(std::min(kPanel, w.rows() - p * kPanel));
+      for (int64_t first = pass; first < pass_end; first += row_block) {
+        const int64_t rows = std::min(row_block, m - first);
+        table[Log2(BlockWidth(rows, row_block))](packed_x + first * k, k, w.panel(p),
+                                                 out + first * ldc + p * kPanel, ldc,
+                                                 static_cast<int>(rows), cols);
+      }
+    }
+  }
+}
+
+}  // namespace llmserve::worker::cpu

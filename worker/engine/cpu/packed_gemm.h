@@ -1,0 +1,53 @@
+// out[m, n] = x[m, k] · w[n, k]^T against a PackedMatrix (f32 or f16 weights), for every batch
+// size: the bandwidth-bound decode of one sequence and the compute-bound prefill alike.
+//
+// The activations are first rearranged into blocks of up to PackedGemmRowBlock() rows, k-major
+// (PackActivations). The kernel then keeps a block of rows × 32 outputs in registers, and for each
+// input column loads the panel's 32 weights once (widening f16 in registers) and multiplies them
+// with each row's broadcast activation. A block's rows are always 1, 2, 4 or 8 (the last block is
+// padded with zero rows), so decode at batch 1 does no wasted work.
+//
+// AVX-512 (F + BW + VL; blocks of 8 rows) and AVX2 + FMA + F16C (blocks of 4), chosen at run time;
+// where neither exists, PackedGemmAvailable() is false and weights stay unpacked (matmul.h).
+//
+// Thread-safe: pure functions on caller-owned memory.
+
+#ifndef LLMSERVE_WORKER_ENGINE_CPU_PACKED_GEMM_H_
+#define LLMSERVE_WORKER_ENGINE_CPU_PACKED_GEMM_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "worker/engine/cpu/packed_matrix.h"
+
+namespace llmserve::worker::cpu {
+
+// Whether this CPU has a packed GEMM kernel.
+bool PackedGemmAvailable();
+
+// The instruction sets this CPU runs the packed GEMM with, best first: "avx512", "avx2". Callers
+// use the first; tests check each.
+std::vector<std::string> PackedGemmIsas();
+
+// The activations are packed in blocks so that threads can share the work: block b holds rows
+// [b * R, b * R + R) for R = PackedGemmRowBlock(isa), except the last, which may hold fewer.
+int64_t PackedGemmRowBlock(absl::string_view isa);
+int64_t PackedActivationBlocks(absl::string_view isa, int64_t m);
+// Floats the packed activations of x [m, k] take.
+int64_t PackedActivationsSize(absl::string_view isa, int64_t m, int64_t k);
+// Rearranges blocks [block_begin, block_end) of x [m, k] (row-major) into `packed` (of
+// PackedActivationsSize floats), k-major inside a block, for the kernel of `isa` to broadcast from.
+void PackActivations(absl::string_view isa, const float* x, int64_t m, int64_t k,
+                     int64_t block_begin, int64_t block_end, float* packed);
+
+// Panels [panel_begin, panel_end) of w times the packed activations of m rows: out[i * ldc + r]
+// receives row i times weight row r, for the weight rows those panels hold (padding rows are not
+// written). `packed_x` comes from PackActivations with the same isa, m and k = w.cols().
+void PackedGemm(absl::string_view isa, const float* packed_x, int64_t m, const PackedMatrix& w,
+                int64_t panel_begin, int64_t panel_end, float* out, int64_t ldc);
+
+}  // namespace llmserve::worker::cpu
+
+#endif  // LLMSERVE_WORKER_ENGINE_CPU_PACKED_GEMM_H_

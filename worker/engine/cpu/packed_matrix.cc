@@ -1,0 +1,82 @@
+#include "worker/engine/cpu/packed_matrix.h"
+
+#include <algorithm>
+#include <new>
+
+#include "common/base/logging.h"
+
+namespace llmserve::worker::cpu {
+namespace {
+
+constexpr std::align_val_t kAlignment{64};
+
+// Panel p of `src` [rows, cols] into `panel`. Element-sized units (f32 as uint32_t, f16 as
+// uint16_t) are copied as bit patterns. Columns go in tiles so that the 32 source rows' lines of a
+// tile stay in L1 while the panel is written front to back; padding rows are zeroed.
+template <typename Unit>
+void PackPanel(const Unit* src, int64_t rows, int64_t cols, int64_t p, Unit* panel) {
+  constexpr int64_t kPanel = PackedMatrix::kPanelRows, kTile = 64;
+  const int64_t first = p * kPanel;
+  const int64_t real_rows = std::min(kPanel, rows - first);
+  for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+    const int64_t c1 = std::min(cols, c0 + kTile);
+    for (int64_t r = 0; r < real_rows; ++r) {
+      const Unit* row = src + (first + r) * cols;
+      for (int64_t c = c0; c < c1; ++c) panel[c * kPanel + r] = row[c];
+    }
+    for (int64_t r = real_rows; r < kPanel; ++r) {
+      for (int64_t c = c0; c < c1; ++c) panel[c * kPanel + r] = Unit{0};
+    }
+  }
+}
+
+template <typename Unit>
+void PackPanels(const Unit* src, int64_t rows, int64_t cols, int64_t panels, ThreadPool* pool,
+                Unit* dst) {
+  const auto pack = [&](int, int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      PackPanel(src, rows, cols, p, dst + p * PackedMatrix::kPanelRows * cols);
+    }
+  };
+  if (pool != nullptr) {
+    pool->ParallelFor(panels, pack);
+  } else {
+    pack(0, 0, panels);
+  }
+}
+
+}  // namespace
+
+void PackedMatrix::AlignedDelete::operator()(unsigned char* p) const {
+  ::operator delete[](p, kAlignment);
+}
+
+PackedMatrix::PackedMatrix(const Tensor& w, ThreadPool* pool)
+    : dtype_(w.dtype()), rows_(w.shape().at(0)), cols_(w.shape().at(1)) {
+  LLMSERVE_CHECK(w.shape().size() == 2 && (dtype_ == DType::kF32 || dtype_ == DType::kF16))
+      << "PackedMatrix takes a 2-D f32 or f16 tensor";
+  // Not zero-filled first: PackPanel writes every byte, padding included.
+  data_.reset(static_cast<unsigned char*>(
+      ::operator new[](static_cast<size_t>(num_panels() * PanelBytes()), kAlignment)));
+  if (dtype_ == DType::kF32) {
+    PackPanels(w.data_as<uint32_t>(), rows_, cols_, num_panels(), pool,
+               reinterpret_cast<uint32_t*>(data_.get()));
+  } else {
+    PackPanels(w.data_as<uint16_t>(), rows_, cols_, num_panels(), pool,
+               reinterpret_cast<uint16_t*>(data_.get()));
+  }
+}
+
+void PackedMatrix::CopyRow(int64_t r, float* out) const {
+  const unsigned char* panel_bytes = data_.get() + (r / kPanelRows) * PanelBytes();
+  const int64_t lane = r % kPanelRows;
+  if (dtype_ == DType::kF32) {
+    const auto* panel = reinterpret_cast<const float*>(panel_bytes);
+    for (int64_t c = 0; c < cols_; ++c) out[c] = panel[c * kPanelRows + lane];
+  } else {
+    const auto* panel = reinterpret_cast<const uint16_t*>(panel_bytes);
+    for (int64_t c = 0; c < cols_; ++c) out[c] = HalfToFloat(panel[c * kPanelRows + lane]);
+  }
+}
+
+}  // namespace llmserve::worker::cpu
