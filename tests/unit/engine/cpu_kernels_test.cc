@@ -1,8 +1,9 @@
 // The CPU backend's building blocks against plain loops: the small-batch bf16 GEMV on every batch
 // size and row-length tail; the packed GEMM for every ISA, block width and panel tail; MatMul
-// on every path (packed, GEMV, BLAS, bf16 GEMM); the thread pool covering every index exactly once,
-// whether its workers spin or sleep between loops.
+// on every path (packed, GEMV, BLAS, bf16 GEMM); paged attention on every ISA; the thread pool
+// covering every index exactly once, whether its workers spin or sleep between loops.
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -20,6 +21,7 @@
 #include "worker/engine/cpu/matmul.h"
 #include "worker/engine/cpu/packed_gemm.h"
 #include "worker/engine/cpu/packed_matrix.h"
+#include "worker/engine/cpu/paged_attention.h"
 #include "worker/engine/cpu/small_batch_gemv.h"
 #include "worker/engine/cpu/thread_pool.h"
 #include "worker/model/dtype.h"
@@ -232,6 +234,64 @@ TEST(MatMulTest, MatchesPlainLoopsOnEveryPath) {
       }
     }
   }
+}
+
+TEST(PagedAttentionTest, MatchesPlainSoftmaxForEveryIsaHeadDimBlockSizeAndLength) {
+  std::mt19937 rng(23);
+  std::normal_distribution<float> normal;
+  int variants_run = 0;
+  for (const std::string& isa : AttentionIsas()) {
+    // Whole and partial 16-float chunks, up to the AVX-512 limit of 128 and past it.
+    for (int64_t head_dim : {16, 40, 64, 80, 128, 160}) {
+      for (int64_t block_size : {1, 4, 16}) {
+        for (int64_t position : {0, 1, 15, 16, 17, 100}) {
+          const PagedKvLayout layout{2, head_dim, block_size};
+          const int64_t used_blocks = position / block_size + 1, num_blocks = used_blocks + 3;
+          // The sequence's blocks scattered over the cache, in a shuffled order.
+          std::vector<int32_t> blocks(num_blocks);
+          for (int64_t b = 0; b < num_blocks; ++b) blocks[b] = static_cast<int32_t>(b);
+          std::shuffle(blocks.begin(), blocks.end(), rng);
+          std::vector<float> k_cache(layout.Offset(num_blocks, 0, 0)), v_cache(k_cache.size());
+          for (float& v : k_cache) v = 2 * normal(rng);  // scores spread over several e-folds
+          for (float& v : v_cache) v = normal(rng);
+          const std::vector<float> q = RandomActivations(head_dim, rng);
+          const int64_t kv_head = 1;
+          const float scale = 1 / std::sqrt(static_cast<float>(head_dim));
+
+          std::vector<double> scores(position + 1), expected(head_dim, 0.0);
+          double max_score = -INFINITY, sum = 0;
+          for (int64_t j = 0; j <= position; ++j) {
+            const float* key =
+                k_cache.data() + layout.Offset(blocks[j / block_size], kv_head, j % block_size);
+            double dot = 0;
+            for (int64_t c = 0; c < head_dim; ++c) dot += double{q[c]} * key[c];
+            scores[j] = dot * scale;
+            max_score = std::max(max_score, scores[j]);
+          }
+          for (double& score : scores) sum += (score = std::exp(score - max_score));
+          for (int64_t j = 0; j <= position; ++j) {
+            const float* value =
+                v_cache.data() + layout.Offset(blocks[j / block_size], kv_head, j % block_size);
+            for (int64_t c = 0; c < head_dim; ++c) expected[c] += scores[j] / sum * value[c];
+          }
+
+          std::vector<float> scratch(position + 1), out(head_dim + 1, -1.0f);
+          if (!AttendOneHeadWithIsa(isa, layout, blocks.data(), position, kv_head, q.data(), scale,
+                                    k_cache.data(), v_cache.data(), scratch.data(), out.data())) {
+            continue;  // this variant does not take this head_dim
+          }
+          ++variants_run;
+          for (int64_t c = 0; c < head_dim; ++c) {
+            ASSERT_NEAR(out[c], expected[c], 1e-5)
+                << isa << " head_dim=" << head_dim << " block_size=" << block_size
+                << " position=" << position << " c=" << c;
+          }
+          EXPECT_EQ(out[head_dim], -1.0f) << isa << ": written past the head";
+        }
+      }
+    }
+  }
+  EXPECT_GT(variants_run, 0);
 }
 
 TEST(RoundToBf16Test, MatchesTheScalarConversionIncludingSpecialValues) {

@@ -4,6 +4,17 @@
 #include <cmath>
 #include <cstring>
 
+#include "worker/engine/cpu/cpu_features.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+// GCC 12's AVX-512 intrinsics (_mm512_reduce_add_ps and friends) pass _mm512_undefined_*
+// placeholders that its own -Wuninitialized then reports.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 namespace llmserve::worker::cpu {
 namespace {
 
@@ -91,8 +102,8 @@ void AttendBaseline(const PagedKvLayout& layout, const int32_t* blocks, int64_t 
   AttendImpl(layout, blocks, position, kv_head, q, scale, k_cache, v_cache, scores, out);
 }
 
-// The variant is picked once with __builtin_cpu_supports rather than with target_clones: an
-// ifunc resolver runs before sanitizer runtimes start, and crashed the ThreadSanitizer build.
+// Variants are picked once at run time rather than with target_clones: an ifunc resolver runs
+// before sanitizer runtimes start, and crashed the ThreadSanitizer build.
 #if defined(__x86_64__)
 __attribute__((target("avx2,fma"))) void AttendAvx2(const PagedKvLayout& layout,
                                                     const int32_t* blocks, int64_t position,
@@ -101,13 +112,128 @@ __attribute__((target("avx2,fma"))) void AttendAvx2(const PagedKvLayout& layout,
                                                     float* scores, float* out) {
   AttendImpl(layout, blocks, position, kv_head, q, scale, k_cache, v_cache, scores, out);
 }
+
+// ---- AVX-512, for head_dim <= 128: the query (pre-scaled) and the output row stay in up to 8
+// registers each while the keys and values stream past; the softmax's exp is vectorized.
+
+#define LLMSERVE_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma")))
+
+constexpr int kMaxAvx512Chunks = 8;  // 16 floats per chunk: head_dim <= 128
+
+LLMSERVE_TARGET_AVX512 inline __mmask16 FirstLanes(int64_t lanes) {
+  return lanes >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << lanes) - 1);
+}
+
+// e^x for x <= 0 (scores minus their maximum), to about 2 ulp: x = n ln2 + r with |r| <= ln2 / 2,
+// e^r from Cephes' expf polynomial, then scaled by 2^n (vscalefps, which flushes to 0 far below).
+LLMSERVE_TARGET_AVX512 inline __m512 ExpNonPositive(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
+}
+
+template <int kChunks>
+LLMSERVE_TARGET_AVX512 void AttendAvx512(const PagedKvLayout& layout, const int32_t* blocks,
+                                         int64_t position, int64_t kv_head, const float* q,
+                                         float scale, const float* k_cache, const float* v_cache,
+                                         float* scores, float* out) {
+  const int64_t d = layout.head_dim, bs = layout.block_size;
+  const int64_t length = position + 1;
+  const __mmask16 last = FirstLanes(d - (kChunks - 1) * 16);
+  const auto mask = [last](int chunk) {
+    return chunk == kChunks - 1 ? last : static_cast<__mmask16>(0xffff);
+  };
+  __m512 query[kChunks];
+#pragma GCC unroll 8
+  for (int c = 0; c < kChunks; ++c) {
+    query[c] = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask(c), q + c * 16), _mm512_set1_ps(scale));
+  }
+  for (int64_t start = 0; start < length; start += bs) {
+    const float* keys = k_cache + layout.Offset(blocks[start / bs], kv_head, 0);
+    const int64_t in_block = std::min(bs, length - start);
+    for (int64_t s = 0; s < in_block; ++s) {
+      __m512 acc = _mm512_mul_ps(query[0], _mm512_maskz_loadu_ps(mask(0), keys + s * d));
+#pragma GCC unroll 8
+      for (int c = 1; c < kChunks; ++c) {
+        acc = _mm512_fmadd_ps(query[c], _mm512_maskz_loadu_ps(mask(c), keys + s * d + c * 16), acc);
+      }
+      scores[start + s] = _mm512_reduce_add_ps(acc);
+    }
+  }
+  __m512 max = _mm512_set1_ps(-INFINITY);
+  for (int64_t j = 0; j < length; j += 16) {
+    const __mmask16 lanes = FirstLanes(length - j);
+    max = _mm512_mask_max_ps(max, lanes, max, _mm512_maskz_loadu_ps(lanes, scores + j));
+  }
+  const __m512 max_score = _mm512_set1_ps(_mm512_reduce_max_ps(max));
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t j = 0; j < length; j += 16) {
+    const __mmask16 lanes = FirstLanes(length - j);
+    const __m512 e =
+        ExpNonPositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(lanes, scores + j), max_score));
+    _mm512_mask_storeu_ps(scores + j, lanes, e);
+    sum = _mm512_mask_add_ps(sum, lanes, sum, e);
+  }
+  const __m512 inv_sum = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+  __m512 acc[kChunks];
+#pragma GCC unroll 8
+  for (int c = 0; c < kChunks; ++c) acc[c] = _mm512_setzero_ps();
+  for (int64_t start = 0; start < length; start += bs) {
+    const float* values = v_cache + layout.Offset(blocks[start / bs], kv_head, 0);
+    const int64_t in_block = std::min(bs, length - start);
+    for (int64_t s = 0; s < in_block; ++s) {
+      const __m512 weight = _mm512_set1_ps(scores[start + s]);
+#pragma GCC unroll 8
+      for (int c = 0; c < kChunks; ++c) {
+        acc[c] = _mm512_fmadd_ps(weight, _mm512_maskz_loadu_ps(mask(c), values + s * d + c * 16),
+                                 acc[c]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int c = 0; c < kChunks; ++c) {
+    _mm512_mask_storeu_ps(out + c * 16, mask(c), _mm512_mul_ps(acc[c], inv_sum));
+  }
+}
+
+AttendFn Avx512For(int64_t head_dim) {
+  static constexpr AttendFn kByChunks[kMaxAvx512Chunks] = {
+      AttendAvx512<1>, AttendAvx512<2>, AttendAvx512<3>, AttendAvx512<4>,
+      AttendAvx512<5>, AttendAvx512<6>, AttendAvx512<7>, AttendAvx512<8>};
+  return kByChunks[(head_dim + 15) / 16 - 1];
+}
 #endif
 
-AttendFn SelectAttend() {
+// The variant for `isa` at this head_dim, or null where it does not run.
+AttendFn AttendFor(absl::string_view isa, int64_t head_dim) {
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return AttendAvx2;
+  if (isa == "avx512") {
+    return HasAvx512() && head_dim <= 16 * kMaxAvx512Chunks ? Avx512For(head_dim) : nullptr;
+  }
+  if (isa == "avx2") return HasAvx2FmaF16c() ? AttendAvx2 : nullptr;
 #endif
+  return isa == "baseline" ? AttendBaseline : nullptr;
+}
+
+// The first of AttentionIsas() that runs this head_dim.
+AttendFn BestAttend(int64_t head_dim) {
+#if defined(__x86_64__)
+  static const bool avx512 = HasAvx512();
+  static const AttendFn fallback = HasAvx2FmaF16c() ? AttendAvx2 : AttendBaseline;
+  return avx512 && head_dim <= 16 * kMaxAvx512Chunks ? Avx512For(head_dim) : fallback;
+#else
   return AttendBaseline;
+#endif
 }
 
 }  // namespace
@@ -124,11 +250,30 @@ void WriteKv(const PagedKvLayout& layout, const int32_t* blocks, int64_t positio
   }
 }
 
+std::vector<std::string> AttentionIsas() {
+  std::vector<std::string> isas;
+#if defined(__x86_64__)
+  if (HasAvx512()) isas.push_back("avx512");
+  if (HasAvx2FmaF16c()) isas.push_back("avx2");
+#endif
+  isas.push_back("baseline");
+  return isas;
+}
+
 void AttendOneHead(const PagedKvLayout& layout, const int32_t* blocks, int64_t position,
                    int64_t kv_head, const float* q, float scale, const float* k_cache,
                    const float* v_cache, float* scores, float* out) {
-  static const AttendFn attend = SelectAttend();
+  BestAttend(layout.head_dim)(layout, blocks, position, kv_head, q, scale, k_cache, v_cache, scores,
+                              out);
+}
+
+bool AttendOneHeadWithIsa(absl::string_view isa, const PagedKvLayout& layout, const int32_t* blocks,
+                          int64_t position, int64_t kv_head, const float* q, float scale,
+                          const float* k_cache, const float* v_cache, float* scores, float* out) {
+  const AttendFn attend = AttendFor(isa, layout.head_dim);
+  if (attend == nullptr) return false;
   attend(layout, blocks, position, kv_head, q, scale, k_cache, v_cache, scores, out);
+  return true;
 }
 
 }  // namespace llmserve::worker::cpu

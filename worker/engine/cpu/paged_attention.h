@@ -10,6 +10,10 @@
 #define LLMSERVE_WORKER_ENGINE_CPU_PAGED_ATTENTION_H_
 
 #include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
 
 namespace llmserve::worker::cpu {
 
@@ -31,9 +35,21 @@ void WriteKv(const PagedKvLayout& layout, const int32_t* blocks, int64_t positio
 
 // out[0, head_dim) = softmax(q · K[0..position]^T * scale) · V[0..position] for one query head
 // reading kv head `kv_head`. `scores` holds at least position + 1 floats of scratch.
+//
+// Compiled for AVX-512 (head_dim <= 128: query and output held in registers, vectorized exp),
+// AVX2 + FMA, and the x86-64 baseline; the best one this CPU runs is picked at run time.
 void AttendOneHead(const PagedKvLayout& layout, const int32_t* blocks, int64_t position,
                    int64_t kv_head, const float* q, float scale, const float* k_cache,
                    const float* v_cache, float* scores, float* out);
+
+// The variants this CPU runs, best first: "avx512", "avx2", "baseline".
+std::vector<std::string> AttentionIsas();
+
+// AttendOneHead with one of AttentionIsas(), so that tests check every variant the CPU runs.
+// Returns false (and computes nothing) where that variant does not take this head_dim.
+bool AttendOneHeadWithIsa(absl::string_view isa, const PagedKvLayout& layout, const int32_t* blocks,
+                          int64_t position, int64_t kv_head, const float* q, float scale,
+                          const float* k_cache, const float* v_cache, float* scores, float* out);
 
 }  // namespace llmserve::worker::cpu
 
