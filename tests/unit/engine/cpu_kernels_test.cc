@@ -146,7 +146,11 @@ TEST(PackedGemmTest, MatchesPlainLoopsForEveryIsaDtypeBatchAndTail) {
             PackActivations(isa, x.data(), m, k, 0, PackedActivationBlocks(isa, m),
                             packed_x.data());
             std::vector<float> out(m * ldc, -1.0f);
-            PackedGemm(isa, packed_x.data(), m, packed, 0, packed.num_panels(), out.data(), ldc);
+            // f16 with more than 4 blocks of rows (33: AVX-512; 17 and 33: AVX2) widens each panel
+            // into the scratch first.
+            std::vector<float> scratch(PackedMatrix::kPanelRows * k);
+            PackedGemm(isa, packed_x.data(), m, packed, 0, packed.num_panels(), out.data(), ldc,
+                       scratch.data());
             ExpectProducts(Reference(x, m, k, w.widened, n, ldc), out, m, n, ldc, k,
                            absl::StrCat(isa, " ", DTypeName(dtype), " m=", m, " k=", k, " n=", n));
           }
@@ -170,7 +174,9 @@ TEST(PackedGemmTest, WritesOnlyTheRowsOfItsPanels) {
     PackActivations(isa, x.data(), m, k, 0, blocks / 2, packed_x.data());
     PackActivations(isa, x.data(), m, k, blocks / 2, blocks, packed_x.data());
     std::vector<float> out(m * n, -1.0f);
-    PackedGemm(isa, packed_x.data(), m, packed, 1, 3, out.data(), n);  // rows 32..69
+    std::vector<float> scratch(PackedMatrix::kPanelRows * k);
+    PackedGemm(isa, packed_x.data(), m, packed, 1, 3, out.data(), n,
+               scratch.data());  // rows 32..69
     const std::vector<double> expected = Reference(x, m, k, w.widened, n, n);
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t r = 0; r < n; ++r) {

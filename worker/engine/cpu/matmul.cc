@@ -76,8 +76,10 @@ void MatMul::RunPacked(const float* x, int64_t m, const PackedMatrix& w, float* 
       PackActivations(packed_isa_, x, m, k, begin, end, packed_x_.data());
     });
   }
-  pool_->ParallelFor(w.num_panels(), [&](int, int64_t begin, int64_t end) {
-    PackedGemm(packed_isa_, packed_x_.data(), m, w, begin, end, out, w.rows());
+  pool_->ParallelFor(w.num_panels(), [&](int thread, int64_t begin, int64_t end) {
+    std::vector<float>& scratch = panels_[thread];
+    scratch.resize(PackedMatrix::kPanelRows * k);
+    PackedGemm(packed_isa_, packed_x_.data(), m, w, begin, end, out, w.rows(), scratch.data());
   });
 }
 

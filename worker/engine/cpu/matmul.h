@@ -72,7 +72,7 @@ class MatMul {
   ThreadPool* pool_;
   std::string packed_isa_;                  // the packed GEMM's instruction set, if any
   AlignedVector<float> packed_x_;           // activations in the packed GEMM's blocks
-  std::vector<std::vector<float>> panels_;  // per-thread scratch for widened weight rows
+  std::vector<std::vector<float>> panels_;  // per-thread scratch for widened weights
   AlignedVector<uint16_t> x_bf16_;          // activations rounded to bf16, for bf16 weights
   AlignedVector<float> x_rounded_;          // the same widened back, where there is no bf16 GEMM
 };

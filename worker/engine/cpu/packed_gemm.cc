@@ -31,11 +31,15 @@ constexpr int64_t kActivationPassBytes = 4 << 20;
 using BlockKernel = void (*)(const float* x, int64_t k, const void* panel, float* out, int64_t ldc,
                              int rows, int cols);
 
+// Widens `count` (a multiple of 16) f16 values to f32.
+using WidenKernel = void (*)(const uint16_t* in, int64_t count, float* out);
+
 struct KernelSet {
   int64_t row_block = 0;
   // Indexed by log2 of the block width.
   BlockKernel f32[4] = {};
   BlockKernel f16[4] = {};
+  WidenKernel widen_f16 = nullptr;
 };
 
 // The width a block of `rows_left` rows is packed to: the next power of two, at most row_block.
@@ -173,6 +177,20 @@ LLMSERVE_TARGET_AVX2 void BlockAvx2(const float* x, int64_t k, const void* panel
   }
 }
 
+LLMSERVE_TARGET_AVX512 void WidenAvx512(const uint16_t* in, int64_t count, float* out) {
+  for (int64_t i = 0; i < count; i += 16) {
+    _mm512_storeu_ps(out + i,
+                     _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i))));
+  }
+}
+
+LLMSERVE_TARGET_AVX2 void WidenAvx2(const uint16_t* in, int64_t count, float* out) {
+  for (int64_t i = 0; i < count; i += 8) {
+    _mm256_storeu_ps(out + i,
+                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
+  }
+}
+
 KernelSet KernelsFor(absl::string_view isa) {
   KernelSet set;
   if (isa == "avx512" && HasAvx512()) {
@@ -181,12 +199,14 @@ KernelSet KernelsFor(absl::string_view isa) {
     set.f32[2] = BlockAvx512<DType::kF32, 4>, set.f32[3] = BlockAvx512<DType::kF32, 8>;
     set.f16[0] = BlockAvx512<DType::kF16, 1>, set.f16[1] = BlockAvx512<DType::kF16, 2>;
     set.f16[2] = BlockAvx512<DType::kF16, 4>, set.f16[3] = BlockAvx512<DType::kF16, 8>;
+    set.widen_f16 = WidenAvx512;
   } else if (isa == "avx2" && HasAvx2FmaF16c()) {
     set.row_block = 4;
     set.f32[0] = BlockAvx2<DType::kF32, 1>, set.f32[1] = BlockAvx2<DType::kF32, 2>;
     set.f32[2] = BlockAvx2<DType::kF32, 4>;
     set.f16[0] = BlockAvx2<DType::kF16, 1>, set.f16[1] = BlockAvx2<DType::kF16, 2>;
     set.f16[2] = BlockAvx2<DType::kF16, 4>;
+    set.widen_f16 = WidenAvx2;
   }
   return set;
 }
@@ -254,21 +274,33 @@ void PackActivations(absl::string_view isa, const float* x, int64_t m, int64_t k
 }
 
 void PackedGemm(absl::string_view isa, const float* packed_x, int64_t m, const PackedMatrix& w,
-                int64_t panel_begin, int64_t panel_end, float* out, int64_t ldc) {
+                int64_t panel_begin, int64_t panel_end, float* out, int64_t ldc,
+                float* panel_scratch) {
   const KernelSet& kernels = Kernels(isa);
   const int64_t row_block = RowBlock(isa);
-  const BlockKernel* table = w.dtype() == DType::kF32 ? kernels.f32 : kernels.f16;
   const int64_t k = w.cols();
   const int64_t pass_rows = std::max<int64_t>(
       row_block,
       kActivationPassBytes / (k * static_cast<int64_t>(sizeof(float))) / row_block * row_block);
   for (int64_t pass = 0; pass < m; pass += pass_rows) {
     const int64_t pass_end = std::min(m, pass + pass_rows);
+    // Widening f16 in registers costs the kernel about a fifth of its FMA throughput, so a pass of
+    // many blocks (prefill) widens each panel once into L2-resident scratch and runs the f32
+    // kernel: 512-token prefill ran 6% faster. Decode batches keep widening in registers, where
+    // the first block's compute overlaps the panel's read from memory (widening first would
+    // serialize the two).
+    const bool widen_panels = w.dtype() == DType::kF16 && pass_end - pass > 4 * row_block;
+    const BlockKernel* table = w.dtype() == DType::kF32 || widen_panels ? kernels.f32 : kernels.f16;
     for (int64_t p = panel_begin; p < panel_end; ++p) {
       const int cols = static_cast<int>(std::min(kPanel, w.rows() - p * kPanel));
+      const void* panel = w.panel(p);
+      if (widen_panels) {
+        kernels.widen_f16(static_cast<const uint16_t*>(panel), kPanel * k, panel_scratch);
+        panel = panel_scratch;
+      }
       for (int64_t first = pass; first < pass_end; first += row_block) {
         const int64_t rows = std::min(row_block, m - first);
-        table[Log2(BlockWidth(rows, row_block))](packed_x + first * k, k, w.panel(p),
+        table[Log2(BlockWidth(rows, row_block))](packed_x + first * k, k, panel,
                                                  out + first * ldc + p * kPanel, ldc,
                                                  static_cast<int>(rows), cols);
       }

@@ -45,8 +45,11 @@ void PackActivations(absl::string_view isa, const float* x, int64_t m, int64_t k
 // Panels [panel_begin, panel_end) of w times the packed activations of m rows: out[i * ldc + r]
 // receives row i times weight row r, for the weight rows those panels hold (padding rows are not
 // written). `packed_x` comes from PackActivations with the same isa, m and k = w.cols().
+// `panel_scratch` holds PackedMatrix::kPanelRows * w.cols() floats: with f16 weights and more than
+// 4 blocks of rows, each panel is widened into it once rather than in every block's registers.
 void PackedGemm(absl::string_view isa, const float* packed_x, int64_t m, const PackedMatrix& w,
-                int64_t panel_begin, int64_t panel_end, float* out, int64_t ldc);
+                int64_t panel_begin, int64_t panel_end, float* out, int64_t ldc,
+                float* panel_scratch);
 
 }  // namespace llmserve::worker::cpu
 
