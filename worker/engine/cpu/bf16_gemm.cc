@@ -3,25 +3,13 @@
 #include <algorithm>
 
 #include "worker/engine/cpu/cpu_features.h"
+#include "worker/engine/cpu/simd.h"
 #include "worker/model/dtype.h"
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
-// GCC 12's AVX-512 intrinsics (_mm512_reduce_add_ps) pass _mm512_undefined_* placeholders that
-// its own -Wuninitialized then reports.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace llmserve::worker::cpu {
 namespace {
 
 #if defined(__x86_64__)
-
-#define LLMSERVE_TARGET_AVX512BF16 \
-  __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl,avx2,fma")))
-#define LLMSERVE_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma")))
 
 // 32 bf16 from element c of a row; lanes outside `mask` are zero (and so add nothing).
 LLMSERVE_TARGET_AVX512BF16 inline __m512bh Load32(const uint16_t* row, int64_t c, __mmask32 mask) {

@@ -29,4 +29,11 @@ bool HasAvx2FmaF16c() { return false; }
 
 #endif
 
+std::vector<std::string> VectorIsas() {
+  std::vector<std::string> isas;
+  if (HasAvx512()) isas.push_back("avx512");
+  if (HasAvx2FmaF16c()) isas.push_back("avx2");
+  return isas;
+}
+
 }  // namespace llmserve::worker::cpu

@@ -6,6 +6,9 @@
 #ifndef LLMSERVE_WORKER_ENGINE_CPU_CPU_FEATURES_H_
 #define LLMSERVE_WORKER_ENGINE_CPU_CPU_FEATURES_H_
 
+#include <string>
+#include <vector>
+
 namespace llmserve::worker::cpu {
 
 // AVX-512 F, BW and VL.
@@ -14,6 +17,10 @@ bool HasAvx512();
 bool HasAvx512Bf16();
 // AVX2, FMA and F16C.
 bool HasAvx2FmaF16c();
+
+// The vector instruction sets the kernels have variants for that this CPU runs, best first:
+// "avx512" (HasAvx512), "avx2" (HasAvx2FmaF16c). Empty on a CPU with neither.
+std::vector<std::string> VectorIsas();
 
 }  // namespace llmserve::worker::cpu
 

@@ -5,15 +5,7 @@
 
 #include "common/base/logging.h"
 #include "worker/engine/cpu/cpu_features.h"
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
-// GCC 12's AVX-512 intrinsics pass _mm512_undefined_* placeholders that its own -Wuninitialized
-// then reports.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "worker/engine/cpu/simd.h"
 
 namespace llmserve::worker::cpu {
 namespace {
@@ -52,11 +44,6 @@ int64_t BlockWidth(int64_t rows_left, int64_t row_block) {
 int Log2(int64_t width) { return width == 1 ? 0 : width == 2 ? 1 : width == 4 ? 2 : 3; }
 
 #if defined(__x86_64__)
-
-// Each ISA variant is compiled with its target attribute and chosen once at run time, so the
-// build never assumes the CPU it runs on.
-#define LLMSERVE_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
-#define LLMSERVE_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 // ---- AVX-512: the panel's 32 outputs in two vectors per row; 2 x 8 accumulators at most.
 
@@ -211,17 +198,9 @@ KernelSet KernelsFor(absl::string_view isa) {
   return set;
 }
 
-std::vector<std::string> Isas() {
-  std::vector<std::string> isas;
-  if (HasAvx512()) isas.push_back("avx512");
-  if (HasAvx2FmaF16c()) isas.push_back("avx2");
-  return isas;
-}
-
 #else
 
 KernelSet KernelsFor(absl::string_view) { return {}; }
-std::vector<std::string> Isas() { return {}; }
 
 #endif
 
@@ -241,9 +220,9 @@ int64_t RowBlock(absl::string_view isa) {
 
 }  // namespace
 
-bool PackedGemmAvailable() { return !Isas().empty(); }
+bool PackedGemmAvailable() { return !VectorIsas().empty(); }
 
-std::vector<std::string> PackedGemmIsas() { return Isas(); }
+std::vector<std::string> PackedGemmIsas() { return VectorIsas(); }
 
 int64_t PackedGemmRowBlock(absl::string_view isa) { return RowBlock(isa); }
 

@@ -5,15 +5,7 @@
 #include <cstring>
 
 #include "worker/engine/cpu/cpu_features.h"
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
-// GCC 12's AVX-512 intrinsics (_mm512_reduce_add_ps and friends) pass _mm512_undefined_*
-// placeholders that its own -Wuninitialized then reports.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "worker/engine/cpu/simd.h"
 
 namespace llmserve::worker::cpu {
 namespace {
@@ -102,21 +94,16 @@ void AttendBaseline(const PagedKvLayout& layout, const int32_t* blocks, int64_t 
   AttendImpl(layout, blocks, position, kv_head, q, scale, k_cache, v_cache, scores, out);
 }
 
-// Variants are picked once at run time rather than with target_clones: an ifunc resolver runs
-// before sanitizer runtimes start, and crashed the ThreadSanitizer build.
 #if defined(__x86_64__)
-__attribute__((target("avx2,fma"))) void AttendAvx2(const PagedKvLayout& layout,
-                                                    const int32_t* blocks, int64_t position,
-                                                    int64_t kv_head, const float* q, float scale,
-                                                    const float* k_cache, const float* v_cache,
-                                                    float* scores, float* out) {
+LLMSERVE_TARGET_AVX2 void AttendAvx2(const PagedKvLayout& layout, const int32_t* blocks,
+                                     int64_t position, int64_t kv_head, const float* q, float scale,
+                                     const float* k_cache, const float* v_cache, float* scores,
+                                     float* out) {
   AttendImpl(layout, blocks, position, kv_head, q, scale, k_cache, v_cache, scores, out);
 }
 
 // ---- AVX-512, for head_dim <= 128: the query (pre-scaled) and the output row stay in up to 8
 // registers each while the keys and values stream past; the softmax's exp is vectorized.
-
-#define LLMSERVE_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma")))
 
 constexpr int kMaxAvx512Chunks = 8;  // 16 floats per chunk: head_dim <= 128
 
@@ -252,11 +239,7 @@ void WriteKv(const PagedKvLayout& layout, const int32_t* blocks, int64_t positio
 }
 
 std::vector<std::string> AttentionIsas() {
-  std::vector<std::string> isas;
-#if defined(__x86_64__)
-  if (HasAvx512()) isas.push_back("avx512");
-  if (HasAvx2FmaF16c()) isas.push_back("avx2");
-#endif
+  std::vector<std::string> isas = VectorIsas();
   isas.push_back("baseline");
   return isas;
 }

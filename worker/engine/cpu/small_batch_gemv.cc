@@ -5,16 +5,8 @@
 #include <vector>
 
 #include "worker/engine/cpu/cpu_features.h"
+#include "worker/engine/cpu/simd.h"
 #include "worker/model/dtype.h"
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
-// GCC 12's AVX-512 intrinsics (_mm512_cvtph_ps, _mm512_reduce_add_ps) pass _mm512_undefined_*
-// placeholders that its own -Wuninitialized then reports.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace llmserve::worker::cpu {
 namespace {
@@ -28,12 +20,6 @@ struct KernelTable {
 };
 
 #if defined(__x86_64__)
-
-// Each ISA variant is compiled with its target attribute and chosen once at run time, so the
-// build never assumes the CPU it runs on. (Not target_clones: an ifunc resolver runs before the
-// sanitizer runtimes start.)
-#define LLMSERVE_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
-#define LLMSERVE_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 // ---- AVX-512: 16 weights per vector, masked loads for the tail of a row.
 
@@ -167,23 +153,15 @@ KernelTable KernelsFor(absl::string_view isa) {
   return {};
 }
 
-std::vector<std::string> Isas() {
-  std::vector<std::string> isas;
-  if (HasAvx512()) isas.push_back("avx512");
-  if (HasAvx2FmaF16c()) isas.push_back("avx2");
-  return isas;
-}
-
 #else
 
 KernelTable KernelsFor(absl::string_view) { return {}; }
-std::vector<std::string> Isas() { return {}; }
 
 #endif
 
 const KernelTable& Kernels() {
   static const KernelTable table = [] {
-    const std::vector<std::string> isas = Isas();
+    const std::vector<std::string> isas = VectorIsas();
     return isas.empty() ? KernelTable{} : KernelsFor(isas.front());
   }();
   return table;
@@ -203,7 +181,7 @@ void SmallBatchGemv(const float* x, int64_t m, int64_t k, const uint16_t* w, int
   Run(Kernels(), x, m, k, w, rows, out, ldc);
 }
 
-std::vector<std::string> SmallBatchGemvIsas() { return Isas(); }
+std::vector<std::string> SmallBatchGemvIsas() { return VectorIsas(); }
 
 void SmallBatchGemvWithIsa(absl::string_view isa, const float* x, int64_t m, int64_t k,
                            const uint16_t* w, int64_t rows, float* out, int64_t ldc) {
