@@ -55,9 +55,12 @@ PackedMatrix::PackedMatrix(const Tensor& w, ThreadPool* pool)
     : dtype_(w.dtype()), rows_(w.shape().at(0)), cols_(w.shape().at(1)) {
   LLMSERVE_CHECK(w.shape().size() == 2 && (dtype_ == DType::kF32 || dtype_ == DType::kF16))
       << "PackedMatrix takes a 2-D f32 or f16 tensor";
-  // Not zero-filled first: PackPanel writes every byte, padding included.
-  data_.reset(static_cast<unsigned char*>(
-      ::operator new[](static_cast<size_t>(num_panels() * PanelBytes()), kAlignment)));
+  // Not zero-filled first: PackPanel writes every byte, padding included. Out of memory aborts
+  // with the size, as Tensor's allocation does (the dense copy is still held at this point).
+  const size_t bytes = static_cast<size_t>(num_panels() * PanelBytes());
+  data_.reset(static_cast<unsigned char*>(::operator new[](bytes, kAlignment, std::nothrow)));
+  LLMSERVE_CHECK(data_ != nullptr)
+      << "out of memory packing a [" << rows_ << ", " << cols_ << "] weight: " << bytes << " bytes";
   if (dtype_ == DType::kF32) {
     PackPanels(w.data_as<uint32_t>(), rows_, cols_, num_panels(), pool,
                reinterpret_cast<uint32_t*>(data_.get()));
