@@ -1,7 +1,8 @@
 // The CPU backend's building blocks against plain loops: the small-batch bf16 GEMV on every batch
 // size and row-length tail; the packed GEMM for every ISA, block width and panel tail; MatMul
-// on every path (packed, GEMV, BLAS, bf16 GEMM); paged attention on every ISA; the thread pool
-// covering every index exactly once, whether its workers spin or sleep between loops.
+// on every path (packed, GEMV, BLAS, bf16 GEMM); paged attention on every ISA; the activations;
+// the thread pool covering every index exactly once, whether its workers spin or sleep between
+// loops.
 
 #include <algorithm>
 #include <atomic>
@@ -18,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "worker/engine/cpu/aligned_vector.h"
 #include "worker/engine/cpu/bf16_gemm.h"
+#include "worker/engine/cpu/kernels.h"
 #include "worker/engine/cpu/matmul.h"
 #include "worker/engine/cpu/packed_gemm.h"
 #include "worker/engine/cpu/packed_matrix.h"
@@ -298,6 +300,66 @@ TEST(PagedAttentionTest, MatchesPlainSoftmaxForEveryIsaHeadDimBlockSizeAndLength
     }
   }
   EXPECT_GT(variants_run, 0);
+}
+
+// The activations in double.
+double ActivationReference(Activation activation, double v) {
+  switch (activation) {
+    case Activation::kSilu:
+      return v / (1 + std::exp(-v));
+    case Activation::kGeluTanh: {
+      // 0.5 v (1 + tanh(y)) written as v * sigmoid(2y): 1 + tanh(y) cancels to 0 in double for
+      // y below about -19, long before the true value underflows.
+      const double y = std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v);
+      return v / (1 + std::exp(-2 * y));
+    }
+    case Activation::kGeluErf:
+      return 0.5 * v * std::erfc(-v / std::sqrt(2.0));
+  }
+  return v;
+}
+
+// How far a float computation can be from the reference: a few ulp, times the condition of the
+// exponential tail, where float rounding of the argument (2y for the tanh GELU, v^2 / 2 inside
+// erfc) moves the result by that much relative to it.
+double ActivationTolerance(Activation activation, double v, double expected) {
+  const double argument = activation == Activation::kSilu ? std::abs(v)
+                          : activation == Activation::kGeluTanh
+                              ? std::abs(std::sqrt(8 / M_PI) * (v + 0.044715 * v * v * v))
+                              : v * v / 2;
+  return 1e-6 * (1 + argument) * std::abs(expected) + 1e-37;
+}
+
+TEST(ActivationTest, MatchesTheDoubleFormulasAcrossTheRangeAndTails) {
+  std::mt19937 rng(29);
+  // Both signs, 0, tiny values, the saturated ends, and a length that leaves a vector tail.
+  std::vector<float> gate = {0.0f,  -0.0f,  1e-20f, -1e-20f, 1e-3f,  -1e-3f,
+                             0.5f,  -0.5f,  3.0f,   -3.0f,   9.0f,   -9.0f,
+                             20.0f, -20.0f, 87.0f,  -87.0f,  100.0f, -100.0f};
+  for (float v : RandomActivations(1000, rng)) gate.push_back(4 * v);
+  const int64_t n = static_cast<int64_t>(gate.size());
+  const std::vector<float> up = RandomActivations(n, rng);
+  std::vector<float> gate_up(gate);
+  gate_up.insert(gate_up.end(), up.begin(), up.end());
+  for (Activation activation : {Activation::kSilu, Activation::kGeluTanh, Activation::kGeluErf}) {
+    // 15 sentinels past the end: a full vector stored at the tail would overwrite some.
+    std::vector<float> activated(gate), gated(n + 15, 7.0f);
+    activated.resize(n + 15, 7.0f);
+    Activate(activation, activated.data(), n);
+    GatedActivate(activation, gate_up.data(), 1, n, gated.data());
+    for (int64_t i = n; i < n + 15; ++i) {
+      ASSERT_EQ(activated[i], 7.0f) << "written past the end at " << i;
+      ASSERT_EQ(gated[i], 7.0f) << "written past the end at " << i;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      const double expected = ActivationReference(activation, gate[i]);
+      ASSERT_NEAR(activated[i], expected, ActivationTolerance(activation, gate[i], expected))
+          << "activation " << static_cast<int>(activation) << " at " << gate[i];
+      ASSERT_NEAR(gated[i], expected * up[i],
+                  2 * ActivationTolerance(activation, gate[i], expected * up[i]))
+          << "gated activation " << static_cast<int>(activation) << " at " << gate[i];
+    }
+  }
 }
 
 TEST(RoundToBf16Test, MatchesTheScalarConversionIncludingSpecialValues) {

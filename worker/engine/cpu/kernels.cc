@@ -4,6 +4,9 @@
 #include <cmath>
 #include <numbers>
 
+#include "worker/engine/cpu/cpu_features.h"
+#include "worker/engine/cpu/simd.h"
+
 namespace llmserve::worker::cpu {
 
 void Norm(NormKind kind, const float* x, const float* weight, const float* bias, float eps,
@@ -51,18 +54,72 @@ inline float ActivateOne(Activation activation, float v) {
     case Activation::kSilu:
       return v / (1.0f + std::exp(-v));
     case Activation::kGeluTanh: {
+      // 0.5 v (1 + tanh(y)) as v * sigmoid(2y), as the vectorized form computes it: 1 + tanh(y)
+      // cancels to 0 in float for y below about -9.
       constexpr float kSqrt2OverPi = 0.7978845608028654f;
-      return 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * (v + 0.044715f * v * v * v)));
+      const float y = kSqrt2OverPi * (v + 0.044715f * v * v * v);
+      return v / (1.0f + std::exp(-2.0f * y));
     }
     case Activation::kGeluErf:
-      return 0.5f * v * (1.0f + std::erf(v * static_cast<float>(std::numbers::sqrt2 / 2)));
+      // erfc rather than 1 + erf, which cancels to 0 in the negative tail.
+      return 0.5f * v * std::erfc(-v * static_cast<float>(std::numbers::sqrt2 / 2));
   }
   return v;
+}
+
+#if defined(__x86_64__)
+
+// sigmoid(v) from e = e^-|v| (never overflows): 1 / (1 + e) for v >= 0, e / (1 + e) below.
+LLMSERVE_TARGET_AVX512 inline __m512 Sigmoid(__m512 v) {
+  const __m512 e = ExpNonPositive(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(v)));
+  const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+  const __mmask16 negative = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ);
+  return _mm512_mask_mul_ps(inv, negative, inv, e);
+}
+
+// GPT-2's tanh-approximated GELU: 0.5 v (1 + tanh(y)) = v * sigmoid(2y).
+LLMSERVE_TARGET_AVX512 inline __m512 GeluTanh(__m512 v) {
+  const __m512 v3 = _mm512_mul_ps(_mm512_mul_ps(v, v), v);
+  const __m512 y = _mm512_mul_ps(_mm512_set1_ps(0.7978845608028654f),
+                                 _mm512_fmadd_ps(_mm512_set1_ps(0.044715f), v3, v));
+  return _mm512_mul_ps(v, Sigmoid(_mm512_add_ps(y, y)));
+}
+
+LLMSERVE_TARGET_AVX512 inline __m512 ActivateAvx512(Activation activation, __m512 v) {
+  return activation == Activation::kSilu ? _mm512_mul_ps(v, Sigmoid(v)) : GeluTanh(v);
+}
+
+// out[i] = act(x[i]) (* up[i] when `up` is not null), 16 at a time.
+LLMSERVE_TARGET_AVX512 void ActivateRowAvx512(Activation activation, const float* x,
+                                              const float* up, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 lanes =
+        n - i >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    __m512 value = ActivateAvx512(activation, _mm512_maskz_loadu_ps(lanes, x + i));
+    if (up != nullptr) value = _mm512_mul_ps(value, _mm512_maskz_loadu_ps(lanes, up + i));
+    _mm512_mask_storeu_ps(out + i, lanes, value);
+  }
+}
+
+#endif
+
+// Whether `activation` has a vectorized form on this CPU (the erf GELU has none).
+bool VectorizedActivation(Activation activation) {
+#if defined(__x86_64__)
+  static const bool avx512 = HasAvx512();
+  return avx512 && activation != Activation::kGeluErf;
+#else
+  (void)activation;
+  return false;
+#endif
 }
 
 }  // namespace
 
 void Activate(Activation activation, float* x, int64_t count) {
+#if defined(__x86_64__)
+  if (VectorizedActivation(activation)) return ActivateRowAvx512(activation, x, nullptr, count, x);
+#endif
   for (int64_t i = 0; i < count; ++i) x[i] = ActivateOne(activation, x[i]);
 }
 
@@ -72,6 +129,12 @@ void GatedActivate(Activation activation, const float* gate_up, int64_t rows, in
     const float* gate = gate_up + r * 2 * n;
     const float* up = gate + n;
     float* o = out + r * n;
+#if defined(__x86_64__)
+    if (VectorizedActivation(activation)) {
+      ActivateRowAvx512(activation, gate, up, n, o);
+      continue;
+    }
+#endif
     for (int64_t i = 0; i < n; ++i) o[i] = ActivateOne(activation, gate[i]) * up[i];
   }
 }

@@ -111,25 +111,6 @@ LLMSERVE_TARGET_AVX512 inline __mmask16 FirstLanes(int64_t lanes) {
   return lanes >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << lanes) - 1);
 }
 
-// e^x for x <= 0 (scores minus their maximum), within 1.2 ulp on (-87, 0] (checked against double
-// exp): x = n ln2 + r with |r| <= ln2 / 2, e^r from Cephes' expf polynomial, then scaled by 2^n
-// (vscalefps, which goes smoothly to 0 below the normal range).
-LLMSERVE_TARGET_AVX512 inline __m512 ExpNonPositive(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_scalef_ps(p, n);
-}
-
 template <int kChunks>
 LLMSERVE_TARGET_AVX512 void AttendAvx512(const PagedKvLayout& layout, const int32_t* blocks,
                                          int64_t position, int64_t kv_head, const float* q,
