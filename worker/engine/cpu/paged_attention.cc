@@ -111,6 +111,35 @@ LLMSERVE_TARGET_AVX512 inline __mmask16 FirstLanes(int64_t lanes) {
   return lanes >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << lanes) - 1);
 }
 
+// Lane t of the result is the sum of the 16 lanes of v[t]: pairs of vectors are interleaved and
+// added at 32-bit, then 64-bit, then 128-bit granularity, each step halving the vectors left.
+LLMSERVE_TARGET_AVX512 inline __m512 SumEach(const __m512 (&v)[16]) {
+  __m512 pairs[8], quads[4], octets[2];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    // Per 128-bit lane: (a0 + a2, b0 + b2, a1 + a3, b1 + b3) for a = v[2i], b = v[2i + 1].
+    pairs[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]),
+                             _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    // Per 128-bit lane: the lane's sums of v[4i .. 4i + 3], in order.
+    const __m512d a = _mm512_castps_pd(pairs[2 * i]), b = _mm512_castps_pd(pairs[2 * i + 1]);
+    quads[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
+                             _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < 2; ++i) {
+    // 128-bit lanes: (lanes 0 + 1 of quads[2i], lanes 2 + 3 of it, the same of quads[2i + 1]).
+    octets[i] = _mm512_add_ps(
+        _mm512_shuffle_f32x4(quads[2 * i], quads[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+        _mm512_shuffle_f32x4(quads[2 * i], quads[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  // 128-bit lane L: the whole sums of v[4L .. 4L + 3].
+  return _mm512_add_ps(_mm512_shuffle_f32x4(octets[0], octets[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_f32x4(octets[0], octets[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
 template <int kChunks>
 LLMSERVE_TARGET_AVX512 void AttendAvx512(const PagedKvLayout& layout, const int32_t* blocks,
                                          int64_t position, int64_t kv_head, const float* q,
@@ -127,17 +156,28 @@ LLMSERVE_TARGET_AVX512 void AttendAvx512(const PagedKvLayout& layout, const int3
   for (int c = 0; c < kChunks; ++c) {
     query[c] = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask(c), q + c * 16), _mm512_set1_ps(scale));
   }
-  for (int64_t start = 0; start < length; start += bs) {
-    const float* keys = k_cache + layout.Offset(blocks[start / bs], kv_head, 0);
-    const int64_t in_block = std::min(bs, length - start);
-    for (int64_t s = 0; s < in_block; ++s) {
-      __m512 acc = _mm512_mul_ps(query[0], _mm512_maskz_loadu_ps(mask(0), keys + s * d));
+  // Scores 16 keys at a time: 16 vectors of partial products, then one transposing reduction
+  // instead of a horizontal sum per key. A cursor walks the block table.
+  int64_t block = 0, slot = 0;
+  const float* block_keys = k_cache + layout.Offset(blocks[0], kv_head, 0);
+  for (int64_t j = 0; j < length; j += 16) {
+    const int keys = static_cast<int>(std::min<int64_t>(16, length - j));
+    __m512 dot[16];
+#pragma GCC unroll 16
+    for (int t = 0; t < 16; ++t) {
+      dot[t] = _mm512_setzero_ps();
+      if (t >= keys) continue;
+      const float* key = block_keys + slot * d;
 #pragma GCC unroll 8
-      for (int c = 1; c < kChunks; ++c) {
-        acc = _mm512_fmadd_ps(query[c], _mm512_maskz_loadu_ps(mask(c), keys + s * d + c * 16), acc);
+      for (int c = 0; c < kChunks; ++c) {
+        dot[t] = _mm512_fmadd_ps(query[c], _mm512_maskz_loadu_ps(mask(c), key + c * 16), dot[t]);
       }
-      scores[start + s] = _mm512_reduce_add_ps(acc);
+      if (++slot == bs && j + t + 1 < length) {
+        slot = 0;
+        block_keys = k_cache + layout.Offset(blocks[++block], kv_head, 0);
+      }
     }
+    _mm512_mask_storeu_ps(scores + j, FirstLanes(keys), SumEach(dot));
   }
   __m512 max = _mm512_set1_ps(-INFINITY);
   for (int64_t j = 0; j < length; j += 16) {
