@@ -9,7 +9,6 @@
 #include "absl/strings/strip.h"
 #include "common/status/status_macros.h"
 #include "worker/engine/cpu/cpu_backend.h"
-#include "worker/model/model_files.h"
 #include "worker/model/model_weights.h"
 
 namespace llmserve::worker {
@@ -36,20 +35,9 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildCpuEngine(const CpuEngineOptions& o
     return absl::InvalidArgumentError(
         absl::StrCat("block_size ", options.block_size, " is outside [1, 1024]"));
   }
-  std::unique_ptr<ModelFiles> files;
-  LLMSERVE_ASSIGN_OR_RETURN(files, ModelFiles::Open(options.model_dir));
-  ModelConfig config;
-  LLMSERVE_ASSIGN_OR_RETURN(
-      config, ParseModelConfig(files->config_json(), files->generation_config_json()));
-  if (options.max_model_len < 0 || options.max_model_len > config.max_model_len) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_model_len ", options.max_model_len, " is outside [1, ",
-                     config.max_model_len, "] (the model's context length); 0 uses the model's"));
-  }
-  if (options.max_model_len > 0) config.max_model_len = options.max_model_len;
   std::unique_ptr<ModelWeights> weights;
-  LLMSERVE_ASSIGN_OR_RETURN(weights,
-                            LoadModelWeights(*files, config, options.dtype, options.load_progress));
+  LLMSERVE_ASSIGN_OR_RETURN(weights, LoadModelDirectory(options.model_dir, options.max_model_len,
+                                                        options.dtype, options.load_progress));
   int64_t kv_cache_bytes = options.kv_cache_bytes;
   if (kv_cache_bytes <= 0) {
     if (!(options.kv_cache_fraction > 0 && options.kv_cache_fraction <= 1)) {
@@ -62,6 +50,7 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildCpuEngine(const CpuEngineOptions& o
     kv_cache_bytes = static_cast<int64_t>(options.kv_cache_fraction * available);
     // Past room for max_num_seqs full contexts twice over (the second half keeps prefixes
     // cached), memory only costs: a small model on a big machine would take gigabytes for nothing.
+    const ModelConfig& config = weights->config;
     const int64_t useful = 2 * int64_t{options.engine.max_num_seqs} * config.max_model_len /
                            options.block_size *
                            CpuBackend::KvBytesPerBlock(config, options.block_size);

@@ -263,4 +263,21 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> LoadModelWeights(const ModelFiles&
   return weights;
 }
 
+absl::StatusOr<std::unique_ptr<ModelWeights>> LoadModelDirectory(const std::string& model_dir,
+                                                                 int64_t max_model_len, DType dtype,
+                                                                 const LoadProgress& progress) {
+  std::unique_ptr<ModelFiles> files;
+  LLMSERVE_ASSIGN_OR_RETURN(files, ModelFiles::Open(model_dir));
+  ModelConfig config;
+  LLMSERVE_ASSIGN_OR_RETURN(
+      config, ParseModelConfig(files->config_json(), files->generation_config_json()));
+  if (max_model_len < 0 || max_model_len > config.max_model_len) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_model_len ", max_model_len, " is outside [1, ", config.max_model_len,
+                     "] (the model's context length); 0 uses the model's"));
+  }
+  if (max_model_len > 0) config.max_model_len = max_model_len;
+  return LoadModelWeights(*files, config, dtype, progress);
+}
+
 }  // namespace llmserve::worker

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -103,6 +104,13 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> LoadModelWeights(const ModelFiles&
                                                                const ModelConfig& config,
                                                                DType dtype,
                                                                const LoadProgress& progress = {});
+
+// Opens the model directory `model_dir`, parses its config, caps the context length at
+// `max_model_len` (0 keeps the model's; INVALID_ARGUMENT outside [0, the model's]) and loads the
+// weights into `dtype`: what every backend's engine builder does first.
+absl::StatusOr<std::unique_ptr<ModelWeights>> LoadModelDirectory(const std::string& model_dir,
+                                                                 int64_t max_model_len, DType dtype,
+                                                                 const LoadProgress& progress = {});
 
 }  // namespace llmserve::worker
 

@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
 #include "worker/engine/cuda/cuda_plugin_loader.h"
-#include "worker/model/model_files.h"
+#include "worker/model/model_weights.h"
 
 namespace llmserve::worker {
 
@@ -15,20 +15,9 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildCudaEngine(const CudaEngineOptions&
   }
   // Before the (possibly long) weight load.
   LLMSERVE_RETURN_IF_ERROR(CheckCudaDevice(options.device));
-  std::unique_ptr<ModelFiles> files;
-  LLMSERVE_ASSIGN_OR_RETURN(files, ModelFiles::Open(options.model_dir));
-  ModelConfig config;
-  LLMSERVE_ASSIGN_OR_RETURN(
-      config, ParseModelConfig(files->config_json(), files->generation_config_json()));
-  if (options.max_model_len < 0 || options.max_model_len > config.max_model_len) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_model_len ", options.max_model_len, " is outside [1, ",
-                     config.max_model_len, "] (the model's context length); 0 uses the model's"));
-  }
-  if (options.max_model_len > 0) config.max_model_len = options.max_model_len;
   std::unique_ptr<ModelWeights> weights;
-  LLMSERVE_ASSIGN_OR_RETURN(weights,
-                            LoadModelWeights(*files, config, options.dtype, options.load_progress));
+  LLMSERVE_ASSIGN_OR_RETURN(weights, LoadModelDirectory(options.model_dir, options.max_model_len,
+                                                        options.dtype, options.load_progress));
   std::unique_ptr<Backend> backend;
   LLMSERVE_ASSIGN_OR_RETURN(
       backend, CreateCudaBackend(std::move(weights),
