@@ -28,6 +28,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/scoped_temp_dir.h"
 #include "tests/unit/cuda/cuda_test_util.h"
+#include "tests/unit/engine/random_request_mix.h"
 #include "worker/engine/cpu/cpu_backend.h"
 #include "worker/engine/cuda/cuda_engine_builder.h"
 #include "worker/model/model_files.h"
@@ -174,15 +175,6 @@ TEST(CudaEngineBuilderTest, ChecksDtypeAndDeviceBeforeLoading) {
   EXPECT_NE(engine.status().message().find("no CUDA device"), absl::string_view::npos);
 }
 
-struct Sequence {
-  std::vector<int32_t> tokens;
-  int32_t prompt_len = 0;
-  int32_t computed = 0;
-  std::vector<int32_t> blocks;
-  int shares_with = -1;
-  int32_t shared_blocks = 0;
-};
-
 // (model, device dtype, block size)
 class CudaVsCpuTest : public ::testing::TestWithParam<std::tuple<int, DType, int32_t>> {};
 
@@ -215,64 +207,20 @@ TEST_P(CudaVsCpuTest, RandomPackedBatchesGiveTheCpuLogits) {
   const int32_t num_blocks = std::min((*cuda)->num_kv_blocks(), (*cpu)->num_kv_blocks());
 
   std::mt19937 rng(model_index * 100 + block_size);
-  std::vector<Sequence> seqs(6);
-  for (size_t s = 0; s < seqs.size(); ++s) {
-    Sequence& seq = seqs[s];
-    const int32_t total = 1 + static_cast<int32_t>(rng() % 300);
-    for (int32_t i = 0; i < total; ++i) seq.tokens.push_back(rng() % config.vocab_size);
-    seq.prompt_len = 1 + static_cast<int32_t>(rng() % total);
-    if (s > 0 && rng() % 2) {
-      const int other = static_cast<int>(rng() % s);
-      const int32_t max_shared = std::min(seqs[other].prompt_len, seq.prompt_len - 1) / block_size;
-      if (max_shared > 0) {
-        seq.shares_with = other;
-        seq.shared_blocks = 1 + static_cast<int32_t>(rng() % max_shared);
-        std::copy_n(seqs[other].tokens.begin(), seq.shared_blocks * block_size, seq.tokens.begin());
-      }
-    }
-  }
-  std::vector<int32_t> free_blocks(num_blocks);
-  for (int32_t i = 0; i < num_blocks; ++i) free_blocks[i] = i;
-  std::shuffle(free_blocks.begin(), free_blocks.end(), rng);
-
+  // Prompt chunks of at most 80 tokens keep a step within the backend's 512-token workspace.
+  testing::RandomRequestMix mix(rng, {.num_sequences = 6,
+                                      .max_tokens = 300,
+                                      .vocab_size = static_cast<int32_t>(config.vocab_size),
+                                      .block_size = block_size,
+                                      .num_blocks = num_blocks,
+                                      .max_chunk = 80});
   ForwardBatch batch;
   ForwardOutput cuda_out, cpu_out;
-  for (int step = 0; step < 2000; ++step) {
-    batch.Clear();
-    std::vector<int> in_batch;
-    int32_t batch_tokens = 0;
-    for (size_t s = 0; s < seqs.size(); ++s) {
-      Sequence& seq = seqs[s];
-      if (seq.computed == static_cast<int32_t>(seq.tokens.size()) || rng() % 3 == 0) continue;
-      if (seq.computed == 0 && seq.shares_with >= 0) {
-        const Sequence& other = seqs[seq.shares_with];
-        if (other.computed < seq.shared_blocks * block_size) continue;
-        seq.blocks.assign(other.blocks.begin(), other.blocks.begin() + seq.shared_blocks);
-        seq.computed = seq.shared_blocks * block_size;
-      }
-      const int32_t remaining_prompt = seq.prompt_len - seq.computed;
-      const int32_t chunk = std::min<int32_t>(
-          remaining_prompt > 0 ? 1 + static_cast<int32_t>(rng() % remaining_prompt) : 1, 80);
-      while (static_cast<int32_t>(seq.blocks.size()) * block_size < seq.computed + chunk) {
-        ASSERT_FALSE(free_blocks.empty());
-        seq.blocks.push_back(free_blocks.back());
-        free_blocks.pop_back();
-      }
-      batch.AddSequence(std::vector<int32_t>(seq.tokens.begin() + seq.computed,
-                                             seq.tokens.begin() + seq.computed + chunk),
-                        seq.computed, seq.blocks, /*want_all_logits=*/rng() % 4 == 0);
-      in_batch.push_back(static_cast<int>(s));
-      batch_tokens += chunk;
-    }
-    if (in_batch.empty()) {
-      if (std::all_of(seqs.begin(), seqs.end(), [](const Sequence& s) {
-            return s.computed == static_cast<int32_t>(s.tokens.size());
-          })) {
-        break;
-      }
-      continue;
-    }
-    ASSERT_LE(batch_tokens, 512);
+  std::vector<int> in_batch;
+  for (int step = 0; step < 2000 && !mix.Done(); ++step) {
+    ASSERT_TRUE(mix.NextBatch(&batch, &in_batch)) << "out of KV blocks";
+    if (in_batch.empty()) continue;
+    ASSERT_LE(batch.num_tokens(), 512);
     const absl::Status cuda_status = (*cuda)->Forward(batch, &cuda_out);
     ASSERT_TRUE(cuda_status.ok()) << cuda_status;
     ASSERT_TRUE((*cpu)->Forward(batch, &cpu_out).ok());
@@ -283,11 +231,9 @@ TEST_P(CudaVsCpuTest, RandomPackedBatchesGiveTheCpuLogits) {
       const std::vector<float> want(cpu_out.Row(r), cpu_out.Row(r) + config.vocab_size);
       ASSERT_LT(Nmse(got, want), max_nmse) << "step " << step << " row " << r;
     }
-    for (size_t i = 0; i < in_batch.size(); ++i) {
-      seqs[in_batch[i]].computed += batch.query_start[i + 1] - batch.query_start[i];
-    }
+    mix.Advance(batch, in_batch);
   }
-  for (const Sequence& seq : seqs) EXPECT_EQ(seq.computed, static_cast<int32_t>(seq.tokens.size()));
+  EXPECT_TRUE(mix.Done());
 }
 
 INSTANTIATE_TEST_SUITE_P(ModelsDtypesBlocks, CudaVsCpuTest,

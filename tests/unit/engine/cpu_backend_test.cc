@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/testing/scoped_temp_dir.h"
+#include "tests/unit/engine/random_request_mix.h"
 #include "tests/unit/engine/reference_model.h"
 #include "worker/model/model_files.h"
 #include "worker/model/model_weights.h"
@@ -64,16 +65,6 @@ ModelConfig RandomConfig(std::mt19937& rng, bool gpt2) {
   return c;
 }
 
-struct Sequence {
-  std::vector<int32_t> tokens;  // prompt and the tokens "generated" after it, fixed up front
-  int32_t prompt_len = 0;
-  int32_t computed = 0;
-  std::vector<int32_t> blocks;
-  int shares_with = -1;  // the sequence whose first shared_blocks blocks it reuses
-  int32_t shared_blocks = 0;
-  std::vector<std::vector<double>> reference;
-};
-
 double MaxAbs(const std::vector<double>& row) {
   double m = 0;
   for (double v : row) m = std::max(m, std::abs(v));
@@ -120,85 +111,43 @@ TEST_P(CpuBackendPropertyTest, PagedBatchedForwardMatchesReference) {
   ASSERT_TRUE(backend.ok()) << backend.status();
 
   // Requests, some sharing the first blocks of an earlier one's prompt.
-  std::vector<Sequence> seqs(2 + rng() % 6);
-  for (size_t s = 0; s < seqs.size(); ++s) {
-    Sequence& seq = seqs[s];
-    const int32_t total = 1 + static_cast<int32_t>(rng() % 60);
-    for (int32_t i = 0; i < total; ++i) seq.tokens.push_back(rng() % config.vocab_size);
-    seq.prompt_len = 1 + static_cast<int32_t>(rng() % total);
-    if (s > 0 && rng() % 2) {
-      const int other = static_cast<int>(rng() % s);
-      const int32_t max_shared = std::min(seqs[other].prompt_len, seq.prompt_len - 1) / block_size;
-      if (max_shared > 0) {
-        seq.shares_with = other;
-        seq.shared_blocks = 1 + static_cast<int32_t>(rng() % max_shared);
-        std::copy_n(seqs[other].tokens.begin(), seq.shared_blocks * block_size, seq.tokens.begin());
-      }
-    }
+  const int num_sequences = 2 + static_cast<int>(rng() % 6);
+  testing::RandomRequestMix mix(rng, {.num_sequences = num_sequences,
+                                      .max_tokens = 60,
+                                      .vocab_size = static_cast<int32_t>(config.vocab_size),
+                                      .block_size = block_size,
+                                      .num_blocks = (*backend)->num_kv_blocks()});
+  std::vector<std::vector<std::vector<double>>> references;  // [sequence][position][token]
+  for (const testing::RandomRequestMix::Sequence& seq : mix.sequences()) {
+    references.push_back(testing::ReferenceModel(**files, *loaded_config,
+                                                 {.bf16_matmul_inputs = dtype == DType::kBF16})
+                             .Logits(seq.tokens));
   }
-  for (Sequence& seq : seqs) {
-    seq.reference = testing::ReferenceModel(**files, *loaded_config,
-                                            {.bf16_matmul_inputs = dtype == DType::kBF16})
-                        .Logits(seq.tokens);
-  }
-
-  std::vector<int32_t> free_blocks((*backend)->num_kv_blocks());
-  for (int32_t i = 0; i < static_cast<int32_t>(free_blocks.size()); ++i) free_blocks[i] = i;
-  std::shuffle(free_blocks.begin(), free_blocks.end(), rng);
 
   ForwardBatch batch;
   ForwardOutput output;
-  for (int step = 0; step < 1000; ++step) {
-    batch.Clear();
-    std::vector<int> in_batch;
-    for (size_t s = 0; s < seqs.size(); ++s) {
-      Sequence& seq = seqs[s];
-      if (seq.computed == static_cast<int32_t>(seq.tokens.size()) || rng() % 3 == 0) continue;
-      if (seq.computed == 0 && seq.shares_with >= 0) {
-        const Sequence& other = seqs[seq.shares_with];
-        if (other.computed < seq.shared_blocks * block_size) continue;  // prefix not cached yet
-        seq.blocks.assign(other.blocks.begin(), other.blocks.begin() + seq.shared_blocks);
-        seq.computed = seq.shared_blocks * block_size;
-      }
-      const int32_t remaining_prompt = seq.prompt_len - seq.computed;
-      const int32_t chunk =
-          remaining_prompt > 0 ? 1 + static_cast<int32_t>(rng() % remaining_prompt) : 1;
-      while (static_cast<int32_t>(seq.blocks.size()) * block_size < seq.computed + chunk) {
-        ASSERT_FALSE(free_blocks.empty());
-        seq.blocks.push_back(free_blocks.back());
-        free_blocks.pop_back();
-      }
-      const std::vector<int32_t> tokens(seq.tokens.begin() + seq.computed,
-                                        seq.tokens.begin() + seq.computed + chunk);
-      batch.AddSequence(tokens, seq.computed, seq.blocks, /*want_all_logits=*/rng() % 4 == 0);
-      in_batch.push_back(static_cast<int>(s));
-    }
-    if (in_batch.empty()) {
-      if (std::all_of(seqs.begin(), seqs.end(), [](const Sequence& s) {
-            return s.computed == static_cast<int32_t>(s.tokens.size());
-          })) {
-        break;
-      }
-      continue;
-    }
+  std::vector<int> in_batch;
+  for (int step = 0; step < 1000 && !mix.Done(); ++step) {
+    ASSERT_TRUE(mix.NextBatch(&batch, &in_batch)) << "out of KV blocks";
+    if (in_batch.empty()) continue;
     ASSERT_TRUE((*backend)->Forward(batch, &output).ok());
     for (size_t i = 0; i < in_batch.size(); ++i) {
-      Sequence& seq = seqs[in_batch[i]];
+      const int32_t computed = mix.sequences()[in_batch[i]].computed;
       const int32_t chunk = batch.query_start[i + 1] - batch.query_start[i];
       const int32_t rows = output.row_start[i + 1] - output.row_start[i];
       ASSERT_TRUE(rows == 1 || rows == chunk);
       for (int32_t r = 0; r < rows; ++r) {
-        const int32_t position = seq.computed + chunk - rows + r;
-        ExpectClose(output.Row(output.row_start[i] + r), seq.reference[position],
+        const int32_t position = computed + chunk - rows + r;
+        ExpectClose(output.Row(output.row_start[i] + r), references[in_batch[i]][position],
                     absl::StrCat("seed ", seed, " step ", step, " seq ", in_batch[i], " position ",
                                  position),
                     dtype == DType::kBF16 ? 1e-3 : 1e-4);
         if (::testing::Test::HasFatalFailure()) return;
       }
-      seq.computed += chunk;
     }
+    mix.Advance(batch, in_batch);
   }
-  for (const Sequence& seq : seqs) EXPECT_EQ(seq.computed, static_cast<int32_t>(seq.tokens.size()));
+  EXPECT_TRUE(mix.Done());
 }
 
 INSTANTIATE_TEST_SUITE_P(RandomModelsAndBatches, CpuBackendPropertyTest, ::testing::Range(0, 24));
