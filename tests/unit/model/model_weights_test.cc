@@ -108,6 +108,27 @@ TEST_F(ModelWeightsTest, LlamaFamilyIsFusedIntoTheRuntimeLayout) {
   EXPECT_EQ((*weights)->SizeBytes(), static_cast<size_t>(c.NumParameters()) * 4);
 }
 
+TEST_F(ModelWeightsTest, LoadModelDirectoryCapsTheContextLengthWithinTheModels) {
+  const ModelConfig c = TinyLlama();  // max_model_len 64
+  const std::string dir = Dir("directory");
+  ASSERT_TRUE(WriteRandomModel(c, {.seed = 5}, dir).ok());
+  auto model_len = LoadModelDirectory(dir, 0, DType::kF32);
+  ASSERT_TRUE(model_len.ok()) << model_len.status();
+  EXPECT_EQ((*model_len)->config.max_model_len, 64);
+  auto capped = LoadModelDirectory(dir, 32, DType::kF32);
+  ASSERT_TRUE(capped.ok()) << capped.status();
+  EXPECT_EQ((*capped)->config.max_model_len, 32);
+  for (int64_t bad : {int64_t{-1}, int64_t{65}}) {
+    auto rejected = LoadModelDirectory(dir, bad, DType::kF32);
+    EXPECT_EQ(rejected.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(rejected.status().message().find(absl::StrCat("max_model_len ", bad, " is outside")),
+              absl::string_view::npos)
+        << rejected.status();
+  }
+  EXPECT_EQ(LoadModelDirectory(Dir("missing"), 0, DType::kF32).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
 TEST_F(ModelWeightsTest, Gpt2Conv1DWeightsAreTransposed) {
   const ModelConfig c = TinyGpt2();
   const std::string dir = Dir("gpt2");
