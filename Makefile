@@ -4,6 +4,7 @@
 #   make format   clang-format every C++ file we own
 #   make clean    remove the build directory
 #   make run      install deps, build, start the stack on the default model (foreground)
+#   make images   build the container images (needs a Docker engine; deploy/docker/Dockerfile)
 
 BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
@@ -11,15 +12,19 @@ CUDA ?= AUTO
 SANITIZE ?=
 JOBS ?= $(shell nproc)
 CMAKE_ARGS ?=
+# --build-only: install what building needs, not the test tools (the container images use it).
+DEPS_FLAGS ?=
+VERSION := $(shell sed -n 's/^project.llmserve VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
+IMAGE_PREFIX ?= llmserve
 # Tests that need shared data (tokenizer vocabularies) find it here; CI sets it when it exists.
 export LLMSERVE_TESTDATA ?= $(if $(wildcard ../shared/testdata),$(abspath ../shared/testdata),)
 
-.PHONY: all deps configure build test format clean run
+.PHONY: all deps configure build test format clean run images
 
 all: build
 
 deps:
-	@bash scripts/install-deps.sh
+	@bash scripts/install-deps.sh $(DEPS_FLAGS)
 
 $(BUILD_DIR)/build.ninja: CMakeLists.txt | deps
 	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
@@ -42,3 +47,7 @@ clean:
 
 run: build
 	@bash scripts/run-stack.sh $(BUILD_DIR)
+
+# The gateway, CPU worker and CUDA worker images, tagged with the project version.
+images:
+	@bash deploy/docker/build-images.sh $(IMAGE_PREFIX) $(VERSION)

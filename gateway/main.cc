@@ -28,9 +28,9 @@ ABSL_FLAG(int, http_threads, 1, "HTTP I/O threads (one holds thousands of SSE st
 ABSL_FLAG(int64_t, max_body_bytes, 4 << 20, "largest HTTP request body (413 beyond)");
 ABSL_FLAG(std::vector<std::string>, workers, {},
           "workers as host:port, comma-separated (static list)");
-ABSL_FLAG(std::string, worker_dns, "",
-          "name:port resolving to every worker (e.g. a Kubernetes headless service), re-resolved "
-          "every --dns_refresh");
+ABSL_FLAG(std::vector<std::string>, worker_dns, {},
+          "name:port entries, comma-separated, each resolving to workers (e.g. one Kubernetes "
+          "headless service per worker group), re-resolved every --dns_refresh");
 ABSL_FLAG(absl::Duration, dns_refresh, absl::Seconds(10), "how often --worker_dns is resolved");
 ABSL_FLAG(std::string, routing, "prefix",
           "routing policy: prefix (cache affinity within a load bound), least_load, round_robin");

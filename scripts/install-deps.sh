@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages llmserve needs to build and test, and only those missing.
 # Idempotent: a second run installs nothing. Works as root or through sudo.
+#   install-deps.sh              everything: build, tests, fuzzing, formatting
+#   install-deps.sh --build-only what building the binaries needs (the container images use this)
 set -euo pipefail
 
-packages=(
+build_packages=(
   # toolchain
   g++ cmake ninja-build ccache pkg-config make git
   # RPC and messages
@@ -11,13 +13,24 @@ packages=(
   # base libraries
   libabsl-dev prometheus-cpp-dev libopenblas-dev nlohmann-json3-dev libutf8proc-dev
   libpcre2-dev libboost-dev libcpp-jwt-dev libssl-dev
-  # tests and benchmarks
-  libgtest-dev libgmock-dev libbenchmark-dev python3
+  # configure finds GoogleTest and Google Benchmark even when no test is built
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+test_packages=(
+  python3
   # real peers in end-to-end tests (a Python gRPC client)
   python3-grpcio python3-grpc-tools curl openssl
+  # deployment checks: docker-compose validates deploy/docker-compose.yml (no engine needed)
+  docker-compose
   # fuzzing (libFuzzer comes with clang's runtime); clang-format for `make format`
   clang libclang-rt-14-dev clang-format
 )
+
+case "${1:-}" in
+  "") packages=("${build_packages[@]}" "${test_packages[@]}") ;;
+  --build-only) packages=("${build_packages[@]}") ;;
+  *) echo "install-deps: unknown option '$1' (expected nothing or --build-only)" >&2; exit 2 ;;
+esac
 
 missing=()
 for package in "${packages[@]}"; do

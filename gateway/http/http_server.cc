@@ -57,6 +57,7 @@ struct HttpServer::Impl {
   std::vector<std::shared_ptr<Connection>> LiveConnections();
   // Waits until no connection is open or `timeout` passed; true when none is open.
   bool AwaitNoConnections(absl::Duration timeout);
+  void CloseConnectionsAfterResponses();
   void StopAccepting();
   void Shutdown(absl::Duration grace);
 };
@@ -128,18 +129,25 @@ bool HttpServer::Impl::AwaitNoConnections(absl::Duration timeout) {
       timeout);
 }
 
-void HttpServer::Impl::StopAccepting() {
-  absl::MutexLock lock(&accept_mu);
-  if (!accepting) return;
-  accepting = false;
-  context.draining = true;
-  // Closing here, not on an I/O thread, makes refusal immediate once this returns.
-  error_code ec;
-  acceptor->close(ec);
-  accept_retry->cancel();
+void HttpServer::Impl::CloseConnectionsAfterResponses() {
+  // Connections accepted from now on see the flag at their first request.
+  if (context.draining.exchange(true)) return;
   for (std::shared_ptr<Connection>& connection : LiveConnections()) {
     asio::post(connection->executor(), [connection] { connection->Drain(); });
   }
+}
+
+void HttpServer::Impl::StopAccepting() {
+  {
+    absl::MutexLock lock(&accept_mu);
+    if (!accepting) return;
+    accepting = false;
+    // Closing here, not on an I/O thread, makes refusal immediate once this returns.
+    error_code ec;
+    acceptor->close(ec);
+    accept_retry->cancel();
+  }
+  CloseConnectionsAfterResponses();
 }
 
 void HttpServer::Impl::Shutdown(absl::Duration grace) {
@@ -266,6 +274,8 @@ HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 HttpServer::~HttpServer() { impl_->Shutdown(absl::ZeroDuration()); }
 
 int HttpServer::port() const { return impl_->port; }
+
+void HttpServer::CloseConnectionsAfterResponses() { impl_->CloseConnectionsAfterResponses(); }
 
 void HttpServer::StopAccepting() { impl_->StopAccepting(); }
 

@@ -8,8 +8,9 @@
 //     writer->Send(200, {{"content-type", "text/plain"}}, "ok\n");
 //   });
 //   ...
-//   (*server)->StopAccepting();              // SIGTERM: refuse new connections, finish streams
-//   (*server)->Shutdown(absl::Seconds(30));  // then close what is left and join the threads
+//   (*server)->CloseConnectionsAfterResponses();  // SIGTERM: no more keep-alive, still accepting
+//   (*server)->Shutdown(absl::Seconds(30));  // refuse new connections, finish streams, close the
+//                                            // rest and join the threads
 //
 // What the server answers itself, as OpenAI-style JSON errors, closing the connection: 400 for a
 // malformed request, 413 for a body over max_body_bytes (as soon as the headers announce it,
@@ -81,6 +82,12 @@ class HttpServer {
 
   // The port listened on (the chosen one when options.port was 0).
   int port() const;
+
+  // Keeps accepting, but every connection closes after its current response and idle keep-alive
+  // connections close now: clients reconnect (through a load balancer, to another server) while
+  // health checks still get an answer. For a drain whose readiness must read "not ready" rather
+  // than "refused". Idempotent.
+  void CloseConnectionsAfterResponses();
 
   // Stops accepting (new connections are refused from when this returns), closes idle keep-alive
   // connections and makes busy ones close after their current response. Idempotent.

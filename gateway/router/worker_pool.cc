@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/base/logging.h"
 #include "common/base/worker_api_limits.h"
 #include "common/prefix_cache/block_hash.h"
 
@@ -44,6 +45,14 @@ absl::StatusOr<std::vector<std::string>> Resolve(const std::string& host, const 
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* result = nullptr;
   const int error = getaddrinfo(host.c_str(), port.c_str(), &hints, &result);
+  // An authoritative "no such name / no records" is an answer: a headless Service whose pods are
+  // all gone (scaled to zero) has none. Other failures (EAI_AGAIN: the resolver is unreachable)
+  // are errors, and the caller keeps the last answer.
+  bool no_records = error == EAI_NONAME;
+#ifdef EAI_NODATA
+  no_records = no_records || error == EAI_NODATA;
+#endif
+  if (no_records) return std::vector<std::string>();
   if (error != 0) {
     return absl::UnavailableError(
         absl::StrCat("cannot resolve worker DNS name ", host, ": ", gai_strerror(error)));
@@ -148,9 +157,11 @@ absl::Status ValidateWorkerPoolOptions(const WorkerPoolOptions& options) {
           absl::StrCat("--workers: \"", address, "\" is not host:port"));
     }
   }
-  if (!options.worker_dns.empty() && !SplitHostPort(options.worker_dns).has_value()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--worker_dns: \"", options.worker_dns, "\" is not name:port"));
+  for (const std::string& name : options.worker_dns) {
+    if (!SplitHostPort(name).has_value()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--worker_dns: \"", name, "\" is not name:port"));
+    }
   }
   if (options.load_interval < absl::Milliseconds(50) || options.load_interval > absl::Seconds(60)) {
     return absl::InvalidArgumentError("the load report interval must be in [50ms, 60s]");
@@ -191,13 +202,22 @@ WorkerPool::~WorkerPool() {
 
 void WorkerPool::MonitorLoop() {
   while (true) {
-    std::vector<std::string> to_probe;
+    bool resolve = false;
     {
       absl::MutexLock lock(&mutex_);
       mutex_.AwaitWithTimeout(absl::Condition(&stopping_), kTick);
       if (stopping_) return;
       const absl::Time now = absl::Now();
-      Discover(now);
+      resolve = !options_.worker_dns.empty() && now >= next_dns_;
+      if (resolve) next_dns_ = now + options_.dns_refresh;
+    }
+    if (resolve) ResolveWorkerDns();
+    std::vector<std::string> to_probe;
+    {
+      absl::MutexLock lock(&mutex_);
+      if (stopping_) return;
+      const absl::Time now = absl::Now();
+      Discover();
       const absl::Duration stale = std::max(3 * options_.load_interval, absl::Seconds(5));
       for (auto& [address, worker] : workers_) {
         if (worker->stream != nullptr && now - worker->last_report_time > stale) {
@@ -211,21 +231,37 @@ void WorkerPool::MonitorLoop() {
   }
 }
 
-void WorkerPool::Discover(absl::Time now) {
-  absl::flat_hash_set<std::string> wanted(options_.workers.begin(), options_.workers.end());
-  const bool resolve = !options_.worker_dns.empty() && now >= next_dns_;
-  if (resolve) {
-    next_dns_ = now + options_.dns_refresh;
-    const auto [host, port] = *SplitHostPort(options_.worker_dns);
+void WorkerPool::ResolveWorkerDns() {
+  for (const std::string& name : options_.worker_dns) {
+    const auto [host, port] = *SplitHostPort(name);
     absl::StatusOr<std::vector<std::string>> resolved = Resolve(host, port);
-    if (resolved.ok()) {
-      dns_addresses_ = absl::flat_hash_set<std::string>(resolved->begin(), resolved->end());
+    absl::MutexLock lock(&mutex_);
+    // Logged when it changes, not every refresh.
+    std::string& last_problem = dns_problems_[name];
+    std::string problem;
+    if (!resolved.ok()) {
+      problem = absl::StrCat(resolved.status().message(), " (keeping its last ",
+                             dns_addresses_[name].size(), " addresses)");
     } else {
-      // Keep the last answer: a DNS hiccup must not empty the pool.
-      dns_error_ = std::string(resolved.status().message());
+      if (resolved->empty()) problem = absl::StrCat("worker DNS name ", name, " has no addresses");
+      dns_addresses_[name] = *std::move(resolved);
+    }
+    if (problem != last_problem) {
+      if (problem.empty()) {
+        LLMSERVE_LOG(INFO) << "worker DNS name " << name << " resolves again";
+      } else {
+        LLMSERVE_LOG(WARNING) << problem;
+      }
+      last_problem = std::move(problem);
     }
   }
-  wanted.insert(dns_addresses_.begin(), dns_addresses_.end());
+}
+
+void WorkerPool::Discover() {
+  absl::flat_hash_set<std::string> wanted(options_.workers.begin(), options_.workers.end());
+  for (const auto& [name, addresses] : dns_addresses_) {
+    wanted.insert(addresses.begin(), addresses.end());
+  }
   for (const std::string& address : wanted) {
     if (workers_.contains(address)) continue;
     auto worker = std::make_unique<Worker>();

@@ -38,9 +38,9 @@ namespace llmserve::gateway {
 struct WorkerPoolOptions {
   // host:port of each worker.
   std::vector<std::string> workers;
-  // host:port whose name resolves to the workers' addresses (all A/AAAA records), re-resolved
-  // every dns_refresh. Empty: none.
-  std::string worker_dns;
+  // name:port entries, each resolving to some workers' addresses (all A/AAAA records, e.g. one
+  // Kubernetes headless Service per worker group), re-resolved every dns_refresh.
+  std::vector<std::string> worker_dns;
   absl::Duration dns_refresh = absl::Seconds(10);
   // How often a worker without a live load stream is probed.
   absl::Duration probe_interval = absl::Seconds(1);
@@ -125,7 +125,11 @@ class WorkerPool {
 
   explicit WorkerPool(const WorkerPoolOptions& options);
   void MonitorLoop();
-  void Discover(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Resolves every worker_dns entry; called without the lock, as a slow resolver must not stall
+  // routing. An entry that fails keeps its last answer (a DNS hiccup must not empty the pool).
+  void ResolveWorkerDns();
+  // Adds the workers of the static list and of the last DNS answers, drops the others.
+  void Discover() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Probes one worker (health + model info) and, when ready, starts its load stream.
   void Probe(const std::string& address);
   void MarkDown(Worker& worker, const std::string& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -146,8 +150,9 @@ class WorkerPool {
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   int live_streams_ ABSL_GUARDED_BY(mutex_) = 0;
   absl::Time next_dns_ ABSL_GUARDED_BY(mutex_) = absl::InfinitePast();
-  absl::flat_hash_set<std::string> dns_addresses_ ABSL_GUARDED_BY(mutex_);
-  std::string dns_error_ ABSL_GUARDED_BY(mutex_);
+  // The last answer for each worker_dns entry, and the problem last logged for it (empty: none).
+  absl::flat_hash_map<std::string, std::vector<std::string>> dns_addresses_ ABSL_GUARDED_BY(mutex_);
+  absl::flat_hash_map<std::string, std::string> dns_problems_ ABSL_GUARDED_BY(mutex_);
   std::thread monitor_;
 };
 

@@ -3,6 +3,7 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -13,6 +14,8 @@ namespace {
 
 constexpr absl::Duration kHealthInterval = absl::Milliseconds(200);
 constexpr absl::Duration kKeyReloadInterval = absl::Seconds(2);
+// After a drain: the least time HTTP connections get to send their last bytes and close.
+constexpr absl::Duration kHttpFlushGrace = absl::Seconds(1);
 
 }  // namespace
 
@@ -182,18 +185,34 @@ void GatewayServer::HealthLoop() {
   }
 }
 
+int GatewayServer::active_requests() const {
+  return inference_->active_requests() + (openai_ != nullptr ? openai_->active_requests() : 0);
+}
+
 int GatewayServer::Drain() {
   if (drained_.exchange(true)) return 0;
+  // Both APIs refuse new requests (UNAVAILABLE / 503) and both readiness checks fail, while the
+  // listeners stay open: a load balancer or kubelet probing /readyz reads "not ready", not
+  // "refused", and clients of HTTP keep-alive connections reconnect elsewhere.
   grpc_server_->GetHealthCheckService()->SetServingStatus(kGatewayReadinessService, false);
   inference_->StartDrain();
-  LLMSERVE_LOG(INFO) << "gateway: draining " << inference_->active_requests() << " requests, up to "
-                     << absl::FormatDuration(options_.drain_timeout);
+  if (openai_ != nullptr) openai_->StartDrain();
+  if (http_server_ != nullptr) http_server_->CloseConnectionsAfterResponses();
+  LLMSERVE_LOG(INFO) << "gateway: draining " << inference_->active_requests() << " gRPC and "
+                     << (openai_ != nullptr ? openai_->active_requests() : 0)
+                     << " HTTP requests, up to " << absl::FormatDuration(options_.drain_timeout);
   const absl::Time deadline = absl::Now() + options_.drain_timeout;
-  while (inference_->active_requests() > 0 && absl::Now() < deadline) {
+  while (active_requests() > 0 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(10));
   }
-  const int left = inference_->active_requests();
-  // Calls still running are cancelled by the shutdown (and so are their worker requests).
+  const int left = active_requests();
+  // The last responses' bytes may still be on their way out: HTTP connections get what is left of
+  // the drain timeout (at least a moment) to close by themselves; then the rest is cut, which
+  // cancels their generations.
+  if (http_server_ != nullptr) {
+    http_server_->Shutdown(std::max(deadline - absl::Now(), kHttpFlushGrace));
+  }
+  // gRPC calls still running are cancelled by the shutdown (and so are their worker requests).
   grpc_server_->Shutdown(absl::ToChronoTime(absl::Now()));
   grpc_server_->Wait();
   if (!stop_health_.HasBeenNotified()) stop_health_.Notify();

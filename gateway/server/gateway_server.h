@@ -86,9 +86,14 @@ class GatewayServer {
   int http_port() const { return http_server_ == nullptr ? -1 : http_server_->port(); }
   WorkerPool& pool() { return *pool_; }
 
-  // Readiness NOT_SERVING, new requests UNAVAILABLE, in-flight requests finish (up to the drain
-  // timeout), then the servers stop. Returns how many requests were still running at the end.
+  // Readiness NOT_SERVING on gRPC and 503 on /readyz, new requests UNAVAILABLE (gRPC) or 503
+  // (HTTP) while the listeners stay open, in-flight requests and streams of both APIs finish (up to
+  // the drain timeout), then the servers stop. Returns how many requests were still running at the
+  // end (they are cancelled).
   int Drain();
+
+  // Requests in flight on both APIs.
+  int active_requests() const;
 
  private:
   GatewayServer() = default;

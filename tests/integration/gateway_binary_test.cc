@@ -1,5 +1,6 @@
-// The whole stack as users run it: two llmserve-worker processes and llmserve-gateway on
-// loopback ports, a worker killed in the middle of a load.
+// The whole stack as users run it: llmserve-worker processes and llmserve-gateway on loopback
+// ports; a worker killed in the middle of a load, the gateway drained with streams open on both
+// APIs, and a worker restarted under load as a Kubernetes rolling update does.
 
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "llmserve/v1/inference.grpc.pb.h"
@@ -22,6 +24,8 @@
 namespace llmserve {
 namespace {
 
+using ::llmserve::testing::HttpPostRequest;
+using ::llmserve::testing::HttpStatus;
 using ::llmserve::testing::NumberAfter;
 using ::llmserve::testing::Subprocess;
 
@@ -121,6 +125,193 @@ TEST_F(GatewayBinaryTest, AWorkerKilledMidLoadNeverHangsAClient) {
 
   gateway.Signal(SIGTERM);
   EXPECT_EQ(gateway.WaitForExit(kPatience), 0) << gateway.output();
+  worker_b->Signal(SIGTERM);
+  EXPECT_EQ(worker_b->WaitForExit(kPatience), 0);
+}
+
+TEST_F(GatewayBinaryTest, SigtermDrainsStreamsOnBothApisWhileReadinessFails) {
+  int worker_port = -1;
+  std::unique_ptr<Subprocess> worker = StartWorker(&worker_port);
+  ASSERT_GT(worker_port, 0);
+  Subprocess gateway({LLMSERVE_GATEWAY_BINARY, "--host=127.0.0.1", "--grpc-port=0", "--http-port=0",
+                      "--drain-timeout=60s", absl::StrCat("--workers=127.0.0.1:", worker_port)});
+  ASSERT_TRUE(gateway.WaitForOutput("gateway: ready", kPatience)) << gateway.output();
+  const int grpc_port = NumberAfter(gateway.output(), "gRPC on 127.0.0.1:");
+  const int http_port = NumberAfter(gateway.output(), "HTTP on http://127.0.0.1:");
+  ASSERT_GT(http_port, 0);
+
+  // Long enough (about 3 ms a token) to be running when SIGTERM comes, short enough to finish.
+  constexpr int kMaxTokens = 400;
+  constexpr int kStreamsPerApi = 3;
+  auto stub = v1::Inference::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", grpc_port),
+                                                         grpc::InsecureChannelCredentials()));
+  std::atomic<int> started{0};
+  std::vector<int> grpc_tokens(kStreamsPerApi, 0);
+  std::vector<grpc::Status> grpc_status(kStreamsPerApi);
+  std::vector<std::string> sse(kStreamsPerApi);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kStreamsPerApi; ++i) {
+    clients.emplace_back([&, i] {
+      v1::GenerateRequest request;
+      request.set_text(absl::StrCat("grpc story ", i));
+      request.mutable_stopping()->set_max_tokens(kMaxTokens);
+      request.mutable_stopping()->set_ignore_eos(true);
+      grpc::ClientContext context;
+      context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
+      auto reader = stub->GenerateStream(&context, request);
+      v1::GenerateStreamResponse message;
+      while (reader->Read(&message)) {
+        if (grpc_tokens[i] == 0 && message.tokens_size() > 0) ++started;
+        grpc_tokens[i] += message.tokens_size();
+      }
+      grpc_status[i] = reader->Finish();
+    });
+    clients.emplace_back([&, i] {
+      bool counted = false;
+      sse[i] = ::llmserve::testing::HttpExchange(
+          http_port,
+          HttpPostRequest(
+              "/v1/completions",
+              absl::StrCat(R"({"model": "tiny", "prompt": "http story )", i, R"(", "max_tokens": )",
+                           kMaxTokens, R"(, "ignore_eos": true, "stream": true})")),
+          60, [&](const std::string& so_far) {
+            if (!counted && so_far.find("data: {") != std::string::npos) {
+              counted = true;
+              ++started;
+            }
+          });
+    });
+  }
+  const absl::Time deadline = absl::Now() + kPatience;
+  while (started.load() < 2 * kStreamsPerApi && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_EQ(started.load(), 2 * kStreamsPerApi);
+  gateway.Signal(SIGTERM);
+  ASSERT_TRUE(gateway.WaitForOutput("gateway: draining", kPatience)) << gateway.output();
+
+  // While the streams run: not ready (503, not refused), alive, and new work is refused on both
+  // APIs with an error that tells the client to go elsewhere.
+  const std::string readyz = ::llmserve::testing::HttpExchange(
+      http_port, "GET /readyz HTTP/1.0\r\nHost: localhost\r\n\r\n", 10);
+  EXPECT_EQ(HttpStatus(readyz), 503) << readyz;
+  EXPECT_NE(readyz.find("draining"), std::string::npos) << readyz;
+  EXPECT_EQ(HttpStatus(::llmserve::testing::HttpExchange(
+                http_port, "GET /healthz HTTP/1.0\r\nHost: localhost\r\n\r\n", 10)),
+            200);
+  const std::string refused = ::llmserve::testing::HttpExchange(
+      http_port,
+      HttpPostRequest("/v1/completions", R"({"model": "tiny", "prompt": "late", "max_tokens": 2})"),
+      10);
+  EXPECT_EQ(HttpStatus(refused), 503) << refused;
+  {
+    v1::GenerateRequest request;
+    request.set_text("late");
+    request.mutable_stopping()->set_max_tokens(2);
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    v1::GenerateResponse response;
+    const grpc::Status status = stub->Generate(&context, request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE) << status.error_message();
+  }
+
+  for (std::thread& client : clients) client.join();
+  for (int i = 0; i < kStreamsPerApi; ++i) {
+    EXPECT_TRUE(grpc_status[i].ok())
+        << "gRPC stream " << i << ": " << grpc_status[i].error_message();
+    EXPECT_EQ(grpc_tokens[i], kMaxTokens) << "gRPC stream " << i;
+    EXPECT_EQ(HttpStatus(sse[i]), 200) << sse[i].substr(0, 300);
+    EXPECT_NE(sse[i].find(R"("finish_reason":"length")"), std::string::npos)
+        << "HTTP stream " << i << " was cut: ..." << sse[i].substr(sse[i].size() - 300);
+    EXPECT_NE(sse[i].find("data: [DONE]"), std::string::npos) << "HTTP stream " << i;
+  }
+  EXPECT_EQ(gateway.WaitForExit(kPatience), 0) << gateway.output();
+  EXPECT_NE(gateway.output().find("gateway: drained"), std::string::npos) << gateway.output();
+  EXPECT_EQ(gateway.output().find("cancelled"), std::string::npos) << gateway.output();
+  worker->Signal(SIGTERM);
+  EXPECT_EQ(worker->WaitForExit(kPatience), 0);
+}
+
+TEST_F(GatewayBinaryTest, ARollingRestartOfOneWorkerUnderLoadLosesNoRequest) {
+  int port_a = -1, port_b = -1;
+  std::unique_ptr<Subprocess> worker_a = StartWorker(&port_a);
+  std::unique_ptr<Subprocess> worker_b = StartWorker(&port_b);
+  ASSERT_GT(port_a, 0);
+  ASSERT_GT(port_b, 0);
+  Subprocess gateway({LLMSERVE_GATEWAY_BINARY, "--host=127.0.0.1", "--grpc-port=0", "--http-port=0",
+                      "--routing=round_robin",
+                      absl::StrCat("--workers=127.0.0.1:", port_a, ",127.0.0.1:", port_b)});
+  ASSERT_TRUE(gateway.WaitForOutput("gateway: ready", kPatience)) << gateway.output();
+  const int grpc_port = NumberAfter(gateway.output(), "gRPC on 127.0.0.1:");
+  auto stub = v1::Inference::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", grpc_port),
+                                                         grpc::InsecureChannelCredentials()));
+
+  // Clients send requests back to back until told to stop; every one must succeed.
+  std::atomic<bool> stop{false};
+  std::atomic<int> ok{0};
+  std::vector<std::string> failures;
+  absl::Mutex failures_mu;
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 4; ++c) {
+    clients.emplace_back([&, c] {
+      for (int i = 0; !stop.load(); ++i) {
+        v1::GenerateRequest request;
+        request.set_text(absl::StrCat("client ", c, " request ", i));
+        request.mutable_stopping()->set_max_tokens(60);
+        request.mutable_stopping()->set_ignore_eos(true);
+        grpc::ClientContext context;
+        context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
+        v1::GenerateResponse response;
+        const grpc::Status status = stub->Generate(&context, request, &response);
+        if (status.ok()) {
+          ++ok;
+        } else {
+          absl::MutexLock lock(&failures_mu);
+          failures.push_back(status.error_message());
+        }
+      }
+    });
+  }
+  auto wait_for_ok = [&](int count) {
+    const absl::Time deadline = absl::Now() + kPatience;
+    while (ok.load() < count && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+    return ok.load() >= count;
+  };
+  ASSERT_TRUE(wait_for_ok(8));
+
+  // The restart: SIGTERM (the worker drains and exits 0), then a new process on the same address.
+  worker_a->Signal(SIGTERM);
+  EXPECT_EQ(worker_a->WaitForExit(kPatience), 0) << worker_a->output();
+  const int ok_while_down = ok.load();
+  ASSERT_TRUE(wait_for_ok(ok_while_down + 8));  // served by b alone meanwhile
+  Subprocess replacement({LLMSERVE_WORKER_BINARY, "--model=" + dir_.path(),
+                          "--served-model-name=tiny", "--host=127.0.0.1",
+                          absl::StrCat("--port=", port_a), "--metrics-port=0", "--threads=1",
+                          "--kv-cache-memory=64MiB"});
+  ASSERT_TRUE(replacement.WaitForOutput("/metrics", kPatience)) << replacement.output();
+  const int replacement_metrics = NumberAfter(replacement.output(), "metrics on http://127.0.0.1:");
+  // Round robin sends the replacement its share once the gateway finds it ready again.
+  const absl::Time deadline = absl::Now() + kPatience;
+  double served_by_replacement = 0;
+  while (served_by_replacement < 3 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(100));
+    const std::string metrics = ::llmserve::testing::HttpGet(replacement_metrics, "/metrics");
+    const size_t at = metrics.find("llmserve_request_success_total{");
+    if (at != std::string::npos) {
+      served_by_replacement = std::atof(metrics.c_str() + metrics.find("} ", at) + 2);
+    }
+  }
+  stop = true;
+  for (std::thread& client : clients) client.join();
+  EXPECT_GE(served_by_replacement, 3);
+  EXPECT_TRUE(failures.empty()) << failures.size()
+                                << " requests lost, the first: " << failures.front();
+  EXPECT_GT(ok.load(), ok_while_down);
+
+  gateway.Signal(SIGTERM);
+  EXPECT_EQ(gateway.WaitForExit(kPatience), 0) << gateway.output();
+  replacement.Signal(SIGTERM);
+  EXPECT_EQ(replacement.WaitForExit(kPatience), 0);
   worker_b->Signal(SIGTERM);
   EXPECT_EQ(worker_b->WaitForExit(kPatience), 0);
 }

@@ -66,7 +66,7 @@ TEST_F(WorkerPoolTest, OptionsAreValidated) {
   EXPECT_FALSE(ValidateWorkerPoolOptions({}).ok());
   EXPECT_NE(ValidateWorkerPoolOptions({.workers = {"no-port"}}).message().find("no-port"),
             absl::string_view::npos);
-  EXPECT_FALSE(ValidateWorkerPoolOptions({.worker_dns = "svc:99999"}).ok());
+  EXPECT_FALSE(ValidateWorkerPoolOptions({.worker_dns = {"svc:99999"}}).ok());
   EXPECT_TRUE(ValidateWorkerPoolOptions({.workers = {"[::1]:5000", "host:1"}}).ok());
 }
 
@@ -172,7 +172,7 @@ TEST_F(WorkerPoolTest, DiscoversWorkersByDns) {
   std::unique_ptr<worker::WorkerServer> a = StartWorker("tiny");
   ASSERT_TRUE(a);
   WorkerPoolOptions options = FastOptions({});
-  options.worker_dns = absl::StrCat("localhost:", a->port());
+  options.worker_dns = {absl::StrCat("localhost:", a->port())};
   absl::StatusOr<std::unique_ptr<WorkerPool>> pool = WorkerPool::Start(options);
   ASSERT_TRUE(pool.ok()) << pool.status();
   // localhost may also resolve to ::1, where nothing listens: that entry stays down.
@@ -182,6 +182,27 @@ TEST_F(WorkerPoolTest, DiscoversWorkersByDns) {
     }
     return false;
   }));
+}
+
+TEST_F(WorkerPoolTest, DiscoversEveryGroupOfSeveralDnsNames) {
+  // One name per worker group, as the Helm chart passes one headless Service per group.
+  std::unique_ptr<worker::WorkerServer> a = StartWorker("tiny");
+  std::unique_ptr<worker::WorkerServer> b = StartWorker("other");
+  ASSERT_TRUE(a && b);
+  WorkerPoolOptions options = FastOptions({});
+  options.worker_dns = {absl::StrCat("localhost:", a->port()),
+                        absl::StrCat("127.0.0.1:", b->port())};
+  absl::StatusOr<std::unique_ptr<WorkerPool>> pool = WorkerPool::Start(options);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  EXPECT_TRUE(WaitFor(**pool, [&](const std::vector<WorkerStatus>& workers) {
+    int ready = 0;
+    for (const WorkerStatus& w : workers) {
+      ready += (w.address == Address(*a) || w.address == Address(*b)) && w.ready;
+    }
+    return ready == 2;
+  }));
+  EXPECT_TRUE((*pool)->Route("other", {1, 2, 3}, "").ok());
+  EXPECT_TRUE((*pool)->Route("tiny", {1, 2, 3}, "").ok());
 }
 
 }  // namespace
