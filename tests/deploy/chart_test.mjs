@@ -542,6 +542,21 @@ check('helm package follows the links (the packaged chart holds deploy/\'s files
   validateAll(objects);
 });
 
+check('README.md documents every value of values.yaml', () => {
+  const readme = fs.readFileSync(path.join(chart, 'README.md'), 'utf8');
+  const missing = [];
+  const walk = (v, p) => {
+    if (p && readme.includes(`| \`${p}\` |`)) return;
+    if (v && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length) {
+      for (const [k, x] of Object.entries(v)) walk(x, p ? `${p}.${k}` : k);
+    } else {
+      missing.push(p);
+    }
+  };
+  walk(defaults, '');
+  assert.deepEqual(missing, [], 'values without a row in the README table');
+});
+
 // ---- bad values ------------------------------------------------------------------------------------
 const badDir = path.join(ciDir, 'bad');
 const badFiles = fs.readdirSync(badDir).filter((f) => f.endsWith('.yaml')).sort();

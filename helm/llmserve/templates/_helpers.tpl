@@ -120,6 +120,8 @@ off really turns it off).
 {{- range $k, $v := $src -}}
 {{- if and (kindIs "map" $v) (kindIs "map" (get $dst $k)) -}}
 {{- include "llmserve.deepMerge" (list (get $dst $k) $v) -}}
+{{- else if kindIs "invalid" $v -}}
+{{- $_ := set $dst $k nil -}}
 {{- else -}}
 {{- $_ := set $dst $k (deepCopy $v) -}}
 {{- end -}}
