@@ -530,6 +530,30 @@ TEST_F(HttpServerTest, StopAcceptingClosesIdleKeepAliveConnections) {
   EXPECT_TRUE(WaitForActiveConnections(0));
 }
 
+TEST_F(HttpServerTest, CloseConnectionsAfterResponsesKeepsAcceptingWithoutKeepAlive) {
+  StartServer();
+  auto idle = Connect();
+  ASSERT_TRUE(idle->Send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_TRUE(idle->ReadResponse().has_value());
+  server_->CloseConnectionsAfterResponses();
+  // The idle keep-alive connection is closed ...
+  EXPECT_TRUE(idle->WaitForClose());
+  idle->Close();
+  // ... new connections are still served (a health check gets its answer), once each.
+  for (int i = 0; i < 2; ++i) {
+    auto client = Connect();
+    ASSERT_NE(client, nullptr);
+    ASSERT_TRUE(client->Send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n"));
+    std::optional<TestResponse> response = client->ReadResponse();
+    ASSERT_TRUE(response.has_value());
+    EXPECT_EQ(response->status, 200);
+    EXPECT_EQ(response->Header("connection"), "close");
+    EXPECT_TRUE(client->WaitForClose());
+    client->Close();
+  }
+  EXPECT_TRUE(WaitForActiveConnections(0));
+}
+
 TEST_F(HttpServerTest, ShutdownClosesOpenStreamsAndRunsOnClose) {
   StartServer();
   auto client = Connect();
