@@ -66,6 +66,55 @@ for (const [key, module] of Object.entries(MODELS)) {
   assert.ok(modelClasses[key], `${module} exports ${key}`);
 }
 
+// The OpenAPI schemas allow unknown fields (the API server drops or, with strict field
+// validation, refuses them), so a misspelled field would pass validate(). The models' TypeScript
+// declarations list every field: walk an object along them and report fields they do not name.
+// Fields typed inline (maps, unions) are not descended into.
+const nodeModules = path.join(path.dirname(new URL(import.meta.url).pathname), 'node_modules');
+const declarations = new Map();
+function declaration(file) {
+  if (declarations.has(file)) return declarations.get(file);
+  const text = fs.readFileSync(file, 'utf8');
+  const imports = {};
+  for (const m of text.matchAll(/^import \{ (\w+) \} from "([^"]+)";$/gm)) {
+    const spec = m[2].replace(/\.js$/, '');
+    imports[m[1]] = (spec.startsWith('.') ? path.join(path.dirname(file), spec)
+      : path.join(nodeModules, spec)) + '.d.ts';
+  }
+  const m = /^export interface \w+(?: extends ([^{]*?))? ?\{\n([\s\S]*?)^\}/m.exec(text);
+  const body = m?.[2] ?? '';
+  let fields = {};
+  for (const base of (m?.[1] ?? '').split(',').map((x) => x.trim()).filter((x) => x && x !== 'TypeMeta')) {
+    if (!imports[base] || !fs.existsSync(imports[base])) {
+      // Fields from a declaration this walker cannot read: do not judge this type.
+      declarations.set(file, { fields: {} });
+      return declarations.get(file);
+    }
+    fields = { ...fields, ...declaration(imports[base]).fields };
+  }
+  for (const m of body.matchAll(/^ {4}"([^"]+)"\??: (.*)$/gm)) {
+    const type = m[2].replace(/;$/, '');
+    const ref = /^(?:Array<)?(I\w+)>?$/.exec(type)?.[1];
+    fields[m[1]] = ref && imports[ref] && fs.existsSync(imports[ref]) ? imports[ref] : null;
+  }
+  const result = { fields };
+  declarations.set(file, result);
+  return result;
+}
+function unknownFields(value, file, where, problems) {
+  if (value === null || typeof value !== 'object') return;
+  if (Array.isArray(value)) {
+    value.forEach((v, i) => unknownFields(v, file, `${where}[${i}]`, problems));
+    return;
+  }
+  const { fields } = declaration(file);
+  if (Object.keys(fields).length === 0) return;
+  for (const [k, v] of Object.entries(value)) {
+    if (!(k in fields)) problems.push(`${where}.${k}: no such field`);
+    else if (fields[k]) unknownFields(v, fields[k], `${where}.${k}`, problems);
+  }
+}
+
 function validateAll(objects) {
   const problems = [];
   const seen = new Set();
@@ -83,6 +132,7 @@ function validateAll(objects) {
     } catch (e) {
       problems.push(`${id}: ${e.message}`);
     }
+    unknownFields(o, path.join(nodeModules, `${MODELS[`${o.apiVersion}/${o.kind}`]}.d.ts`), id, problems);
     if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(o.metadata?.name ?? '') || o.metadata.name.length > 63) {
       problems.push(`${id}: name is not a DNS-1123 label of at most 63 characters`);
     }
@@ -93,6 +143,31 @@ function validateAll(objects) {
   }
   if (problems.length) throw new Error(problems.join('\n'));
 }
+
+check('the field check sees misspelled fields', () => {
+  const problems = [];
+  const deployment = { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'x', labelz: {} },
+    spec: { selector: {}, template: { spec: { containers: [{ name: 'c', readinesProbe: {},
+      livenessProbe: { grpc: { port: 1, servce: '' } }, securityContext: { readOnlyRootFileSystem: true } }] } } } };
+  unknownFields(deployment, path.join(nodeModules, `${MODELS['apps/v1/Deployment']}.d.ts`), 'd', problems);
+  const route = { spec: { parentRefs: [{ name: 'g', sectionNam: 'x' }], rules: [{ backendRef: [] }] } };
+  unknownFields(route, path.join(nodeModules, `${MODELS['gateway.networking.k8s.io/v1/HTTPRoute']}.d.ts`), 'r', problems);
+  const monitor = { spec: { endpoints: [{ prot: 'metrics' }] } };
+  unknownFields(monitor, path.join(nodeModules, `${MODELS['monitoring.coreos.com/v1/ServiceMonitor']}.d.ts`), 's', problems);
+  const scaled = { spec: { scaleTargetRef: { nam: 'x' }, triggers: [{ type: 'prometheus', metdata: {} }] } };
+  unknownFields(scaled, path.join(nodeModules, `${MODELS['keda.sh/v1alpha1/ScaledObject']}.d.ts`), 'k', problems);
+  assert.deepEqual(problems, [
+    'd.metadata.labelz: no such field',
+    'd.spec.template.spec.containers[0].readinesProbe: no such field',
+    'd.spec.template.spec.containers[0].livenessProbe.grpc.servce: no such field',
+    'd.spec.template.spec.containers[0].securityContext.readOnlyRootFileSystem: no such field',
+    'r.spec.parentRefs[0].sectionNam: no such field',
+    'r.spec.rules[0].backendRef: no such field',
+    's.spec.endpoints[0].prot: no such field',
+    'k.spec.scaleTargetRef.nam: no such field',
+    'k.spec.triggers[0].metdata: no such field',
+  ]);
+});
 
 // ---- properties ----------------------------------------------------------------------------------
 const containersOf = (w) => [...(w.spec.template.spec.initContainers ?? []),
@@ -424,6 +499,12 @@ for (const name of [null, ...ciFiles]) {
   check(`${label}: helm lint --strict`, () => {
     const r = helm(helmBin, ['lint', '--strict', chart, ...(file ? ['-f', file] : [])]);
     assert.equal(r.code, 0, r.stdout + r.stderr);
+  });
+  check(`${label}: helm install --dry-run=client renders NOTES.txt`, () => {
+    const r = helm(helmBin, ['install', RELEASE, chart, '--namespace', NAMESPACE, '--dry-run=client',
+      ...(file ? ['-f', file] : [])]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /NOTES:\n.*is installed as release/, 'NOTES.txt');
   });
   let objects;
   check(`${label}: helm template`, () => {
