@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/base/cgroup_limits.h"
 #include "common/status/status_macros.h"
 #include "worker/engine/cpu/cpu_backend.h"
 #include "worker/model/model_weights.h"
@@ -14,7 +15,8 @@
 namespace llmserve::worker {
 namespace {
 
-// What the kernel thinks can be allocated without swapping (MemAvailable), in bytes.
+// What the kernel thinks can be allocated without swapping (MemAvailable), capped by the room left
+// under this process's cgroup memory limit (a container's), in bytes.
 absl::StatusOr<int64_t> AvailableMemoryBytes() {
   absl::StatusOr<std::string> meminfo = ReadTextFile("/proc/meminfo", 1 << 16);
   if (!meminfo.ok()) return meminfo.status();
@@ -23,7 +25,9 @@ absl::StatusOr<int64_t> AvailableMemoryBytes() {
     line = absl::StripAsciiWhitespace(line);
     absl::ConsumeSuffix(&line, "kB");
     int64_t kib = 0;
-    if (absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &kib)) return kib * 1024;
+    if (absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &kib)) {
+      return common::MemoryAvailableToProcess(kib * 1024, common::ReadCgroupLimits());
+    }
   }
   return absl::UnavailableError("/proc/meminfo has no MemAvailable line");
 }

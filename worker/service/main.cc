@@ -29,13 +29,15 @@ ABSL_FLAG(int, port, 50051, "gRPC port (0: pick a free one)");
 ABSL_FLAG(int, metrics_port, 9400, "Prometheus /metrics port (0: pick a free one; -1: off)");
 ABSL_FLAG(std::string, kv_cache_memory, "25%",
           "KV cache size: bytes (4GiB, 512MiB) or a percentage of the memory free after the "
-          "weights are loaded (25%)");
+          "weights are loaded (25%; cpu: within the container's memory limit, cuda: of the GPU)");
 ABSL_FLAG(int, block_size, 16, "tokens per KV cache block");
 ABSL_FLAG(int, max_num_seqs, 64, "most requests in one engine step");
 ABSL_FLAG(int, max_num_batched_tokens, 2048, "most tokens in one engine step");
 ABSL_FLAG(int64_t, max_model_len, 0, "context length to serve (0: the model's)");
 ABSL_FLAG(bool, enable_prefix_caching, true, "reuse the KV cache of shared prompt prefixes");
-ABSL_FLAG(int, threads, 0, "CPU kernel threads (0: one per hardware thread)");
+ABSL_FLAG(int, threads, 0,
+          "CPU kernel threads (0: one per CPU this process may use, within a container's CPU "
+          "quota)");
 ABSL_FLAG(
     int, max_queue, 256,
     "requests allowed to wait for a slot before new ones get RESOURCE_EXHAUSTED (0: no limit)");

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/cgroup_limits.h"
 #include "common/status/status_macros.h"
 #include "worker/engine/cpu/kernels.h"
 
@@ -40,9 +41,10 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
   if (num_blocks > INT32_MAX / 2) {
     return absl::InvalidArgumentError("KV cache budget is too large");
   }
-  const int threads = options.num_threads > 0
-                          ? options.num_threads
-                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  // By default one thread per CPU this process may use: its affinity, capped by a container's
+  // CPU quota (threads beyond the quota are throttled, and the spinning pool suffers most).
+  const int threads =
+      options.num_threads > 0 ? options.num_threads : common::UsableCpusOfThisProcess();
   return std::unique_ptr<CpuBackend>(
       new CpuBackend(std::move(weights), options, static_cast<int32_t>(num_blocks), threads));
 }
