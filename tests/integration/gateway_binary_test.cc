@@ -48,6 +48,19 @@ class GatewayBinaryTest : public ::testing::Test {
     return worker;
   }
 
+  // A gateway on loopback ports with `flags` added, once it has a ready worker.
+  std::unique_ptr<Subprocess> StartGateway(const std::vector<std::string>& flags, int* grpc_port,
+                                           int* http_port) {
+    std::vector<std::string> argv = {LLMSERVE_GATEWAY_BINARY, "--host=127.0.0.1", "--grpc-port=0",
+                                     "--http-port=0"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    auto gateway = std::make_unique<Subprocess>(argv);
+    EXPECT_TRUE(gateway->WaitForOutput("gateway: ready", kPatience)) << gateway->output();
+    *grpc_port = NumberAfter(gateway->output(), "gRPC on 127.0.0.1:");
+    *http_port = NumberAfter(gateway->output(), "HTTP on http://127.0.0.1:");
+    return gateway;
+  }
+
   ::llmserve::testing::ScopedTempDir dir_{"gateway_binary_test"};
 };
 
@@ -57,12 +70,12 @@ TEST_F(GatewayBinaryTest, AWorkerKilledMidLoadNeverHangsAClient) {
   std::unique_ptr<Subprocess> worker_b = StartWorker(&port_b);
   ASSERT_GT(port_a, 0);
   ASSERT_GT(port_b, 0);
-  Subprocess gateway({LLMSERVE_GATEWAY_BINARY, "--host=127.0.0.1", "--grpc-port=0", "--http-port=0",
-                      "--routing=round_robin",
-                      absl::StrCat("--workers=127.0.0.1:", port_a, ",127.0.0.1:", port_b)});
-  ASSERT_TRUE(gateway.WaitForOutput("gateway: ready", kPatience)) << gateway.output();
-  const int grpc_port = NumberAfter(gateway.output(), "gRPC on 127.0.0.1:");
-  const int http_port = NumberAfter(gateway.output(), "HTTP on http://127.0.0.1:");
+  int grpc_port = -1, http_port = -1;
+  std::unique_ptr<Subprocess> gateway =
+      StartGateway({"--routing=round_robin",
+                    absl::StrCat("--workers=127.0.0.1:", port_a, ",127.0.0.1:", port_b)},
+                   &grpc_port, &http_port);
+  ASSERT_GT(grpc_port, 0);
   ASSERT_GT(grpc_port, 0);
   EXPECT_NE(::llmserve::testing::HttpGet(http_port, "/readyz").find("ready"), std::string::npos);
 
@@ -123,8 +136,8 @@ TEST_F(GatewayBinaryTest, AWorkerKilledMidLoadNeverHangsAClient) {
     EXPECT_TRUE(status.ok()) << status.error_message();
   }
 
-  gateway.Signal(SIGTERM);
-  EXPECT_EQ(gateway.WaitForExit(kPatience), 0) << gateway.output();
+  gateway->Signal(SIGTERM);
+  EXPECT_EQ(gateway->WaitForExit(kPatience), 0) << gateway->output();
   worker_b->Signal(SIGTERM);
   EXPECT_EQ(worker_b->WaitForExit(kPatience), 0);
 }
@@ -133,11 +146,11 @@ TEST_F(GatewayBinaryTest, SigtermDrainsStreamsOnBothApisWhileReadinessFails) {
   int worker_port = -1;
   std::unique_ptr<Subprocess> worker = StartWorker(&worker_port);
   ASSERT_GT(worker_port, 0);
-  Subprocess gateway({LLMSERVE_GATEWAY_BINARY, "--host=127.0.0.1", "--grpc-port=0", "--http-port=0",
-                      "--drain-timeout=60s", absl::StrCat("--workers=127.0.0.1:", worker_port)});
-  ASSERT_TRUE(gateway.WaitForOutput("gateway: ready", kPatience)) << gateway.output();
-  const int grpc_port = NumberAfter(gateway.output(), "gRPC on 127.0.0.1:");
-  const int http_port = NumberAfter(gateway.output(), "HTTP on http://127.0.0.1:");
+  int grpc_port = -1, http_port = -1;
+  std::unique_ptr<Subprocess> gateway =
+      StartGateway({"--drain-timeout=60s", absl::StrCat("--workers=127.0.0.1:", worker_port)},
+                   &grpc_port, &http_port);
+  ASSERT_GT(grpc_port, 0);
   ASSERT_GT(http_port, 0);
 
   // Long enough (about 3 ms a token) to be running when SIGTERM comes, short enough to finish.
@@ -187,8 +200,8 @@ TEST_F(GatewayBinaryTest, SigtermDrainsStreamsOnBothApisWhileReadinessFails) {
     absl::SleepFor(absl::Milliseconds(5));
   }
   ASSERT_EQ(started.load(), 2 * kStreamsPerApi);
-  gateway.Signal(SIGTERM);
-  ASSERT_TRUE(gateway.WaitForOutput("gateway: draining", kPatience)) << gateway.output();
+  gateway->Signal(SIGTERM);
+  ASSERT_TRUE(gateway->WaitForOutput("gateway: draining", kPatience)) << gateway->output();
 
   // While the streams run: not ready (503, not refused), alive, and new work is refused on both
   // APIs with an error that tells the client to go elsewhere.
@@ -225,9 +238,9 @@ TEST_F(GatewayBinaryTest, SigtermDrainsStreamsOnBothApisWhileReadinessFails) {
         << "HTTP stream " << i << " was cut: ..." << sse[i].substr(sse[i].size() - 300);
     EXPECT_NE(sse[i].find("data: [DONE]"), std::string::npos) << "HTTP stream " << i;
   }
-  EXPECT_EQ(gateway.WaitForExit(kPatience), 0) << gateway.output();
-  EXPECT_NE(gateway.output().find("gateway: drained"), std::string::npos) << gateway.output();
-  EXPECT_EQ(gateway.output().find("cancelled"), std::string::npos) << gateway.output();
+  EXPECT_EQ(gateway->WaitForExit(kPatience), 0) << gateway->output();
+  EXPECT_NE(gateway->output().find("gateway: drained"), std::string::npos) << gateway->output();
+  EXPECT_EQ(gateway->output().find("cancelled"), std::string::npos) << gateway->output();
   worker->Signal(SIGTERM);
   EXPECT_EQ(worker->WaitForExit(kPatience), 0);
 }
@@ -238,11 +251,12 @@ TEST_F(GatewayBinaryTest, ARollingRestartOfOneWorkerUnderLoadLosesNoRequest) {
   std::unique_ptr<Subprocess> worker_b = StartWorker(&port_b);
   ASSERT_GT(port_a, 0);
   ASSERT_GT(port_b, 0);
-  Subprocess gateway({LLMSERVE_GATEWAY_BINARY, "--host=127.0.0.1", "--grpc-port=0", "--http-port=0",
-                      "--routing=round_robin",
-                      absl::StrCat("--workers=127.0.0.1:", port_a, ",127.0.0.1:", port_b)});
-  ASSERT_TRUE(gateway.WaitForOutput("gateway: ready", kPatience)) << gateway.output();
-  const int grpc_port = NumberAfter(gateway.output(), "gRPC on 127.0.0.1:");
+  int grpc_port = -1, http_port = -1;
+  std::unique_ptr<Subprocess> gateway =
+      StartGateway({"--routing=round_robin",
+                    absl::StrCat("--workers=127.0.0.1:", port_a, ",127.0.0.1:", port_b)},
+                   &grpc_port, &http_port);
+  ASSERT_GT(grpc_port, 0);
   auto stub = v1::Inference::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", grpc_port),
                                                          grpc::InsecureChannelCredentials()));
 
@@ -308,8 +322,8 @@ TEST_F(GatewayBinaryTest, ARollingRestartOfOneWorkerUnderLoadLosesNoRequest) {
                                 << " requests lost, the first: " << failures.front();
   EXPECT_GT(ok.load(), ok_while_down);
 
-  gateway.Signal(SIGTERM);
-  EXPECT_EQ(gateway.WaitForExit(kPatience), 0) << gateway.output();
+  gateway->Signal(SIGTERM);
+  EXPECT_EQ(gateway->WaitForExit(kPatience), 0) << gateway->output();
   replacement.Signal(SIGTERM);
   EXPECT_EQ(replacement.WaitForExit(kPatience), 0);
   worker_b->Signal(SIGTERM);
