@@ -61,22 +61,33 @@ class GatewayBinaryTest : public ::testing::Test {
     return gateway;
   }
 
+  // Two workers behind a round-robin gateway (ports -1 when something did not start).
+  struct TwoWorkerStack {
+    std::unique_ptr<Subprocess> worker_a, worker_b, gateway;
+    int port_a = -1, port_b = -1, grpc_port = -1, http_port = -1;
+  };
+  TwoWorkerStack StartTwoWorkerStack() {
+    TwoWorkerStack stack;
+    stack.worker_a = StartWorker(&stack.port_a);
+    stack.worker_b = StartWorker(&stack.port_b);
+    if (stack.port_a <= 0 || stack.port_b <= 0) return stack;
+    stack.gateway = StartGateway(
+        {"--routing=round_robin",
+         absl::StrCat("--workers=127.0.0.1:", stack.port_a, ",127.0.0.1:", stack.port_b)},
+        &stack.grpc_port, &stack.http_port);
+    return stack;
+  }
+
   ::llmserve::testing::ScopedTempDir dir_{"gateway_binary_test"};
 };
 
 TEST_F(GatewayBinaryTest, AWorkerKilledMidLoadNeverHangsAClient) {
-  int port_a = -1, port_b = -1;
-  std::unique_ptr<Subprocess> worker_a = StartWorker(&port_a);
-  std::unique_ptr<Subprocess> worker_b = StartWorker(&port_b);
-  ASSERT_GT(port_a, 0);
-  ASSERT_GT(port_b, 0);
-  int grpc_port = -1, http_port = -1;
-  std::unique_ptr<Subprocess> gateway =
-      StartGateway({"--routing=round_robin",
-                    absl::StrCat("--workers=127.0.0.1:", port_a, ",127.0.0.1:", port_b)},
-                   &grpc_port, &http_port);
-  ASSERT_GT(grpc_port, 0);
-  ASSERT_GT(grpc_port, 0);
+  TwoWorkerStack stack = StartTwoWorkerStack();
+  ASSERT_GT(stack.grpc_port, 0);
+  std::unique_ptr<Subprocess>& worker_a = stack.worker_a;
+  std::unique_ptr<Subprocess>& worker_b = stack.worker_b;
+  std::unique_ptr<Subprocess>& gateway = stack.gateway;
+  const int grpc_port = stack.grpc_port, http_port = stack.http_port;
   EXPECT_NE(::llmserve::testing::HttpGet(http_port, "/readyz").find("ready"), std::string::npos);
 
   auto stub = v1::Inference::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", grpc_port),
@@ -246,17 +257,12 @@ TEST_F(GatewayBinaryTest, SigtermDrainsStreamsOnBothApisWhileReadinessFails) {
 }
 
 TEST_F(GatewayBinaryTest, ARollingRestartOfOneWorkerUnderLoadLosesNoRequest) {
-  int port_a = -1, port_b = -1;
-  std::unique_ptr<Subprocess> worker_a = StartWorker(&port_a);
-  std::unique_ptr<Subprocess> worker_b = StartWorker(&port_b);
-  ASSERT_GT(port_a, 0);
-  ASSERT_GT(port_b, 0);
-  int grpc_port = -1, http_port = -1;
-  std::unique_ptr<Subprocess> gateway =
-      StartGateway({"--routing=round_robin",
-                    absl::StrCat("--workers=127.0.0.1:", port_a, ",127.0.0.1:", port_b)},
-                   &grpc_port, &http_port);
-  ASSERT_GT(grpc_port, 0);
+  TwoWorkerStack stack = StartTwoWorkerStack();
+  ASSERT_GT(stack.grpc_port, 0);
+  std::unique_ptr<Subprocess>& worker_a = stack.worker_a;
+  std::unique_ptr<Subprocess>& worker_b = stack.worker_b;
+  std::unique_ptr<Subprocess>& gateway = stack.gateway;
+  const int port_a = stack.port_a, grpc_port = stack.grpc_port;
   auto stub = v1::Inference::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", grpc_port),
                                                          grpc::InsecureChannelCredentials()));
 
