@@ -89,7 +89,10 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
       std::shared_ptr<Generation> generation = Generation::Start(
           pool, requests[i], options, std::make_shared<Observer>(shared_from_this(), i));
       absl::MutexLock lock(&mutex_);
-      generations_.push_back(std::move(generation));
+      // Every choice may already have ended (at once, with no worker to route to, or faster than
+      // this loop): keeping its generation then would hold this job forever through the cycle
+      // that Complete breaks, and a drain would wait for a request that is over.
+      if (!completed_) generations_.push_back(std::move(generation));
     }
     // The client may have left while the job waited for admission (its on_close already ran).
     if (writer_->closed()) Cancel();
@@ -254,6 +257,7 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
   void Complete() {
     absl::MutexLock lock(&mutex_);
     // The generations hold observers that hold this job: let go of them to break the cycle.
+    completed_ = true;
     generations_.clear();
     int64_t completion_tokens = 0;
     absl::StatusCode code = absl::StatusCode::kOk;
@@ -320,6 +324,7 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
   absl::Mutex mutex_;
   std::vector<Choice> choices_ ABSL_GUARDED_BY(mutex_);
   int finished_ ABSL_GUARDED_BY(mutex_) = 0;
+  bool completed_ ABSL_GUARDED_BY(mutex_) = false;
   std::vector<std::shared_ptr<Generation>> generations_ ABSL_GUARDED_BY(mutex_);
   const RequestAdmission* admission_ = nullptr;
   ConcurrencyLimiter::WaitId wait_ ABSL_GUARDED_BY(mutex_) = 0;

@@ -438,6 +438,33 @@ TEST_F(GatewayServerTest, OpenAiClientDisconnectFreesTheWorkers) {
   EXPECT_TRUE(WaitForIdleWorkers());
 }
 
+// A request that fails at once (no worker left to route to) still ends its lifecycle: the
+// gateway counts no request as running, so a drain does not wait for it.
+TEST_F(GatewayServerTest, RequestsThatFailAtOnceLeaveNothingRunning) {
+  StartGateway();
+  workers_.clear();
+  const absl::Time deadline = absl::Now() + kPatience;
+  while (gateway_->pool().AnyReady() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_FALSE(gateway_->pool().AnyReady());
+  const int port = gateway_->http_port();
+  for (const char* body : {R"({"model": "tiny", "prompt": "x", "max_tokens": 2})",
+                           R"({"model": "tiny", "prompt": "x", "max_tokens": 2, "n": 3})",
+                           R"({"model": "tiny", "prompt": "x", "stream": true})"}) {
+    const auto response = Post(port, "/v1/completions", body);
+    EXPECT_TRUE(response.status == 503 || response.status == 200) << response.status << body;
+  }
+  EXPECT_EQ(Stream(TextRequest("x", 2)).status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  while (gateway_->active_requests() > 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(gateway_->active_requests(), 0);
+  const absl::Time drain_start = absl::Now();
+  EXPECT_EQ(gateway_->Drain(), 0);
+  EXPECT_LT(absl::Now() - drain_start, absl::Seconds(5));
+}
+
 class SlowGatewayServerTest : public GatewayServerTest {
  protected:
   bool SlowModel() const override { return true; }
