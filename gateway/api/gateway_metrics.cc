@@ -1,5 +1,6 @@
 #include "gateway/api/gateway_metrics.h"
 
+#include <map>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -10,43 +11,57 @@ namespace llmserve::gateway {
 
 class GatewayMetrics::LiveCollector : public prometheus::Collectable {
  public:
-  LiveCollector(std::function<int()> active,
-                std::function<std::vector<std::pair<std::string, bool>>()> workers_up)
-      : active_(std::move(active)), workers_up_(std::move(workers_up)) {}
+  explicit LiveCollector(std::function<LiveState()> live) : live_(std::move(live)) {}
 
   std::vector<prometheus::MetricFamily> Collect() const override {
-    prometheus::MetricFamily active{"llmserve_gateway_active_streams",
-                                    "Requests in flight through the gateway.",
-                                    prometheus::MetricType::Gauge,
-                                    {}};
-    prometheus::ClientMetric active_metric;
-    active_metric.gauge.value = active_ ? active_() : 0;
-    active.metric.push_back(active_metric);
-    prometheus::MetricFamily up{"llmserve_gateway_worker_up",
-                                "1 when the worker is ready for requests, 0 otherwise.",
-                                prometheus::MetricType::Gauge,
-                                {}};
-    if (workers_up_) {
-      for (const auto& [worker, ready] : workers_up_()) {
-        prometheus::ClientMetric metric;
-        metric.label.push_back({"worker", worker});
-        metric.gauge.value = ready ? 1 : 0;
-        up.metric.push_back(std::move(metric));
-      }
+    const LiveState state = live_ ? live_() : LiveState{};
+    prometheus::MetricFamily active =
+        Family("llmserve_gateway_active_streams", "Requests in flight through the gateway.");
+    active.metric.push_back(Gauge({}, state.active_requests));
+    prometheus::MetricFamily draining =
+        Family("llmserve_gateway_draining", "1 while the gateway drains after SIGTERM, else 0.");
+    draining.metric.push_back(Gauge({}, state.draining ? 1 : 0));
+    prometheus::MetricFamily up =
+        Family("llmserve_gateway_worker_up",
+               "1 when the worker is ready for requests (and not draining), 0 otherwise.");
+    std::map<std::string, int> ready_per_model;
+    for (const std::string& model : state.models) ready_per_model[model] = 0;
+    for (const WorkerGauge& worker : state.workers) {
+      up.metric.push_back(
+          Gauge({{"worker", worker.address}, {"model", worker.model}}, worker.ready ? 1 : 0));
+      if (worker.ready && !worker.model.empty()) ++ready_per_model[worker.model];
     }
-    return {std::move(active), std::move(up)};
+    // A model stays listed (at 0) after its last worker left DNS, so "no ready worker for this
+    // model" can alert instead of the series silently disappearing.
+    prometheus::MetricFamily per_model =
+        Family("llmserve_gateway_model_ready_workers",
+               "Ready workers per model, for every model a worker has served since start.");
+    for (const auto& [model, ready] : ready_per_model) {
+      per_model.metric.push_back(Gauge({{"model", model}}, ready));
+    }
+    return {std::move(active), std::move(draining), std::move(up), std::move(per_model)};
   }
 
  private:
-  std::function<int()> active_;
-  std::function<std::vector<std::pair<std::string, bool>>()> workers_up_;
+  static prometheus::MetricFamily Family(std::string name, std::string help) {
+    return {std::move(name), std::move(help), prometheus::MetricType::Gauge, {}};
+  }
+  static prometheus::ClientMetric Gauge(std::vector<std::pair<std::string, std::string>> labels,
+                                        double value) {
+    prometheus::ClientMetric metric;
+    for (auto& [name, label_value] : labels) {
+      metric.label.push_back({std::move(name), std::move(label_value)});
+    }
+    metric.gauge.value = value;
+    return metric;
+  }
+
+  std::function<LiveState()> live_;
 };
 
-GatewayMetrics::GatewayMetrics(
-    std::function<int()> active,
-    std::function<std::vector<std::pair<std::string, bool>>()> workers_up)
+GatewayMetrics::GatewayMetrics(std::function<LiveState()> live)
     : registry_(std::make_shared<prometheus::Registry>()),
-      live_(std::make_shared<LiveCollector>(std::move(active), std::move(workers_up))) {
+      live_(std::make_shared<LiveCollector>(std::move(live))) {
   requests_ = &prometheus::BuildCounter()
                    .Name("llmserve_gateway_requests_total")
                    .Help("Requests that ended, by API (grpc, http), model and status code name.")

@@ -4,7 +4,10 @@
 //   time_to_first_token_seconds{api}        arrival to the first token reaching the gateway
 //   inter_token_latency_seconds{api}        gap between tokens of a stream
 //   active_streams                          requests in flight (read at scrape time)
-//   worker_up{worker}                       1 when the worker is ready (read at scrape time)
+//   worker_up{worker,model}                 1 when the worker is ready and not draining
+//   model_ready_workers{model}              ready workers per model, 0 for a model whose workers
+//                                           are all gone (every model seen since start)
+//   draining                                1 from SIGTERM until exit
 //   routing_decisions_total{policy,reason}  which rule picked the worker
 //   rate_limited_total, auth_failures_total
 //
@@ -30,9 +33,21 @@ namespace llmserve::gateway {
 
 class GatewayMetrics {
  public:
-  // `active` and `workers_up` are read at every scrape: requests in flight; (address, ready).
-  GatewayMetrics(std::function<int()> active,
-                 std::function<std::vector<std::pair<std::string, bool>>()> workers_up);
+  // What the gateway knows of one worker at scrape time.
+  struct WorkerGauge {
+    std::string address;
+    std::string model;   // empty until the worker described its model
+    bool ready = false;  // ready and not draining
+  };
+  struct LiveState {
+    int active_requests = 0;
+    bool draining = false;
+    std::vector<WorkerGauge> workers;
+    // Every model served since start: each gets a model_ready_workers series, 0 when none is up.
+    std::vector<std::string> models;
+  };
+  // `live` is read at every scrape.
+  explicit GatewayMetrics(std::function<LiveState()> live);
 
   // For an exposer, or Render() for /metrics on the HTTP port.
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables() const;

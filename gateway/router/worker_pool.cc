@@ -447,6 +447,13 @@ std::vector<WorkerStatus> WorkerPool::Workers() const {
   return statuses;
 }
 
+std::vector<std::string> WorkerPool::KnownModels() const {
+  absl::MutexLock lock(&mutex_);
+  std::vector<std::string> models(known_models_.begin(), known_models_.end());
+  std::sort(models.begin(), models.end());
+  return models;
+}
+
 bool WorkerPool::AnyReady() const {
   absl::MutexLock lock(&mutex_);
   for (const auto& [address, worker] : workers_) {

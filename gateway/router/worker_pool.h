@@ -100,6 +100,8 @@ class WorkerPool {
   void ReportFailure(const std::string& address, const std::string& error);
 
   std::vector<WorkerStatus> Workers() const;
+  // Every model a worker has described since the pool started (also after its workers left).
+  std::vector<std::string> KnownModels() const;
   RoutingPolicy routing_policy() const { return options_.routing.policy; }
   bool AnyReady() const;
 

@@ -88,18 +88,21 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(
   if (!pool.ok()) return pool.status();
   server->pool_ = *std::move(pool);
   GatewayServer* raw = server.get();
-  server->metrics_ = std::make_unique<GatewayMetrics>(
-      [raw] {
-        return (raw->inference_ != nullptr ? raw->inference_->active_requests() : 0) +
-               (raw->openai_ != nullptr ? raw->openai_->active_requests() : 0);
-      },
-      [raw] {
-        std::vector<std::pair<std::string, bool>> up;
-        for (const WorkerStatus& worker : raw->pool_->Workers()) {
-          up.push_back({worker.address, worker.ready && !worker.draining});
-        }
-        return up;
-      });
+  server->metrics_ = std::make_unique<GatewayMetrics>([raw] {
+    GatewayMetrics::LiveState state;
+    // Read before Start finished wiring the APIs, too.
+    state.active_requests = (raw->inference_ != nullptr ? raw->inference_->active_requests() : 0) +
+                            (raw->openai_ != nullptr ? raw->openai_->active_requests() : 0);
+    state.draining = raw->drained_.load();
+    state.models = raw->pool_->KnownModels();
+    for (const WorkerStatus& worker : raw->pool_->Workers()) {
+      state.workers.push_back(
+          {.address = worker.address,
+           .model = worker.model_info != nullptr ? worker.model_info->model_name() : "",
+           .ready = worker.ready && !worker.draining});
+    }
+    return state;
+  });
   server->options_.inference.metrics = server->metrics_.get();
   server->admission_ =
       std::make_unique<RequestAdmission>(server->authenticator_.get(), server->rate_limiter_.get(),

@@ -223,6 +223,9 @@ TEST_F(GatewayBinaryTest, SigtermDrainsStreamsOnBothApisWhileReadinessFails) {
   EXPECT_EQ(HttpStatus(::llmserve::testing::HttpExchange(
                 http_port, "GET /healthz HTTP/1.0\r\nHost: localhost\r\n\r\n", 10)),
             200);
+  const std::string metrics = ::llmserve::testing::HttpExchange(
+      http_port, "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n", 10);
+  EXPECT_NE(metrics.find("\nllmserve_gateway_draining 1"), std::string::npos) << metrics;
   const std::string refused = ::llmserve::testing::HttpExchange(
       http_port,
       HttpPostRequest("/v1/completions", R"({"model": "tiny", "prompt": "late", "max_tokens": 2})"),

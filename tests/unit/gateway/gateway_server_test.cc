@@ -405,7 +405,13 @@ TEST_F(GatewayServerTest, OpenAiErrorsAndEndpoints) {
   EXPECT_NE(metrics.body.find("llmserve_gateway_requests_total{api=\"http\",code=\"not_found\""),
             std::string::npos)
       << metrics.body;
-  EXPECT_NE(metrics.body.find("llmserve_gateway_worker_up"), std::string::npos);
+  for (const std::string& worker_up :
+       {absl::StrCat("llmserve_gateway_worker_up{worker=\"127.0.0.1:", workers_[0]->port(),
+                     "\",model=\"tiny\"} 1"),
+        std::string("llmserve_gateway_model_ready_workers{model=\"tiny\"} 2"),
+        std::string("\nllmserve_gateway_draining 0")}) {
+    EXPECT_NE(metrics.body.find(worker_up), std::string::npos) << worker_up << "\n" << metrics.body;
+  }
 }
 
 TEST_F(GatewayServerTest, OpenAiAuthAndRateLimit) {
@@ -460,6 +466,11 @@ TEST_F(GatewayServerTest, RequestsThatFailAtOnceLeaveNothingRunning) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   EXPECT_EQ(gateway_->active_requests(), 0);
+  // The model stays listed, with no ready worker: what the no-ready-worker alert reads.
+  const auto metrics = Get(port, "/metrics");
+  EXPECT_NE(metrics.body.find("llmserve_gateway_model_ready_workers{model=\"tiny\"} 0"),
+            std::string::npos)
+      << metrics.body;
   const absl::Time drain_start = absl::Now();
   EXPECT_EQ(gateway_->Drain(), 0);
   EXPECT_LT(absl::Now() - drain_start, absl::Seconds(5));
