@@ -47,6 +47,10 @@ ABSL_FLAG(std::string, tls_client_ca, "",
           "PEM CA: require client certificates signed by it (mutual TLS with the gateway)");
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "on SIGTERM, how long running requests may take before they are aborted");
+ABSL_FLAG(bool, vllm_metric_names, false,
+          "also export the metrics that have a vLLM counterpart under vLLM's names and labels "
+          "(vllm:num_requests_waiting{model_name=...}, ...), for dashboards, autoscalers and "
+          "inference gateways written for vLLM");
 
 namespace {
 
@@ -97,6 +101,7 @@ absl::StatusOr<llmserve::worker::WorkerServerOptions> OptionsFromFlags() {
   options.threads = absl::GetFlag(FLAGS_threads);
   options.max_queue = absl::GetFlag(FLAGS_max_queue);
   options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
+  options.vllm_metric_names = absl::GetFlag(FLAGS_vllm_metric_names);
   options.tls = {.cert_file = absl::GetFlag(FLAGS_tls_cert),
                  .key_file = absl::GetFlag(FLAGS_tls_key),
                  .client_ca_file = absl::GetFlag(FLAGS_tls_client_ca)};

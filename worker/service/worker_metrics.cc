@@ -1,61 +1,154 @@
 #include "worker/service/worker_metrics.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "common/metrics/buckets.h"
-#include "prometheus/gauge.h"
 
 namespace llmserve::worker {
+namespace {
 
-// Reads the engine's load snapshot at scrape time.
-class WorkerMetrics::LoadCollector : public prometheus::Collectable {
+// vLLM's name for each llmserve series that has one (vLLM v1's vllm/v1/metrics/loggers.py;
+// prometheus_client appends _total to counters, so vllm:prompt_tokens is served as
+// vllm:prompt_tokens_total). Two entries for one llmserve name keep a deprecated vLLM name
+// alongside its replacement, because consumers still read them: the Gateway API Inference
+// Extension's endpoint picker defaulted to vllm:gpu_cache_usage_perc up to v1.2, and
+// vllm:time_per_output_token_seconds (renamed vllm:inter_token_latency_seconds in vLLM 0.11) is
+// in many dashboards.
+struct VllmName {
+  absl::string_view llmserve;
+  absl::string_view vllm;
+};
+constexpr VllmName kVllmNames[] = {
+    {"llmserve_num_requests_running", "vllm:num_requests_running"},
+    {"llmserve_num_requests_waiting", "vllm:num_requests_waiting"},
+    // Both are a 0..1 fraction despite the name ("1 means 100 percent usage"), as ours.
+    {"llmserve_kv_cache_usage_ratio", "vllm:kv_cache_usage_perc"},
+    {"llmserve_kv_cache_usage_ratio", "vllm:gpu_cache_usage_perc"},
+    {"llmserve_prefix_cache_queries_total", "vllm:prefix_cache_queries_total"},
+    {"llmserve_prefix_cache_hits_total", "vllm:prefix_cache_hits_total"},
+    {"llmserve_num_preemptions_total", "vllm:num_preemptions_total"},
+    {"llmserve_prompt_tokens_total", "vllm:prompt_tokens_total"},
+    {"llmserve_generation_tokens_total", "vllm:generation_tokens_total"},
+    {"llmserve_request_success_total", "vllm:request_success_total"},
+    {"llmserve_time_to_first_token_seconds", "vllm:time_to_first_token_seconds"},
+    {"llmserve_inter_token_latency_seconds", "vllm:inter_token_latency_seconds"},
+    {"llmserve_inter_token_latency_seconds", "vllm:time_per_output_token_seconds"},
+    {"llmserve_e2e_request_latency_seconds", "vllm:e2e_request_latency_seconds"},
+    {"llmserve_request_queue_time_seconds", "vllm:request_queue_time_seconds"},
+    {"llmserve_request_prompt_tokens", "vllm:request_prompt_tokens"},
+    {"llmserve_request_generation_tokens", "vllm:request_generation_tokens"},
+    {"llmserve_iteration_tokens", "vllm:iteration_tokens_total"},
+    {"llmserve_cache_config_info", "vllm:cache_config_info"},
+};
+
+// vLLM's label names for ours; labels not listed keep their name.
+absl::string_view VllmLabelName(absl::string_view name) {
+  if (name == "model") return "model_name";
+  // The endpoint picker reads the block count from this label of vllm:cache_config_info.
+  if (name == "num_blocks") return "num_gpu_blocks";
+  return name;
+}
+
+prometheus::MetricFamily LoadFamily(std::string name, std::string help, prometheus::MetricType type,
+                                    const std::string& model_name, double value) {
+  prometheus::ClientMetric metric;
+  metric.label.push_back({"model", model_name});
+  if (type == prometheus::MetricType::Counter) {
+    metric.counter.value = value;
+  } else {
+    metric.gauge.value = value;
+  }
+  return prometheus::MetricFamily{std::move(name), std::move(help), type, {std::move(metric)}};
+}
+
+// The gauges and counters read from the engine's load snapshot.
+std::vector<prometheus::MetricFamily> LoadFamilies(const EngineLoad& load,
+                                                   const std::string& model_name) {
+  const double usage = load.kv_blocks_total == 0
+                           ? 0
+                           : 1.0 - static_cast<double>(load.kv_blocks_free) / load.kv_blocks_total;
+  return {
+      LoadFamily("llmserve_num_requests_running", "Requests in the running batch.",
+                 prometheus::MetricType::Gauge, model_name, load.running),
+      LoadFamily("llmserve_num_requests_waiting",
+                 "Requests waiting to be scheduled (including preempted ones).",
+                 prometheus::MetricType::Gauge, model_name, load.waiting),
+      LoadFamily("llmserve_kv_cache_usage_ratio",
+                 "Fraction of KV cache blocks held by requests (cached free blocks count as free).",
+                 prometheus::MetricType::Gauge, model_name, usage),
+      LoadFamily("llmserve_prefix_cache_queries_total",
+                 "Prompt tokens looked up in the prefix cache.", prometheus::MetricType::Counter,
+                 model_name, static_cast<double>(load.prefix_cache_queries)),
+      LoadFamily("llmserve_prefix_cache_hits_total", "Prompt tokens served from the prefix cache.",
+                 prometheus::MetricType::Counter, model_name,
+                 static_cast<double>(load.prefix_cache_hits)),
+      LoadFamily("llmserve_num_preemptions_total",
+                 "Requests preempted (KV cache dropped, recomputed later).",
+                 prometheus::MetricType::Counter, model_name,
+                 static_cast<double>(load.preemptions)),
+  };
+}
+
+}  // namespace
+
+std::vector<prometheus::MetricFamily> VllmNamedCopies(
+    const std::vector<prometheus::MetricFamily>& families) {
+  std::vector<prometheus::MetricFamily> copies;
+  for (const VllmName& names : kVllmNames) {
+    const auto family =
+        std::find_if(families.begin(), families.end(),
+                     [&](const prometheus::MetricFamily& f) { return f.name == names.llmserve; });
+    if (family == families.end()) continue;
+    prometheus::MetricFamily copy = *family;
+    copy.name = std::string(names.vllm);
+    copy.help = absl::StrCat("vLLM's name of ", names.llmserve, ": ", family->help);
+    for (prometheus::ClientMetric& metric : copy.metric) {
+      for (prometheus::ClientMetric::Label& label : metric.label) {
+        label.name = std::string(VllmLabelName(label.name));
+      }
+      // vLLM v1 labels every series with its engine core's index; a worker has one engine.
+      metric.label.push_back({"engine", "0"});
+      std::sort(metric.label.begin(), metric.label.end());
+    }
+    copies.push_back(std::move(copy));
+  }
+  return copies;
+}
+
+// What /metrics serves: the registry's families and the load snapshot's, plus their vLLM-named
+// copies when asked. One collector reads the snapshot once per scrape, so the two names of a
+// gauge cannot disagree within a scrape.
+class WorkerMetrics::Collector : public prometheus::Collectable {
  public:
-  LoadCollector(std::string model_name, std::function<EngineLoad()> load)
-      : model_name_(std::move(model_name)), load_(std::move(load)) {}
+  Collector(std::shared_ptr<prometheus::Registry> registry, std::string model_name,
+            std::function<EngineLoad()> load, bool vllm_names)
+      : registry_(std::move(registry)),
+        model_name_(std::move(model_name)),
+        load_(std::move(load)),
+        vllm_names_(vllm_names) {}
 
   std::vector<prometheus::MetricFamily> Collect() const override {
-    const EngineLoad load = load_();
-    const double usage =
-        load.kv_blocks_total == 0
-            ? 0
-            : 1.0 - static_cast<double>(load.kv_blocks_free) / load.kv_blocks_total;
-    return {
-        Family("llmserve_num_requests_running", "Requests in the running batch.",
-               prometheus::MetricType::Gauge, load.running),
-        Family("llmserve_num_requests_waiting",
-               "Requests waiting to be scheduled (including preempted ones).",
-               prometheus::MetricType::Gauge, load.waiting),
-        Family("llmserve_kv_cache_usage_ratio",
-               "Fraction of KV cache blocks held by requests (cached free blocks count as free).",
-               prometheus::MetricType::Gauge, usage),
-        Family("llmserve_prefix_cache_queries_total",
-               "Prompt tokens looked up in the prefix cache.", prometheus::MetricType::Counter,
-               static_cast<double>(load.prefix_cache_queries)),
-        Family("llmserve_prefix_cache_hits_total", "Prompt tokens served from the prefix cache.",
-               prometheus::MetricType::Counter, static_cast<double>(load.prefix_cache_hits)),
-        Family("llmserve_num_preemptions_total",
-               "Requests preempted (KV cache dropped, recomputed later).",
-               prometheus::MetricType::Counter, static_cast<double>(load.preemptions)),
-    };
+    std::vector<prometheus::MetricFamily> families = registry_->Collect();
+    for (prometheus::MetricFamily& family : LoadFamilies(load_(), model_name_)) {
+      families.push_back(std::move(family));
+    }
+    if (vllm_names_) {
+      for (prometheus::MetricFamily& copy : VllmNamedCopies(families)) {
+        families.push_back(std::move(copy));
+      }
+    }
+    return families;
   }
 
  private:
-  prometheus::MetricFamily Family(std::string name, std::string help, prometheus::MetricType type,
-                                  double value) const {
-    prometheus::ClientMetric metric;
-    metric.label.push_back({"model", model_name_});
-    if (type == prometheus::MetricType::Counter) {
-      metric.counter.value = value;
-    } else {
-      metric.gauge.value = value;
-    }
-    return prometheus::MetricFamily{std::move(name), std::move(help), type, {std::move(metric)}};
-  }
-
-  std::string model_name_;
-  std::function<EngineLoad()> load_;
+  const std::shared_ptr<prometheus::Registry> registry_;
+  const std::string model_name_;
+  const std::function<EngineLoad()> load_;
+  const bool vllm_names_;
 };
 
 const char* FinishedReasonLabel(FinishReason reason) {
@@ -69,12 +162,12 @@ const char* FinishedReasonLabel(FinishReason reason) {
   }
 }
 
-WorkerMetrics::WorkerMetrics(const std::string& model_name, int32_t block_size, int32_t num_blocks,
-                             std::function<EngineLoad()> load)
+WorkerMetrics::WorkerMetrics(WorkerMetricsConfig config, std::function<EngineLoad()> load)
     : registry_(std::make_shared<prometheus::Registry>()),
-      load_collector_(std::make_shared<LoadCollector>(model_name, std::move(load))),
-      model_name_(model_name),
-      model_{{"model", model_name}} {
+      collector_(std::make_shared<Collector>(registry_, config.model_name, std::move(load),
+                                             config.vllm_names)),
+      model_name_(config.model_name),
+      model_{{"model", config.model_name}} {
   auto counter = [&](const std::string& name, const std::string& help) -> prometheus::Counter* {
     return &prometheus::BuildCounter().Name(name).Help(help).Register(*registry_).Add(model_);
   };
@@ -123,14 +216,20 @@ WorkerMetrics::WorkerMetrics(const std::string& model_name, int32_t block_size, 
       .Name("llmserve_cache_config_info")
       .Help("KV cache configuration (labels); the value is always 1.")
       .Register(*registry_)
-      .Add({{"model", model_name},
-            {"block_size", absl::StrCat(block_size)},
-            {"num_blocks", absl::StrCat(num_blocks)}})
+      .Add({{"model", model_name_},
+            {"block_size", absl::StrCat(config.block_size)},
+            {"num_blocks", absl::StrCat(config.num_blocks)}})
       .Set(1);
+  // Exported from the start (0), so that an alert on it has a series to read before any drain.
+  draining_ = &prometheus::BuildGauge()
+                   .Name("llmserve_worker_draining")
+                   .Help("1 from the start of a drain (SIGTERM) until the process exits, else 0.")
+                   .Register(*registry_)
+                   .Add(model_);
 }
 
 std::vector<std::shared_ptr<prometheus::Collectable>> WorkerMetrics::collectables() const {
-  return {registry_, load_collector_};
+  return {collector_};
 }
 
 void WorkerMetrics::OnStep(const StepStats& step) {
@@ -164,5 +263,7 @@ void WorkerMetrics::OnFailed(absl::StatusCode code) {
           {{"model", model_name_}, {"code", absl::AsciiStrToLower(absl::StatusCodeToString(code))}})
       .Increment();
 }
+
+void WorkerMetrics::OnDrainStarted() { draining_->Set(1); }
 
 }  // namespace llmserve::worker

@@ -1,15 +1,22 @@
 // The worker's Prometheus metrics (names prefixed llmserve_, every series labelled with the
 // served model name). Two sources:
-//   - events the service reports as they happen (tokens, finished requests, failures, steps),
-//     kept in prometheus-cpp counters and histograms;
+//   - events the service reports as they happen (tokens, finished requests, failures, steps,
+//     the drain), kept in prometheus-cpp counters, gauges and histograms;
 //   - the engine's load snapshot (running, waiting, KV usage, prefix-cache and preemption totals),
 //     read at scrape time, so those gauges are exact rather than sampled.
+//
+// Optionally (WorkerMetricsConfig::vllm_names) every series that has a vLLM counterpart is also
+// served under vLLM's name and labels (vllm:num_requests_waiting{model_name,engine}, ...), so
+// dashboards, autoscalers and inference gateways written for vLLM read llmserve workers
+// unmodified. Those series are copies made at scrape time from the same collected values, not a
+// second set of counters: within one scrape both names always carry the same numbers.
 //
 // Thread-safe: every method may be called from any thread (the engine thread, gRPC threads).
 
 #ifndef LLMSERVE_WORKER_SERVICE_WORKER_METRICS_H_
 #define LLMSERVE_WORKER_SERVICE_WORKER_METRICS_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -19,19 +26,30 @@
 #include "prometheus/collectable.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
+#include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
+#include "prometheus/metric_family.h"
 #include "prometheus/registry.h"
 #include "worker/engine/engine.h"
 
 namespace llmserve::worker {
 
+struct WorkerMetricsConfig {
+  // The `model` label of every series (`model_name` under vLLM's names).
+  std::string model_name;
+  // KV cache layout, published as llmserve_cache_config_info's labels.
+  int32_t block_size = 16;
+  int32_t num_blocks = 0;
+  // Also serve the series that have a vLLM counterpart under vLLM's names (--vllm_metric_names).
+  bool vllm_names = false;
+};
+
 class WorkerMetrics {
  public:
-  // `load` is called at every scrape (Engine::Load).
-  WorkerMetrics(const std::string& model_name, int32_t block_size, int32_t num_blocks,
-                std::function<EngineLoad()> load);
+  // `load` is called once per scrape (Engine::Load).
+  WorkerMetrics(WorkerMetricsConfig config, std::function<EngineLoad()> load);
 
-  // What /metrics serves: register both with the exposer.
+  // What /metrics serves: register each with the exposer.
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables() const;
 
   // After every engine step (engine thread).
@@ -45,18 +63,22 @@ class WorkerMetrics {
                   int32_t generated_tokens);
   // A request failed with `code` (rejected at the edge, or an engine error).
   void OnFailed(absl::StatusCode code);
+  // The worker started draining (SIGTERM): llmserve_worker_draining reads 1 from now until the
+  // process exits, so an alert can catch a drain that never finishes.
+  void OnDrainStarted();
 
  private:
-  class LoadCollector;
+  class Collector;
 
   std::shared_ptr<prometheus::Registry> registry_;
-  std::shared_ptr<LoadCollector> load_collector_;
+  std::shared_ptr<Collector> collector_;
   std::string model_name_;
   prometheus::Labels model_;
   prometheus::Counter* prompt_tokens_;
   prometheus::Counter* generation_tokens_;
   prometheus::Family<prometheus::Counter>* success_;
   prometheus::Family<prometheus::Counter>* failure_;
+  prometheus::Gauge* draining_;
   prometheus::Histogram* ttft_;
   prometheus::Histogram* inter_token_;
   prometheus::Histogram* e2e_;
@@ -69,6 +91,13 @@ class WorkerMetrics {
 
 // "stop", "length", "abort" (errors count as failures, not here).
 const char* FinishedReasonLabel(FinishReason reason);
+
+// The vLLM-named copies of `families` (llmserve names in, vLLM names out; families without a vLLM
+// counterpart are left out): label `model` becomes `model_name`, `num_blocks` becomes
+// `num_gpu_blocks`, and every series gets vLLM v1's `engine="0"`. Values, buckets and types are
+// unchanged. Exposed for tests and documentation; WorkerMetrics applies it at scrape time.
+std::vector<prometheus::MetricFamily> VllmNamedCopies(
+    const std::vector<prometheus::MetricFamily>& families);
 
 }  // namespace llmserve::worker
 

@@ -236,7 +236,10 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   LLMSERVE_RETURN_IF_ERROR(AddTokenizerFiles(options.model_dir, &info));
 
   server->metrics_ = std::make_unique<WorkerMetrics>(
-      model_name, options.block_size, load.kv_blocks_total,
+      WorkerMetricsConfig{.model_name = model_name,
+                          .block_size = options.block_size,
+                          .num_blocks = load.kv_blocks_total,
+                          .vllm_names = options.vllm_metric_names},
       [engine_ptr = server->engine_.get()] { return engine_ptr->Load(); });
   if (options.metrics_port >= 0) {
     LLMSERVE_ASSIGN_OR_RETURN(server->exposer_,
@@ -292,6 +295,8 @@ WorkerServer::~WorkerServer() {
 
 int WorkerServer::Drain() {
   if (drained_.exchange(true)) return 0;
+  // The exposer outlives the drain (it stops in the destructor), so the gauge reads 1 until exit.
+  metrics_->OnDrainStarted();
   server_->GetHealthCheckService()->SetServingStatus(kReadinessServiceName, false);
   service_->StartDrain();
   const int running = service_->live_requests();

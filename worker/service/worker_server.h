@@ -58,6 +58,9 @@ struct WorkerServerOptions {
   // Requests allowed to wait before RESOURCE_EXHAUSTED; 0: no limit.
   int32_t max_queue = 256;
   absl::Duration drain_timeout = absl::Seconds(30);
+  // Also serve the metrics that have a vLLM counterpart under vLLM's names and labels
+  // (vllm:num_requests_waiting{model_name}, ...), for consumers written for vLLM.
+  bool vllm_metric_names = false;
   // TLS on the gRPC port (and mutual TLS with a client CA); empty: plaintext.
   common::ServerTlsFiles tls;
 };
@@ -80,9 +83,9 @@ class WorkerServer {
   const Engine& engine() const { return *engine_; }
   const v1::ModelInfo& model_info() const { return model_info_; }
 
-  // Readiness NOT_SERVING, new calls UNAVAILABLE; waits for running requests up to the drain
-  // timeout, aborts the rest (UNAVAILABLE naming the timeout), then shuts the gRPC server down.
-  // Returns how many requests were aborted.
+  // Readiness NOT_SERVING, new calls UNAVAILABLE, llmserve_worker_draining 1; waits for running
+  // requests up to the drain timeout, aborts the rest (UNAVAILABLE naming the timeout), then shuts
+  // the gRPC server down. Returns how many requests were aborted.
   int Drain();
 
  private:

@@ -529,6 +529,44 @@ TEST_F(WorkerServerTest, MetricsCountWhatHappened) {
             1);
 }
 
+TEST_F(WorkerServerTest, VllmMetricNamesMirrorOursWhenAskedFor) {
+  StartServer({.vllm_metric_names = true}, /*with_metrics=*/true);
+  ASSERT_TRUE(Generate(Request("v1", 20, 7)).status.ok());
+  ASSERT_TRUE(Generate(Request("v2", 20, 5)).status.ok());
+  const std::string ours = "{model=\"tiny-test\"}";
+  const std::string vllm = "{engine=\"0\",model_name=\"tiny-test\"}";
+  EXPECT_EQ(WaitForMetric("vllm:generation_tokens_total" + vllm, 12), 12);
+  // The traffic is over: two scrapes read settled values.
+  for (const std::string name :
+       {"prompt_tokens_total", "generation_tokens_total", "prefix_cache_queries_total",
+        "prefix_cache_hits_total", "time_to_first_token_seconds_count",
+        "inter_token_latency_seconds_sum", "request_prompt_tokens_sum"}) {
+    EXPECT_EQ(Metric("vllm:" + name + vllm), Metric("llmserve_" + name + ours)) << name;
+  }
+  EXPECT_EQ(Metric("vllm:inter_token_latency_seconds_count" + vllm), 10);
+  EXPECT_EQ(Metric("vllm:time_per_output_token_seconds_count" + vllm), 10);
+  EXPECT_EQ(Metric("vllm:num_requests_waiting" + vllm), 0);
+  EXPECT_EQ(Metric("vllm:kv_cache_usage_perc" + vllm), 0);
+  EXPECT_EQ(Metric("vllm:request_success_total{engine=\"0\",finished_reason=\"length\","
+                   "model_name=\"tiny-test\"}"),
+            2);
+  EXPECT_EQ(Metric("vllm:cache_config_info{block_size=\"16\",engine=\"0\",model_name=\""
+                   "tiny-test\",num_gpu_blocks=\"" +
+                   absl::StrCat(server_->model_info().num_kv_blocks()) + "\"}"),
+            1);
+}
+
+TEST_F(WorkerServerTest, DrainingGaugeReadsOneFromTheDrainUntilExit) {
+  StartServer({}, /*with_metrics=*/true);
+  const std::string series = "llmserve_worker_draining{model=\"tiny-test\"}";
+  EXPECT_EQ(Metric(series), 0);
+  EXPECT_EQ(Metric("vllm:num_requests_waiting{engine=\"0\",model_name=\"tiny-test\"}"),
+            -1);  // vLLM's names are opt-in
+  EXPECT_EQ(server_->Drain(), 0);
+  // The metrics server stops with the process (the destructor), not with the drain.
+  EXPECT_EQ(Metric(series), 1);
+}
+
 TEST_F(WorkerServerTest, BenchmarkClientCountsEveryToken) {
   StartServer();
   absl::StatusOr<std::string> report = tools::RunWorkerBenchmark(
