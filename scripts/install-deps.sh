@@ -22,6 +22,9 @@ test_packages=(
   python3-grpcio python3-grpc-tools curl openssl
   # deployment checks: docker-compose validates deploy/docker-compose.yml (no engine needed)
   docker-compose
+  # monitoring: promtool and a real Prometheus server for the rules and dashboards, PyYAML to
+  # read them; a real DNS server for the scaling test
+  prometheus python3-yaml dnsmasq-base
   # fuzzing (libFuzzer comes with clang's runtime); clang-format for `make format`
   clang libclang-rt-14-dev clang-format
 )
