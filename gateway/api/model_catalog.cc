@@ -38,7 +38,14 @@ std::vector<ModelCatalog::ModelSummary> ModelCatalog::List() const {
 absl::StatusOr<std::shared_ptr<const ServedModel>> ModelCatalog::Resolve(absl::string_view name) {
   const std::vector<ModelSummary> models = List();
   if (models.empty()) {
-    return absl::UnavailableError("no worker has answered yet: no model is available");
+    const std::vector<std::string> known = pool_->KnownModels();
+    if (known.empty()) {
+      return absl::UnavailableError("no worker has answered yet: no model is available");
+    }
+    // Workers answered before and are gone now (scaled to zero, left DNS): say so, not "yet".
+    return absl::UnavailableError(
+        absl::StrCat("no worker is available now for ", absl::StrJoin(known, ", "),
+                     " (the workers that served it left or are down); retry later"));
   }
   const ModelSummary* found = nullptr;
   if (name.empty()) {
@@ -54,6 +61,13 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> ModelCatalog::Resolve(absl::s
       if (summary.info->model_name() == name) found = &summary;
     }
     if (found == nullptr) {
+      const std::vector<std::string> known = pool_->KnownModels();
+      if (std::find(known.begin(), known.end(), name) != known.end()) {
+        // A model served before whose workers all left: unavailable for now, not unknown.
+        return absl::UnavailableError(
+            absl::StrCat("no worker is available now for model \"", name,
+                         "\" (the workers that served it left or are down); retry later"));
+      }
       std::vector<std::string> names;
       for (const ModelSummary& summary : models) names.push_back(summary.info->model_name());
       return absl::NotFoundError(absl::StrCat(

@@ -19,7 +19,9 @@ without touching the machine. Then:
      non-streaming requests run (two long ones on it outlive the gateway's next DNS refresh, so
      the gateway drops it from its pool while they stream): every request gets 200 and a
      complete response, the drained worker exits 0, and afterwards traffic goes only to the
-     remaining two (a new worker started on the removed address, but not in DNS, gets nothing).
+     remaining two (a new worker started on the removed address, but not in DNS, gets nothing);
+  4. scale to zero and back: with every record removed the gateway lists no worker and answers
+     503 saying the model has no worker now; one record added back serves again.
 
 Per-worker request counts (from each worker's own Prometheus counters) are printed per phase.
 About 20 s on two cores.
@@ -802,6 +804,38 @@ def after_scale_in(stack, table, requests, victim):
            f"none on {victim} (removed from DNS, restarted), got {table['after (2 in DNS)']}")
 
 
+def scale_to_zero_and_back(stack, table, requests):
+    """Every record removed (a group scaled to zero): requests get 503 naming the model as gone
+    for now, not 'no worker has answered yet'; a record added back serves again."""
+    stack.set_records([])
+    expect(poll(lambda: not stack.gateway_workers(), PATIENCE_S),
+           f"scaled to zero: the gateway still lists {stack.gateway_workers()}")
+    log("scale to zero: the gateway lists no worker")
+    connection = http.client.HTTPConnection("127.0.0.1", stack.http_port, timeout=PATIENCE_S)
+    try:
+        connection.request("POST", "/v1/completions",
+                           json.dumps({"model": "tiny", "prompt": "x", "max_tokens": 2}),
+                           {"Content-Type": "application/json"})
+        response = connection.getresponse()
+        status, text = response.status, response.read().decode("utf-8", "replace")
+    finally:
+        connection.close()
+    expect(status == 503 and "no worker is available now for tiny" in text,
+           f"scaled to zero: expected 503 saying no worker is available now for tiny, got "
+           f"{status}: {text[:300]}")
+    address = ADDRESSES[0]
+    stack.set_records([address])
+    expect(poll(lambda: (stack.gateway_workers() or {}).get(f"{address}:{stack.worker_port}") ==
+                1.0, PATIENCE_S),
+           f"scaled back to one: the gateway does not list {address} as up within "
+           f"{PATIENCE_S} s: {stack.gateway_workers()}")
+    log(f"scale back to one: the gateway lists {address} as up")
+    before = stack.all_stats([address])
+    ok, detail, _ = complete(stack.http_port, "back again", 4, stream=False)
+    expect(ok, f"scaled back to one: {detail}")
+    record(table, "zero, then 1 again", stack, before, addresses=[address])
+
+
 def run_test(stack, table):
     requests = Requests()
     start_stack(stack)
@@ -810,6 +844,7 @@ def run_test(stack, table):
     holder = prefix_affinity(stack, table, requests)
     scale_in(stack, table, requests, victim=holder)
     after_scale_in(stack, table, requests, victim=holder)
+    scale_to_zero_and_back(stack, table, requests)
     print_table(table, ADDRESSES)
 
 
