@@ -52,7 +52,7 @@ for generated in "$work"/*.json; do
     exit 1
   fi
 done
-python3 - "$src/deploy/grafana/dashboards" <<'EOF'
+python3 - "$src/deploy/grafana/dashboards" "$src" <<'EOF'
 import glob, json, os, sys
 uids = {}
 for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
@@ -72,6 +72,12 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
             for variable in ("$model", "$worker"):
                 if variable in target["expr"] and variable[1:] not in variables:
                     sys.exit(f"FAIL: {name} / {panel['title']}: {variable} is not defined")
+    # docs/operations.md describes every panel (its table lists the panel titles).
+    with open(os.path.join(sys.argv[2], "docs/operations.md")) as f:
+        operations = f.read()
+    for panel in dashboard["panels"]:
+        if f"| {panel['title']} |" not in operations and f"| **{panel['title']}** |" not in operations:
+            sys.exit(f"FAIL: {name} / {panel['title']}: not described in docs/operations.md")
 print(f"{len(uids)} dashboards: {', '.join(sorted(uids))}")
 EOF
 echo "all monitoring checks passed"
