@@ -32,6 +32,10 @@ ABSL_FLAG(std::vector<std::string>, worker_dns, {},
           "name:port entries, comma-separated, each resolving to workers (e.g. one Kubernetes "
           "headless service per worker group), re-resolved every --dns_refresh");
 ABSL_FLAG(absl::Duration, dns_refresh, absl::Seconds(10), "how often --worker_dns is resolved");
+ABSL_FLAG(
+    absl::Duration, stream_idle_timeout, absl::Minutes(5),
+    "a request whose worker sends nothing for this long fails (retried elsewhere before its "
+    "first token); 0: no limit. A worker silent past its heartbeat fails its requests sooner");
 ABSL_FLAG(std::string, routing, "prefix",
           "routing policy: prefix (cache affinity within a load bound), least_load, round_robin");
 ABSL_FLAG(double, prefix_load_bound, 8,
@@ -94,6 +98,7 @@ absl::StatusOr<llmserve::gateway::GatewayServerOptions> OptionsFromFlags() {
   options.pool.workers = absl::GetFlag(FLAGS_workers);
   options.pool.worker_dns = absl::GetFlag(FLAGS_worker_dns);
   options.pool.dns_refresh = absl::GetFlag(FLAGS_dns_refresh);
+  options.pool.stream_idle_timeout = absl::GetFlag(FLAGS_stream_idle_timeout);
   absl::StatusOr<llmserve::gateway::RoutingPolicy> routing =
       llmserve::gateway::ParseRoutingPolicy(absl::GetFlag(FLAGS_routing));
   if (!routing.ok()) {

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/status/grpc_status.h"
 
@@ -27,7 +28,8 @@ std::string WorkerRequestId(const std::string& request_id) {
 
 }  // namespace
 
-class Generation::WorkerCall final : public grpc::ClientReadReactor<worker::v1::GenerateResponse> {
+class Generation::WorkerCall final : public grpc::ClientReadReactor<worker::v1::GenerateResponse>,
+                                     public WatchedCall {
  public:
   WorkerCall(std::shared_ptr<Generation> owner, RoutedWorker worker,
              worker::v1::GenerateRequest request, absl::Time deadline)
@@ -39,23 +41,41 @@ class Generation::WorkerCall final : public grpc::ClientReadReactor<worker::v1::
   }
 
   void Start() {
+    Touch();
+    owner_->pool_->Watch(worker_.address, this);
     stub_->async()->Generate(&context_, &request_, this);
     StartRead(&response_);
     StartCall();
   }
   void Cancel() { context_.TryCancel(); }
+  // The pool's watchdog: the worker fell silent.
+  void Abort(const absl::Status& reason) override {
+    {
+      absl::MutexLock lock(&abort_mutex_);
+      abort_reason_ = reason;
+    }
+    context_.TryCancel();
+  }
   const std::string& address() const { return worker_.address; }
   bool received_tokens() const { return received_tokens_; }
 
   void OnReadDone(bool ok) override {
     if (!ok) return;  // OnDone follows
+    Touch();
     if (response_.tokens_size() > 0) received_tokens_ = true;
     owner_->OnWorkerMessage(this, response_);
     StartRead(&response_);
   }
 
   void OnDone(const grpc::Status& status) override {
-    owner_->OnWorkerDone(this, status);
+    // No abort can reach this call once it is unwatched.
+    owner_->pool_->Unwatch(this);
+    absl::Status aborted;
+    {
+      absl::MutexLock lock(&abort_mutex_);
+      aborted = abort_reason_;
+    }
+    owner_->OnWorkerDone(this, aborted.ok() ? status : common::ToGrpcStatus(aborted));
     delete this;
   }
 
@@ -67,6 +87,8 @@ class Generation::WorkerCall final : public grpc::ClientReadReactor<worker::v1::
   grpc::ClientContext context_;
   worker::v1::GenerateResponse response_;
   bool received_tokens_ = false;
+  absl::Mutex abort_mutex_;
+  absl::Status abort_reason_ ABSL_GUARDED_BY(abort_mutex_);
 };
 
 std::shared_ptr<Generation> Generation::Start(WorkerPool* pool, PreparedRequest request,

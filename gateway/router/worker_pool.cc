@@ -173,6 +173,11 @@ absl::Status ValidateWorkerPoolOptions(const WorkerPoolOptions& options) {
       options.dns_refresh <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("probe, backoff and DNS refresh durations must be positive");
   }
+  if (options.stream_idle_timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--stream_idle_timeout must be 0 (no limit) or positive, got ",
+                     absl::FormatDuration(options.stream_idle_timeout)));
+  }
   return absl::OkStatus();
 }
 
@@ -218,16 +223,63 @@ void WorkerPool::MonitorLoop() {
       if (stopping_) return;
       const absl::Time now = absl::Now();
       Discover();
-      const absl::Duration stale = std::max(3 * options_.load_interval, absl::Seconds(5));
       for (auto& [address, worker] : workers_) {
-        if (worker->stream != nullptr && now - worker->last_report_time > stale) {
+        if (worker->stream != nullptr && now - worker->last_report_time > HeartbeatWindow()) {
           // Silent past the heartbeat: treat as gone (OnStreamDone marks it down).
           worker->stream->Cancel();
         }
         if (worker->stream == nullptr && now >= worker->next_probe) to_probe.push_back(address);
       }
     }
+    AbortSilentCalls(HeartbeatWindow());
     for (const std::string& address : to_probe) Probe(address);
+  }
+}
+
+void WorkerPool::Watch(const std::string& address, WatchedCall* call) {
+  absl::MutexLock lock(&calls_mutex_);
+  calls_.emplace(call, address);
+}
+
+void WorkerPool::Unwatch(WatchedCall* call) {
+  absl::MutexLock lock(&calls_mutex_);
+  calls_.erase(call);
+}
+
+void WorkerPool::AbortSilentCalls(absl::Duration silence) {
+  const absl::Time now = absl::Now();
+  // When each worker was last heard from; a worker no longer in the pool (it left DNS) is not
+  // judged by its heartbeat: its calls run on, bounded by the idle timeout.
+  absl::flat_hash_map<std::string, absl::Time> last_heard;
+  {
+    absl::MutexLock lock(&mutex_);
+    for (const auto& [address, worker] : workers_) last_heard[address] = worker->last_report_time;
+  }
+  absl::MutexLock lock(&calls_mutex_);
+  for (auto it = calls_.begin(); it != calls_.end();) {
+    WatchedCall* call = it->first;
+    const std::string& address = it->second;
+    const absl::Duration idle = now - call->last_activity();
+    std::string reason;
+    if (options_.stream_idle_timeout > absl::ZeroDuration() &&
+        idle > options_.stream_idle_timeout) {
+      reason = absl::StrCat("the worker ", address, " sent nothing on this request for ",
+                            absl::FormatDuration(absl::Trunc(idle, absl::Seconds(1))),
+                            " (--stream_idle_timeout ",
+                            absl::FormatDuration(options_.stream_idle_timeout), ")");
+    } else if (const auto heard = last_heard.find(address);
+               heard != last_heard.end() && idle > silence && now - heard->second > silence) {
+      reason = absl::StrCat("the worker ", address, " stopped responding (no load report and ",
+                            "nothing on this request for ",
+                            absl::FormatDuration(absl::Trunc(idle, absl::Seconds(1))), ")");
+    }
+    if (reason.empty()) {
+      ++it;
+      continue;
+    }
+    LLMSERVE_LOG(WARNING) << "aborting a call: " << reason;
+    call->Abort(absl::UnavailableError(reason));
+    calls_.erase(it++);
   }
 }
 

@@ -15,6 +15,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -31,6 +32,7 @@
 #include "absl/types/span.h"
 #include "gateway/router/prefix_index.h"
 #include "gateway/router/routing_policy.h"
+#include "gateway/router/watched_call.h"
 #include "llmserve/worker/v1/worker.grpc.pb.h"
 
 namespace llmserve::gateway {
@@ -48,6 +50,10 @@ struct WorkerPoolOptions {
   absl::Duration probe_timeout = absl::Seconds(3);
   // WatchLoad interval asked of each worker.
   absl::Duration load_interval = absl::Milliseconds(200);
+  // A call to a worker that receives nothing for this long is aborted (UNAVAILABLE; retried
+  // elsewhere when it had no token yet). Zero: no limit. Calls are also aborted sooner when their
+  // worker falls silent (no load report either) past its heartbeat window.
+  absl::Duration stream_idle_timeout = absl::Minutes(5);
   // Backoff after a failure: doubles from the first value up to the second.
   absl::Duration backoff_initial = absl::Milliseconds(500);
   absl::Duration backoff_max = absl::Seconds(30);
@@ -100,6 +106,11 @@ class WorkerPool {
   void ReportFailure(const std::string& address, const std::string& error);
 
   std::vector<WorkerStatus> Workers() const;
+  // Watches `call`, a call to the worker at `address`, until Unwatch (which must come before the
+  // call is destroyed): the monitor aborts it when it or its worker falls silent.
+  void Watch(const std::string& address, WatchedCall* call);
+  void Unwatch(WatchedCall* call);
+
   // Every model a worker has described since the pool started (also after its workers left).
   std::vector<std::string> KnownModels() const;
   RoutingPolicy routing_policy() const { return options_.routing.policy; }
@@ -127,6 +138,10 @@ class WorkerPool {
 
   explicit WorkerPool(const WorkerPoolOptions& options);
   void MonitorLoop();
+  // How long a worker may say nothing (no load report) before it is treated as gone.
+  absl::Duration HeartbeatWindow() const {
+    return std::max(3 * options_.load_interval, absl::Seconds(5));
+  }
   // Resolves every worker_dns entry; called without the lock, as a slow resolver must not stall
   // routing. An entry that fails keeps its last answer (a DNS hiccup must not empty the pool).
   void ResolveWorkerDns();
@@ -135,6 +150,9 @@ class WorkerPool {
   // Probes one worker (health + model info) and, when ready, starts its load stream.
   void Probe(const std::string& address);
   void MarkDown(Worker& worker, const std::string& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Aborts the watched calls that are idle past stream_idle_timeout, or whose worker has been
+  // silent (no load report, no message on the call) for `silence`.
+  void AbortSilentCalls(absl::Duration silence);
   void OnReport(const std::string& address, uint64_t generation,
                 const worker::v1::LoadReport& report);
   // A stream ended: no longer the worker's (no Cancel reaches it after this).
@@ -155,6 +173,10 @@ class WorkerPool {
   // The last answer for each worker_dns entry, and the problem last logged for it (empty: none).
   absl::flat_hash_map<std::string, std::vector<std::string>> dns_addresses_ ABSL_GUARDED_BY(mutex_);
   absl::flat_hash_map<std::string, std::string> dns_problems_ ABSL_GUARDED_BY(mutex_);
+  // Calls in flight, by the address of their worker. A lock of its own: calls come and go on
+  // every request, and must not wait for routing.
+  absl::Mutex calls_mutex_ ABSL_ACQUIRED_AFTER(mutex_);
+  absl::flat_hash_map<WatchedCall*, std::string> calls_ ABSL_GUARDED_BY(calls_mutex_);
   std::thread monitor_;
 };
 

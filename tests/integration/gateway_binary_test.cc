@@ -66,16 +66,92 @@ class GatewayBinaryTest : public ::testing::Test {
     std::unique_ptr<Subprocess> worker_a, worker_b, gateway;
     int port_a = -1, port_b = -1, grpc_port = -1, http_port = -1;
   };
-  TwoWorkerStack StartTwoWorkerStack() {
+  TwoWorkerStack StartTwoWorkerStack(const std::vector<std::string>& gateway_flags = {}) {
     TwoWorkerStack stack;
     stack.worker_a = StartWorker(&stack.port_a);
     stack.worker_b = StartWorker(&stack.port_b);
     if (stack.port_a <= 0 || stack.port_b <= 0) return stack;
-    stack.gateway = StartGateway(
-        {"--routing=round_robin",
-         absl::StrCat("--workers=127.0.0.1:", stack.port_a, ",127.0.0.1:", stack.port_b)},
-        &stack.grpc_port, &stack.http_port);
+    std::vector<std::string> flags = {
+        "--routing=round_robin",
+        absl::StrCat("--workers=127.0.0.1:", stack.port_a, ",127.0.0.1:", stack.port_b)};
+    flags.insert(flags.end(), gateway_flags.begin(), gateway_flags.end());
+    stack.gateway = StartGateway(flags, &stack.grpc_port, &stack.http_port);
     return stack;
+  }
+
+  // Streams on both workers, then worker A stops (SIGSTOP: its connections stay open and it
+  // answers nothing) and short requests follow. Expects every stream to end within `bound` of the
+  // stop: on A with UNAVAILABLE naming `reason`, on B normally; and every short request to
+  // succeed (those routed to A before the gateway noticed are retried on B).
+  void StopAWorkerUnderLoad(TwoWorkerStack& stack, const std::string& reason,
+                            absl::Duration bound) {
+    auto stub = v1::Inference::NewStub(grpc::CreateChannel(
+        absl::StrCat("127.0.0.1:", stack.grpc_port), grpc::InsecureChannelCredentials()));
+    constexpr int kStreams = 6;
+    std::atomic<int> ok{0}, failed_clearly{0}, started{0};
+    std::vector<std::thread> clients;
+    for (int i = 0; i < kStreams; ++i) {
+      clients.emplace_back([&, i] {
+        v1::GenerateRequest request;
+        request.set_text(absl::StrCat("story number ", i));
+        request.mutable_stopping()->set_max_tokens(900);
+        request.mutable_stopping()->set_ignore_eos(true);
+        grpc::ClientContext context;
+        context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
+        auto reader = stub->GenerateStream(&context, request);
+        v1::GenerateStreamResponse message;
+        bool counted = false;
+        while (reader->Read(&message)) {
+          if (!counted && message.tokens_size() > 0) {
+            ++started;
+            counted = true;
+          }
+        }
+        const grpc::Status status = reader->Finish();
+        if (status.ok()) {
+          ++ok;
+        } else if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+                   status.error_message().find(reason) != std::string::npos) {
+          ++failed_clearly;
+        } else {
+          ADD_FAILURE() << "stream " << i << ": " << status.error_code() << " "
+                        << status.error_message();
+        }
+      });
+    }
+    const absl::Time deadline = absl::Now() + kPatience;
+    while (started.load() < kStreams && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    ASSERT_EQ(started.load(), kStreams);
+    stack.worker_a->Signal(SIGSTOP);
+    const absl::Time stopped = absl::Now();
+    std::vector<std::thread> late;
+    std::atomic<int> late_ok{0};
+    for (int i = 0; i < 4; ++i) {
+      late.emplace_back([&, i] {
+        v1::GenerateRequest request;
+        request.set_text(absl::StrCat("after ", i));
+        request.mutable_stopping()->set_max_tokens(2);
+        grpc::ClientContext context;
+        context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
+        v1::GenerateResponse response;
+        const grpc::Status status = stub->Generate(&context, request, &response);
+        EXPECT_TRUE(status.ok()) << status.error_code() << " " << status.error_message();
+        late_ok += status.ok();
+      });
+    }
+    for (std::thread& client : clients) client.join();
+    const absl::Duration streams_ended = absl::Now() - stopped;
+    for (std::thread& client : late) client.join();
+    stack.worker_a->Signal(SIGCONT);
+    EXPECT_EQ(ok + failed_clearly, kStreams);
+    EXPECT_GT(failed_clearly, 0);  // round robin put some streams on the stopped worker
+    EXPECT_GT(ok, 0);
+    EXPECT_LT(streams_ended, bound);
+    EXPECT_EQ(late_ok, 4);
+    stack.gateway->Signal(SIGTERM);
+    EXPECT_EQ(stack.gateway->WaitForExit(kPatience), 0) << stack.gateway->output();
   }
 
   ::llmserve::testing::ScopedTempDir dir_{"gateway_binary_test"};
@@ -151,6 +227,22 @@ TEST_F(GatewayBinaryTest, AWorkerKilledMidLoadNeverHangsAClient) {
   EXPECT_EQ(gateway->WaitForExit(kPatience), 0) << gateway->output();
   worker_b->Signal(SIGTERM);
   EXPECT_EQ(worker_b->WaitForExit(kPatience), 0);
+}
+
+// A hung worker keeps its TCP connections open: without a watchdog its streams would wait for the
+// 10-minute request timeout. Once it has been silent past its heartbeat (5 s: no load report,
+// no token), its streams fail and what had no token yet goes elsewhere.
+TEST_F(GatewayBinaryTest, StreamsOnAStoppedWorkerFailOnceItIsSilentPastItsHeartbeat) {
+  TwoWorkerStack stack = StartTwoWorkerStack();
+  ASSERT_GT(stack.grpc_port, 0);
+  StopAWorkerUnderLoad(stack, "stopped responding", absl::Seconds(30));
+}
+
+// --stream_idle_timeout, shorter than the heartbeat window here, ends them sooner.
+TEST_F(GatewayBinaryTest, StreamIdleTimeoutEndsStreamsOfAStoppedWorker) {
+  TwoWorkerStack stack = StartTwoWorkerStack({"--stream-idle-timeout=2s"});
+  ASSERT_GT(stack.grpc_port, 0);
+  StopAWorkerUnderLoad(stack, "--stream_idle_timeout 2s", absl::Seconds(30));
 }
 
 TEST_F(GatewayBinaryTest, SigtermDrainsStreamsOnBothApisWhileReadinessFails) {
