@@ -5,11 +5,22 @@
 #ifndef LLMSERVE_COMMON_BASE_WORKER_API_LIMITS_H_
 #define LLMSERVE_COMMON_BASE_WORKER_API_LIMITS_H_
 
+#include <cstdint>
+
 namespace llmserve::common {
 
 // gRPC message size on the worker API: GetModelInfo carries tokenizer.json (Llama-3's is about
 // 9 MB), past gRPC's 4 MB default (worker.proto).
 inline constexpr int kWorkerApiMaxMessageBytes = 64 << 20;
+
+// The largest message a worker accepts: a GenerateRequest holds at most the context's prompt
+// tokens (a varint of at most 5 bytes each) plus small fields (sampling, stop ids, logit bias), so
+// anything much larger is refused (RESOURCE_EXHAUSTED) before gRPC parses it, rather than parsed
+// into memory and then refused.
+inline constexpr int WorkerRequestMaxBytes(int64_t max_model_len) {
+  const int64_t bytes = (int64_t{4} << 20) + 5 * max_model_len;
+  return bytes < kWorkerApiMaxMessageBytes ? static_cast<int>(bytes) : kWorkerApiMaxMessageBytes;
+}
 
 }  // namespace llmserve::common
 

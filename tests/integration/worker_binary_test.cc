@@ -29,10 +29,11 @@ class WorkerBinaryTest : public ::testing::Test {
   void SetUp() override { ASSERT_TRUE(::llmserve::testing::WriteTinyModel(dir_.path()).ok()); }
 
   std::vector<std::string> Args(std::vector<std::string> extra) {
-    std::vector<std::string> args = {LLMSERVE_WORKER_BINARY,  "--model=" + dir_.path(),
-                                     "--host=127.0.0.1",      "--port=0",
-                                     "--metrics-port=0",      "--threads=1",
-                                     "--kv-cache-memory=8MiB"};
+    // No --host: the worker listens on loopback unless told otherwise (the tests read
+    // "on 127.0.0.1:" from its log).
+    std::vector<std::string> args = {
+        LLMSERVE_WORKER_BINARY, "--model=" + dir_.path(), "--port=0", "--metrics-port=0",
+        "--threads=1",          "--kv-cache-memory=8MiB"};
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   }

@@ -24,7 +24,10 @@ ABSL_FLAG(std::string, served_model_name, "",
 ABSL_FLAG(std::string, backend, "cpu", "compute backend: cpu or cuda");
 ABSL_FLAG(int, device, 0, "accelerator index for --backend=cuda");
 ABSL_FLAG(std::string, dtype, "f32", "runtime weight dtype: f32, bf16 or f16");
-ABSL_FLAG(std::string, host, "0.0.0.0", "address to listen on (gRPC and metrics)");
+ABSL_FLAG(std::string, host, "127.0.0.1",
+          "address to listen on (gRPC and metrics); the worker API has no authentication of its "
+          "own: listen beyond loopback (0.0.0.0) only on a private network, or with --tls_cert "
+          "and --tls_client_ca (mutual TLS)");
 ABSL_FLAG(int, port, 50051, "gRPC port (0: pick a free one)");
 ABSL_FLAG(int, metrics_port, 9400, "Prometheus /metrics port (0: pick a free one; -1: off)");
 ABSL_FLAG(std::string, kv_cache_memory, "25%",

@@ -263,7 +263,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   grpc::ServerBuilder builder;
   const std::string address = absl::StrCat(options.host, ":", options.port);
   builder.AddListeningPort(address, *credentials, &server->port_);
-  builder.SetMaxReceiveMessageSize(common::kWorkerApiMaxMessageBytes);
+  builder.SetMaxReceiveMessageSize(common::WorkerRequestMaxBytes(engine.max_model_len()));
   builder.SetMaxSendMessageSize(common::kWorkerApiMaxMessageBytes);
   builder.RegisterService(server->service_.get());
   server->server_ = builder.BuildAndStart();

@@ -328,6 +328,20 @@ TEST_F(WorkerServerTest, BadRequestsGetTheRightCodes) {
             5);
 }
 
+// A request far larger than the context can hold is refused by gRPC before it is parsed into
+// memory (the cap follows the context length), not parsed and then refused.
+TEST_F(WorkerServerTest, RequestsLargerThanTheContextCanHoldAreNotParsed) {
+  StartServer();
+  v1::GenerateRequest huge = Request("huge", 3, 4);
+  for (int i = 0; i < 3'000'000; ++i) huge.add_prompt_token_ids(500);  // 2 bytes each: 6 MB
+  const grpc::Status status = Generate(huge).status;
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+  // Below the cap, a too-long prompt is parsed and refused by the worker's own check.
+  v1::GenerateRequest long_prompt = Request("long", 3, 4);
+  for (int i = 0; i < 100'000; ++i) long_prompt.add_prompt_token_ids(500);
+  EXPECT_EQ(Generate(long_prompt).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
 TEST_F(WorkerServerTest, AFullKvCacheQueuesAndPreemptsButLosesNothing) {
   // About 16 blocks of 16 tokens: a request that can never fit is refused; eight that fit one at a
   // time but not together all complete (waiting or preempted and recomputed).
