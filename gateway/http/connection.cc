@@ -1,10 +1,11 @@
 #include "gateway/http/connection.h"
 
 #include <algorithm>
+#include <boost/beast/core/read_size.hpp>
 #include <boost/beast/http/error.hpp>
-#include <boost/beast/http/read.hpp>
 #include <chrono>
 #include <exception>
+#include <iterator>
 #include <string>
 #include <utility>
 
@@ -28,6 +29,8 @@ constexpr absl::Duration kLingerTimeout = absl::Seconds(2);
 // How much a TLS connection reads at once while waiting for a kept-alive client's next request:
 // one TLS record's worth.
 constexpr size_t kTlsWaitReadBytes = 16 * 1024;
+// The most a request read asks for at once, as Beast's own reads.
+constexpr size_t kReadBytes = 64 * 1024;
 
 std::string FormatRemoteAddress(const Connection::Socket& socket) {
   error_code ec;
@@ -163,10 +166,10 @@ asio::awaitable<bool> Connection::ServeOneRequest() {
   Parser parser;
   parser.header_limit(static_cast<uint32_t>(options.max_header_bytes));
   parser.body_limit(options.max_body_bytes);
+  std::optional<Refusal> refusal;
   read_stage_ = ReadStage::kHeader;
   ArmReadDeadline();
-  co_await bhttp::async_read_header(stream_, buffer_, parser,
-                                    asio::redirect_error(asio::use_awaitable, ec));
+  ec = co_await ReadHeader(parser, refusal);
   if (const bool go_on = co_await FinishRead(ec); !go_on) co_return false;
   ++requests_started_;
 
@@ -174,27 +177,112 @@ asio::awaitable<bool> Connection::ServeOneRequest() {
   co_await WaitUntilResponseDone();
   if (const bool stop = co_await StopIfClosing(); stop) co_return false;
 
-  // Refuse an oversized body before reading it.
-  const auto content_length = parser.content_length();
-  if (content_length.has_value() && *content_length > options.max_body_bytes) {
-    head_request_ = false;
-    SendServerError(413, absl::InvalidArgumentError(absl::StrCat(
-                             "request body of ", *content_length, " bytes exceeds the limit of ",
-                             options.max_body_bytes, " bytes")));
-    co_return false;
-  }
-  if (!parser.is_done()) {
+  if (!refusal.has_value()) refusal = CheckBeforeBody(parser);
+  const auto& fields = parser.get().base();
+  const size_t header_fields = static_cast<size_t>(std::distance(fields.begin(), fields.end()));
+  if (!refusal.has_value() && !parser.is_done()) {
     if (absl::EqualsIgnoreCase(ToString(parser.get()[bhttp::field::expect]), "100-continue")) {
       Enqueue("HTTP/1.1 100 Continue\r\n\r\n");
     }
     read_stage_ = ReadStage::kBody;
     ArmReadDeadline();
-    co_await bhttp::async_read(stream_, buffer_, parser,
-                               asio::redirect_error(asio::use_awaitable, ec));
+    ec = co_await ReadBody(parser, refusal);
     if (const bool go_on = co_await FinishRead(ec); !go_on) co_return false;
+    if (!refusal.has_value() && parser.chunked()) {
+      refusal = CheckTrailers(fields, header_fields, options.max_header_bytes);
+    }
   }
-  Dispatch(parser);
+  if (refusal.has_value()) {
+    head_request_ = false;  // the error answers a request that was never dispatched
+    SendServerError(refusal->http_status, refusal->error, refusal->headers);
+    co_return false;
+  }
+  Dispatch(parser, header_fields);
   co_return true;
+}
+
+std::optional<Refusal> Connection::CheckBeforeBody(Parser& parser) const {
+  // Before reading the body (and before "100 Continue"): what the framing headers say decides
+  // where this request ends and the next begins.
+  const HttpServerOptions& options = context_->options;
+  if (std::optional<Refusal> refusal = CheckRequestHeader(parser.get(), options)) return refusal;
+  const auto content_length = parser.content_length();
+  if (content_length.has_value() && *content_length > options.max_body_bytes) {
+    return Refusal{.http_status = 413,
+                   .error = absl::InvalidArgumentError(absl::StrCat(
+                       "request body of ", *content_length, " bytes exceeds the limit of ",
+                       options.max_body_bytes, " bytes"))};
+  }
+  return std::nullopt;
+}
+
+asio::awaitable<error_code> Connection::ReadHeader(Parser& parser,
+                                                   std::optional<Refusal>& refusal) {
+  error_code ec;
+  for (;;) {
+    if (buffer_.size() > 0) {
+      const auto data = buffer_.data();
+      const size_t used = parser.put(data, ec);
+      // Beast joins a folded line into one value; a proxy may read it as two fields, or reject
+      // it. Beast consumes a field only with the byte after its CRLF, so a fold never straddles
+      // two calls.
+      if (!refusal.has_value() &&
+          ContainsObsFold(absl::string_view(static_cast<const char*>(data.data()), used))) {
+        refusal = Refusal{.http_status = 400,
+                          .error = absl::InvalidArgumentError(
+                              "obsolete line folding in the request headers (a line that starts "
+                              "with a space or tab)")};
+      }
+      buffer_.consume(used);
+      if (ec && ec != bhttp::error::need_more) co_return ec;
+      if (parser.is_header_done()) co_return error_code();
+    }
+    ec = co_await ReadMore(parser);
+    if (ec) co_return ec;
+  }
+}
+
+asio::awaitable<error_code> Connection::ReadBody(Parser& parser, std::optional<Refusal>& refusal) {
+  // A line that arrived whole is checked here; one still arriving, below. The parser keeps a
+  // reference to the callback but is not given data after this read.
+  auto on_chunk_header = [&refusal](uint64_t, boost::beast::string_view extensions,
+                                    error_code& chunk_ec) {
+    refusal = CheckChunkExtensions(absl::string_view(extensions.data(), extensions.size()));
+    if (refusal.has_value()) chunk_ec = bhttp::error::bad_chunk_extension;  // stops the parser
+  };
+  parser.on_chunk_header(on_chunk_header);
+  parser.eager(true);
+  error_code ec;
+  for (;;) {
+    if (buffer_.size() > 0) {
+      const size_t used = parser.put(buffer_.data(), ec);
+      buffer_.consume(used);
+      if (refusal.has_value()) co_return error_code();
+      if (ec && ec != bhttp::error::need_more) co_return ec;
+      if (parser.is_done()) co_return error_code();
+      if (parser.chunked()) {
+        const auto data = buffer_.data();
+        refusal = CheckUnfinishedChunkedData(
+            absl::string_view(static_cast<const char*>(data.data()), data.size()),
+            context_->options.max_header_bytes);
+        if (refusal.has_value()) co_return error_code();
+      }
+    }
+    ec = co_await ReadMore(parser);
+    if (ec) co_return ec;
+  }
+}
+
+asio::awaitable<error_code> Connection::ReadMore(const Parser& parser) {
+  error_code ec;
+  const size_t bytes = co_await stream_.async_read_some(
+      buffer_.prepare(boost::beast::read_size(buffer_, kReadBytes)),
+      asio::redirect_error(asio::use_awaitable, ec));
+  buffer_.commit(bytes);
+  if (ec == asio::error::eof) {
+    co_return parser.got_some() ? bhttp::error::partial_message : bhttp::error::end_of_stream;
+  }
+  co_return ec;
 }
 
 asio::awaitable<bool> Connection::StopIfClosing() {
@@ -262,7 +350,7 @@ asio::awaitable<void> Connection::DrainUntilClosed() {
   Close();
 }
 
-void Connection::Dispatch(Parser& parser) {
+void Connection::Dispatch(Parser& parser, size_t header_fields) {
   bhttp::request<bhttp::string_body>& message = parser.get();
   ++current_id_;
   response_pending_ = true;
@@ -281,7 +369,11 @@ void Connection::Dispatch(Parser& parser) {
   const size_t question = target.find('?');
   request.path = target.substr(0, question);
   if (question != std::string::npos) request.query = target.substr(question + 1);
+  size_t index = 0;
   for (const auto& field : message) {
+    // Trailers came after the body: a proxy in front may not have seen them, so they must not
+    // pass for headers (an authorization trailer, say).
+    if (index++ == header_fields) break;
     std::string name = absl::AsciiStrToLower(ToString(field.name_string()));
     std::string& value = request.headers[name];
     if (!value.empty()) value += ", ";
@@ -405,11 +497,12 @@ void Connection::OnWriterReleased(uint64_t id) {
   }
 }
 
-void Connection::SendServerError(int status, const absl::Status& error) {
+void Connection::SendServerError(int status, const absl::Status& error,
+                                 const HttpHeaders& headers) {
   response_pending_ = true;
   MarkResponseEnded();
   keep_alive_ = false;
-  Enqueue(EncodeErrorResponse(status, error, head_request_));
+  Enqueue(EncodeErrorResponse(status, error, head_request_, headers));
   EndResponseWhenFlushed();
 }
 

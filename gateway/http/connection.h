@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,6 +37,7 @@
 #include "absl/time/time.h"
 #include "gateway/http/http_server.h"
 #include "gateway/http/http_stream.h"
+#include "gateway/http/request_checks.h"
 #include "gateway/http/response_encoding.h"
 
 namespace llmserve::gateway::http {
@@ -115,11 +117,27 @@ class Connection : public std::enable_shared_from_this<Connection> {
   boost::asio::awaitable<boost::system::error_code> WaitForNextRequest();
   // Reads and answers one request; false when the connection should stop reading.
   boost::asio::awaitable<bool> ServeOneRequest();
+  // Read the request line and header fields, then the body, into `parser` (as Beast's
+  // async_read_header and async_read, plus the checks of request_checks.h that need the bytes
+  // as they arrive). A read or parse error comes back as the error code; a request to refuse
+  // (obsolete line folding, an endless chunk-size line or trailer section) sets `refusal`.
+  boost::asio::awaitable<boost::system::error_code> ReadHeader(Parser& parser,
+                                                               std::optional<Refusal>& refusal);
+  boost::asio::awaitable<boost::system::error_code> ReadBody(Parser& parser,
+                                                             std::optional<Refusal>& refusal);
+  // The checks of request_checks.h that need only the header, then the body limit: the refusal,
+  // if any.
+  std::optional<Refusal> CheckBeforeBody(Parser& parser) const;
+  // Reads more bytes into buffer_; as Beast does, EOF becomes partial_message (or
+  // end_of_stream when nothing of a request has arrived).
+  boost::asio::awaitable<boost::system::error_code> ReadMore(const Parser& parser);
   boost::asio::awaitable<void> WaitUntilResponseDone();
   boost::asio::awaitable<void> DrainUntilClosed();
-  void Dispatch(Parser& parser);
+  // Hands the request to the handler, with the first `header_fields` fields as its headers (the
+  // rest are trailers, which are dropped).
+  void Dispatch(Parser& parser, size_t header_fields);
   // Answers a protocol error itself and closes the connection after it.
-  void SendServerError(int status, const absl::Status& error);
+  void SendServerError(int status, const absl::Status& error, const HttpHeaders& headers = {});
   // Answers a read error: a protocol error gets 400/413/431 (after any pending response), a
   // socket error or EOF closes the connection.
   boost::asio::awaitable<void> OnReadError(const boost::system::error_code& ec);

@@ -16,6 +16,11 @@
 // malformed request, 413 for a body over max_body_bytes (as soon as the headers announce it,
 // without reading the body), 431 for headers over max_header_bytes, 500 when a handler drops its
 // writer without answering. A connection whose headers do not arrive in time is closed silently.
+// Framing that a proxy could read differently is refused before the body is read, as nginx does
+// (gateway/http/request_checks.h): a transfer coding other than chunked (501), transfer-encoding
+// with content-length, HTTP/1.1 without one host, folded header lines, chunk-size lines over
+// 4 KiB (400), trailers over max_header_bytes (431), content-encoding (415). Trailers are
+// dropped, never merged into the headers.
 //
 // Connections: keep-alive (one request at a time; pipelined requests wait their turn),
 // "connection: close", HTTP/1.0, HEAD (the handler's body is not sent), "expect: 100-continue".

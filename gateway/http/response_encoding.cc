@@ -81,9 +81,12 @@ std::string EncodeChunk(absl::string_view data) {
   return absl::StrCat(absl::Hex(data.size()), "\r\n", data, "\r\n");
 }
 
-std::string EncodeErrorResponse(int status, const absl::Status& error, bool head_request) {
+std::string EncodeErrorResponse(int status, const absl::Status& error, bool head_request,
+                                const HttpHeaders& headers) {
   common::HttpError body = common::ToHttpError(error);
-  std::string out = EncodeResponseHead(status, {{"content-type", "application/json"}},
+  HttpHeaders all_headers = {{"content-type", "application/json"}};
+  all_headers.insert(all_headers.end(), headers.begin(), headers.end());
+  std::string out = EncodeResponseHead(status, all_headers,
                                        {.framing = BodyFraming::kContentLength,
                                         .content_length = body.body.size(),
                                         .keep_alive = false});

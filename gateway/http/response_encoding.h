@@ -46,9 +46,11 @@ inline constexpr absl::string_view kLastChunk = "0\r\n\r\n";
 bool IsValidHeaderName(absl::string_view name);
 bool IsValidHeaderValue(absl::string_view value);
 
-// A complete error response (`status` with the OpenAI-style JSON body built from `error`), closing
-// the connection. Used for errors the server answers itself (400, 413, 431, 500).
-std::string EncodeErrorResponse(int status, const absl::Status& error, bool head_request);
+// A complete error response (`status` with the OpenAI-style JSON body built from `error`, and
+// `headers` besides content-type), closing the connection. Used for errors the server answers
+// itself (400, 413, 415, 431, 500, 501).
+std::string EncodeErrorResponse(int status, const absl::Status& error, bool head_request,
+                                const HttpHeaders& headers = {});
 
 }  // namespace llmserve::gateway::http
 
