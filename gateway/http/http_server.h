@@ -70,6 +70,11 @@ struct HttpServerOptions {
   // may hold the chain after the server's certificate. The key must not be encrypted.
   std::string tls_cert_file;
   std::string tls_key_file;
+  // Every POST must declare a JSON body ("content-type: application/json", any case, parameters
+  // such as "; charset=utf-8" allowed), else 415 before its body is read. For an API whose POST
+  // routes all take JSON: a web page can make a browser POST text/plain or a form to a server on
+  // localhost without a CORS preflight, but not application/json.
+  bool require_json_post_body = false;
 };
 
 class HttpServer {

@@ -94,14 +94,29 @@ std::optional<Refusal> CheckContentEncoding(const bhttp::request_header<>& heade
   return std::nullopt;
 }
 
+std::optional<Refusal> CheckJsonBody(const bhttp::request_header<>& header,
+                                     const HttpServerOptions& options) {
+  if (!options.require_json_post_body || header.method() != bhttp::verb::post) {
+    return std::nullopt;
+  }
+  const size_t types = header.count(bhttp::field::content_type);
+  const std::string content_type = JoinedValues(header, bhttp::field::content_type);
+  if (types == 1 && IsJsonMediaType(content_type)) return std::nullopt;
+  // A web page can make a browser POST text/plain or a form to a server on localhost without a
+  // CORS preflight; application/json needs one, so requiring it keeps such pages out.
+  return Refuse(415, absl::StrCat("the request body must be JSON, sent with content-type: "
+                                  "application/json (got ",
+                                  types == 0 ? "no content-type" : Quote(content_type), ")"));
+}
+
 }  // namespace
 
 std::optional<Refusal> CheckRequestHeader(const bhttp::request_header<>& header,
-                                          const HttpServerOptions& /*options*/) {
+                                          const HttpServerOptions& options) {
   for (auto check : {CheckHost, CheckTransferEncoding, CheckContentEncoding}) {
     if (std::optional<Refusal> refusal = check(header)) return refusal;
   }
-  return std::nullopt;
+  return CheckJsonBody(header, options);
 }
 
 std::optional<Refusal> CheckUnfinishedChunkedData(absl::string_view unparsed,
@@ -138,6 +153,11 @@ std::optional<Refusal> CheckTrailers(const bhttp::fields& fields, size_t header_
   if (bytes <= max_trailer_bytes) return std::nullopt;
   return Refuse(431,
                 absl::StrCat("request trailers exceed the limit of ", max_trailer_bytes, " bytes"));
+}
+
+bool IsJsonMediaType(absl::string_view content_type) {
+  const absl::string_view type = content_type.substr(0, content_type.find(';'));
+  return absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(type), "application/json");
 }
 
 bool ContainsObsFold(absl::string_view data) {

@@ -2,8 +2,9 @@
 // body or hands it to the handler. They refuse what a proxy in front of the server could frame
 // differently from Beast's parser (request smuggling: Transfer-Encoding with Content-Length, a
 // transfer coding other than chunked, folded header lines), bodies the server cannot interpret
-// (Content-Encoding), and HTTP/1.1 without exactly one Host. As nginx does: 501 for a transfer
-// coding it does not implement, 400 for ambiguous framing, 415 for a body it cannot decode.
+// (Content-Encoding), HTTP/1.1 without exactly one Host, and, when the options ask for it, a POST
+// body not declared as JSON. As nginx does: 501 for a transfer coding it does not implement, 400
+// for ambiguous framing, 415 for a body it cannot decode.
 //
 // Thread-safe: pure functions.
 
@@ -56,6 +57,10 @@ std::optional<Refusal> CheckChunkExtensions(absl::string_view extensions);
 // at most `max_trailer_bytes` (counted as on the wire), else 431.
 std::optional<Refusal> CheckTrailers(const boost::beast::http::fields& fields, size_t header_fields,
                                      size_t max_trailer_bytes);
+
+// True when `content_type` is application/json, in any case, with or without parameters
+// ("application/json; charset=utf-8").
+bool IsJsonMediaType(absl::string_view content_type);
 
 // True when the header section at the start of `data` (up to its blank line, or all of `data`
 // when that has not arrived) has a line that starts with a space or tab: obsolete line folding

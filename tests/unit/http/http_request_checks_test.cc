@@ -1,7 +1,7 @@
 // What HttpServer refuses before a request reaches its handler: framing that a proxy in front
-// could read differently (request smuggling) and bodies it cannot interpret. Over loopback
-// sockets with the raw client of test_http_client.h, so that exactly the bytes under test are
-// sent.
+// could read differently (request smuggling), bodies it cannot interpret, and (when asked) POST
+// bodies not declared as JSON. Over loopback sockets with the raw client of test_http_client.h,
+// so that exactly the bytes under test are sent.
 
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -294,7 +294,74 @@ TEST_F(RequestChecksTest, RefusalOfAPipelinedRequestFollowsThePreviousResponse) 
   EXPECT_TRUE(client->WaitForClose());
 }
 
+// --- Content-Type for JSON POST bodies (defect 4) -----------------------------------------
+
+TEST_F(RequestChecksTest, PostNotDeclaredAsJsonIs415WhenRequired) {
+  StartServer({.require_json_post_body = true});
+  const std::string json = R"({"a":1})";
+  for (const std::string type :
+       {"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
+        "application/jsonx", "application/json-seq", "text/json", ""}) {
+    SCOPED_TRACE(type);
+    const std::string header = type.empty() ? "" : absl::StrCat("Content-Type: ", type, "\r\n");
+    ExpectRefused(PostWithLength(header, json), 415, "application/json");
+  }
+  // Without a content-type header at all.
+  ExpectRefused(PostWithLength("", json), 415, "application/json");
+  // Two content types.
+  ExpectRefused(
+      PostWithLength("Content-Type: application/json\r\nContent-Type: text/plain\r\n", json), 415,
+      "application/json");
+}
+
+TEST_F(RequestChecksTest, PostDeclaredAsJsonIsServedWhenRequired) {
+  StartServer({.require_json_post_body = true});
+  const std::string json = R"({"a":1})";
+  for (const std::string type :
+       {"application/json", "Application/JSON", "application/json; charset=utf-8",
+        "application/json;charset=UTF-8", "application/json ; charset=\"utf-8\""}) {
+    SCOPED_TRACE(type);
+    EXPECT_EQ(
+        ExpectServed(PostWithLength(absl::StrCat("Content-Type: ", type, "\r\n"), json))["body"],
+        json);
+  }
+  // GET has no body to check.
+  ExpectServed("GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
+}
+
+TEST_F(RequestChecksTest, NotJsonIsRefusedBeforeTheBodyIsSent) {
+  StartServer({.require_json_post_body = true});
+  std::unique_ptr<TestHttpClient> client = TestHttpClient::Connect(server_->port());
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(client->Send(
+      "POST /x HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 7\r\n"
+      "Expect: 100-continue\r\n\r\n"));
+  // The refusal, not "100 Continue".
+  std::optional<TestResponse> response = client->ReadHead(/*keep_informational=*/true);
+  ASSERT_TRUE(response.has_value());
+  EXPECT_EQ(response->status, 415);
+}
+
+TEST_F(RequestChecksTest, AnyContentTypeIsServedWhenNotRequired) {
+  StartServer();
+  EXPECT_EQ(ExpectServed(PostWithLength("Content-Type: text/plain\r\n", "hello"))["body"], "hello");
+}
+
 // --- The pure functions ---------------------------------------------------------------------
+
+TEST(IsJsonMediaTypeTest, AcceptsApplicationJsonWithParameters) {
+  EXPECT_TRUE(IsJsonMediaType("application/json"));
+  EXPECT_TRUE(IsJsonMediaType("APPLICATION/Json"));
+  EXPECT_TRUE(IsJsonMediaType(" application/json "));
+  EXPECT_TRUE(IsJsonMediaType("application/json; charset=utf-8"));
+  EXPECT_TRUE(IsJsonMediaType("application/json\t;charset=utf-8"));
+  EXPECT_FALSE(IsJsonMediaType(""));
+  EXPECT_FALSE(IsJsonMediaType("text/plain"));
+  EXPECT_FALSE(IsJsonMediaType("application/jsonp"));
+  EXPECT_FALSE(IsJsonMediaType("application/ json"));
+  EXPECT_FALSE(IsJsonMediaType("application/json, text/plain"));
+  EXPECT_FALSE(IsJsonMediaType("application/problem+json"));
+}
 
 TEST(ContainsObsFoldTest, FindsFoldedLinesOnlyInTheHeader) {
   EXPECT_FALSE(ContainsObsFold("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
@@ -360,6 +427,12 @@ TEST(CheckRequestHeaderTest, NamesWhatItRefuses) {
             "transfer-encoding \"gzip\" is not implemented: only \"chunked\" is");
   header.set(boost::beast::http::field::transfer_encoding, "chunked");
   EXPECT_FALSE(CheckRequestHeader(header, {}).has_value());
+  refusal = CheckRequestHeader(header, {.require_json_post_body = true});
+  ASSERT_TRUE(refusal.has_value());
+  EXPECT_EQ(refusal->http_status, 415);
+  EXPECT_EQ(refusal->error.message(),
+            "the request body must be JSON, sent with content-type: application/json (got no "
+            "content-type)");
 }
 
 }  // namespace
