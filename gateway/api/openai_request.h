@@ -34,6 +34,11 @@ struct OpenAiRequest {
 };
 
 inline constexpr int kMaxChoices = 16;
+// Bounds on a body's JSON (every value counts, in ignored fields too): the memory a parsed body
+// takes stays a small multiple of the body's size, however it is shaped. 262,144 values hold a
+// token-id prompt that fills a 256k context.
+inline constexpr int kMaxJsonDepth = 64;
+inline constexpr int kMaxJsonValues = 1 << 18;
 
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, absl::string_view body);
 

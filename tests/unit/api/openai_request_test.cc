@@ -1,0 +1,182 @@
+#include "gateway/api/openai_request.h"
+
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "gtest/gtest.h"
+
+namespace llmserve::gateway {
+namespace {
+
+// `count` copies of `element` joined by commas, inside [ ].
+std::string JsonList(const std::string& element, size_t count) {
+  std::string out = "[";
+  out.reserve(count * (element.size() + 1) + 2);
+  for (size_t i = 0; i < count; ++i) {
+    if (i > 0) out += ",";
+    out += element;
+  }
+  return out + "]";
+}
+
+// The body of the hostile request of issue 15: a 4 MiB list of empty objects in `field`.
+std::string HostileBody(const std::string& field) {
+  const std::string junk = JsonList("{}", (size_t{4} << 20) / 3);
+  return absl::StrCat(R"({"model": "tiny", "prompt": "hi", ")", field, R"(": )", junk, "}");
+}
+
+// The process's resident-set high-water mark in kB (VmHWM), or -1 when unreadable.
+int64_t PeakRssKb() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    absl::string_view view = line;
+    if (!absl::ConsumePrefix(&view, "VmHWM:")) continue;
+    int64_t kb = 0;
+    if (absl::SimpleAtoi(absl::StripSuffix(absl::StripAsciiWhitespace(view), " kB"), &kb)) {
+      return kb;
+    }
+  }
+  return -1;
+}
+
+// Resets VmHWM to the current RSS (Linux >= 4.0); false when the kernel refuses.
+bool ResetPeakRss() {
+  std::ofstream clear("/proc/self/clear_refs");
+  clear << "5";
+  clear.flush();
+  return clear.good();
+}
+
+TEST(OpenAiRequestTest, ParsesTheFieldsItReadsAndIgnoresOthers) {
+  absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(
+      OpenAiEndpoint::kCompletions,
+      R"({"model": "tiny", "prompt": "hi", "temperature": 0.5, "top_p": 0.9, "top_k": -1,
+          "max_tokens": 7, "stop": ["x"], "n": 2, "stream": true, "seed": 3,
+          "stream_options": {"include_usage": true}, "user": "u",
+          "metadata": {"deep": [[[{"a": 1}]]]}, "tools": [{"type": "function"}]})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->request.model(), "tiny");
+  EXPECT_EQ(parsed->request.text(), "hi");
+  EXPECT_FLOAT_EQ(parsed->request.sampling().temperature(), 0.5f);
+  EXPECT_FLOAT_EQ(parsed->request.sampling().top_p(), 0.9f);
+  EXPECT_EQ(parsed->request.sampling().top_k(), 0);
+  EXPECT_EQ(parsed->request.sampling().seed(), 3u);
+  EXPECT_EQ(parsed->request.stopping().max_tokens(), 7u);
+  ASSERT_EQ(parsed->request.stopping().stop_size(), 1);
+  EXPECT_EQ(parsed->n, 2);
+  EXPECT_TRUE(parsed->stream);
+  EXPECT_TRUE(parsed->include_usage);
+  EXPECT_EQ(parsed->user, "u");
+}
+
+TEST(OpenAiRequestTest, ChatMessagesWithParts) {
+  absl::StatusOr<OpenAiRequest> parsed =
+      ParseOpenAiRequest(OpenAiEndpoint::kChatCompletions,
+                         R"({"messages": [{"role": "system", "content": "be brief"},
+                       {"role": "user", "content": [{"type": "text", "text": "a"},
+                                                    {"type": "text", "text": "b"}]}],
+          "add_generation_prompt": false})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_EQ(parsed->request.chat().messages_size(), 2);
+  EXPECT_EQ(parsed->request.chat().messages(1).content(), "ab");
+  EXPECT_FALSE(parsed->request.chat().add_generation_prompt());
+}
+
+TEST(OpenAiRequestTest, DuplicateKeysKeepTheLastValue) {
+  absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(
+      OpenAiEndpoint::kCompletions, R"({"prompt": "a", "prompt": "b", "n": 1, "n": 3})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->request.text(), "b");
+  EXPECT_EQ(parsed->n, 3);
+}
+
+TEST(OpenAiRequestTest, MalformedBodiesAreInvalidArgument) {
+  for (const char* body : {"", "{", "{not json", R"({"prompt": "x"} trailing)", "[1, 2]", "3",
+                           R"({"prompt": "x", "top_p": 1e999})"}) {
+    absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(OpenAiEndpoint::kCompletions, body);
+    ASSERT_FALSE(parsed.ok()) << body;
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << body;
+  }
+  absl::StatusOr<OpenAiRequest> array = ParseOpenAiRequest(OpenAiEndpoint::kCompletions, "[]");
+  EXPECT_NE(array.status().message().find("must be a JSON object"), absl::string_view::npos)
+      << array.status();
+}
+
+TEST(OpenAiRequestTest, NestingDeeperThanTheLimitIsRefusedNamingIt) {
+  const std::string deep =
+      absl::StrCat(std::string(kMaxJsonDepth, '['), std::string(kMaxJsonDepth, ']'));
+  // The body object is one level: kMaxJsonDepth lists inside it are one too many, in a known
+  // field or an ignored one.
+  for (const char* field : {"metadata", "stop"}) {
+    const std::string body = absl::StrCat(R"({"prompt": "x", ")", field, R"(": )", deep, "}");
+    absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(OpenAiEndpoint::kCompletions, body);
+    ASSERT_FALSE(parsed.ok()) << field;
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(parsed.status().message().find(absl::StrCat("nested more than ", kMaxJsonDepth)),
+              absl::string_view::npos)
+        << parsed.status();
+  }
+  // One level less is fine (and ignored).
+  const std::string ok_deep =
+      absl::StrCat(std::string(kMaxJsonDepth - 1, '['), std::string(kMaxJsonDepth - 1, ']'));
+  EXPECT_TRUE(ParseOpenAiRequest(OpenAiEndpoint::kCompletions,
+                                 absl::StrCat(R"({"prompt": "x", "metadata": )", ok_deep, "}"))
+                  .ok());
+  // A million levels neither crash nor take long.
+  const std::string abyss = absl::StrCat(R"({"prompt": "x", "metadata": )",
+                                         std::string(1 << 20, '['), std::string(1 << 20, ']'), "}");
+  EXPECT_FALSE(ParseOpenAiRequest(OpenAiEndpoint::kCompletions, abyss).ok());
+}
+
+TEST(OpenAiRequestTest, MoreValuesThanTheLimitAreRefusedNamingIt) {
+  for (const char* field : {"metadata", "stop", "prompt"}) {
+    const std::string body =
+        absl::StrCat(R"({"model": "m", ")", field, R"(": )", JsonList("1", kMaxJsonValues), "}");
+    absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(OpenAiEndpoint::kCompletions, body);
+    ASSERT_FALSE(parsed.ok()) << field;
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(parsed.status().message().find(absl::StrCat("more than ", kMaxJsonValues)),
+              absl::string_view::npos)
+        << parsed.status();
+  }
+  // A token-id prompt as long as a 256k context minus a little room is accepted.
+  const std::string ids = JsonList("7", kMaxJsonValues - 16);
+  absl::StatusOr<OpenAiRequest> prompt = ParseOpenAiRequest(
+      OpenAiEndpoint::kCompletions, absl::StrCat(R"({"prompt": )", ids, R"(, "max_tokens": 1})"));
+  ASSERT_TRUE(prompt.ok()) << prompt.status();
+  EXPECT_EQ(prompt->request.token_ids().ids_size(), kMaxJsonValues - 16);
+}
+
+// Issue 15, defect 5: 4 MiB of `[{},{},...]` in an ignored field cost 156 MiB of gateway memory.
+// The body is refused now, and parsing it stays within a few MiB beyond the body itself.
+TEST(OpenAiRequestTest, AHostileBodyIsRefusedWithoutBuildingIt) {
+  for (const char* field : {"ignored_field", "stop", "messages"}) {
+    const std::string body = HostileBody(field);
+    const bool measured = ResetPeakRss() && PeakRssKb() > 0;
+    const int64_t before_kb = PeakRssKb();
+    absl::StatusOr<OpenAiRequest> parsed =
+        ParseOpenAiRequest(OpenAiEndpoint::kChatCompletions, body);
+    const int64_t growth_kb = PeakRssKb() - before_kb;
+    ASSERT_FALSE(parsed.ok()) << field;
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(parsed.status().message().find("JSON values"), absl::string_view::npos)
+        << parsed.status();
+    // Nothing of an ignored field is built; a known one is built up to the value limit, which
+    // costs about what a legitimate 4 MiB prompt does.
+    const int64_t bound_kb = absl::string_view(field) == "ignored_field" ? 8 * 1024 : 48 * 1024;
+    if (measured) {
+      std::cout << field << ": the peak RSS grew by " << growth_kb << " kB\n";
+      EXPECT_LT(growth_kb, bound_kb)
+          << field << ": parsing grew the peak RSS by " << growth_kb << " kB";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace llmserve::gateway
