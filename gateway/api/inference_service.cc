@@ -354,12 +354,17 @@ ConcurrencyLimiter::WaitId RequestAdmission::Admit(const Principal& principal, i
     return 0;
   }
   GatewayMetrics* metrics = metrics_;
-  return concurrency_->Acquire([principal, metrics, done = std::move(done)](
+  RateLimiter* rate_limiter = rate_limiter_;
+  return concurrency_->Acquire([principal, tokens, metrics, rate_limiter, done = std::move(done)](
                                    absl::StatusOr<ConcurrencyLimiter::Permit> permit) mutable {
     if (!permit.ok()) {
       if (metrics != nullptr && absl::IsResourceExhausted(permit.status())) {
         metrics->OnRateLimited();
       }
+      // Refused before it ran (the queue is full, or the gateway shuts down): what the rate limits
+      // took for it goes back, so that a client retrying a busy gateway does not also run out of
+      // its own budget.
+      if (rate_limiter != nullptr) rate_limiter->Refund(principal.name, 1, tokens, absl::Now());
       return std::move(done)(
           absl::Status(permit.status().code(),
                        absl::StrCat(permit.status().message(),

@@ -52,9 +52,10 @@ class RequestAdmission {
   // Rate limits for a request of `tokens` (prompt + max_tokens), checked now, then a concurrency
   // slot: now, or from the bounded queue when one frees up. `done` runs exactly once (unless
   // CancelWait returns true first): with the admission, or with RESOURCE_EXHAUSTED and how long
-  // to wait before retrying (429 / retry-after), or UNAVAILABLE when the gateway shuts down. It
-  // may run on this thread or later on the thread that frees a slot. Returns the queued wait's
-  // id, 0 when `done` already ran.
+  // to wait before retrying (429 / retry-after), or UNAVAILABLE when the gateway shuts down. A
+  // request the concurrency limit refuses gets back what the rate limits took for it: it never
+  // ran. `done` may run on this thread or later on the thread that frees a slot. Returns the
+  // queued wait's id, 0 when `done` already ran.
   using AdmitCallback =
       absl::AnyInvocable<void(absl::StatusOr<Admitted> admitted, absl::Duration retry_after) &&>;
   ConcurrencyLimiter::WaitId Admit(const Principal& principal, int64_t tokens,

@@ -137,6 +137,22 @@ void RateLimiter::ChargeTokens(absl::string_view principal, int64_t tokens, absl
       std::clamp(buckets.tokens.available - static_cast<double>(tokens), -capacity, capacity);
 }
 
+void RateLimiter::Refund(absl::string_view principal, int64_t requests, int64_t tokens,
+                         absl::Time now) {
+  const RateLimits& limits = LimitsFor(principal);
+  if (limits.requests_per_minute == 0 && limits.tokens_per_minute == 0) return;
+  absl::MutexLock lock(&mutex_);
+  // A principal without a bucket has a full one: nothing to give back.
+  if (!buckets_.contains(principal)) return;
+  PrincipalBuckets& buckets = BucketsFor(principal, now);
+  buckets.requests.available =
+      std::min(buckets.requests.available + static_cast<double>(std::max<int64_t>(requests, 0)),
+               static_cast<double>(buckets.limits.requests_per_minute));
+  buckets.tokens.available =
+      std::min(buckets.tokens.available + static_cast<double>(std::max<int64_t>(tokens, 0)),
+               static_cast<double>(buckets.limits.tokens_per_minute));
+}
+
 size_t RateLimiter::tracked_principals() const {
   absl::MutexLock lock(&mutex_);
   return buckets_.size();

@@ -72,6 +72,11 @@ class RateLimiter {
   void ChargeTokens(absl::string_view principal, int64_t tokens, absl::Time now)
       ABSL_LOCKS_EXCLUDED(mutex_);
 
+  // Gives back what TryAcquire took for a request that was then refused before it ran (by the
+  // concurrency limit), never beyond a full bucket.
+  void Refund(absl::string_view principal, int64_t requests, int64_t tokens, absl::Time now)
+      ABSL_LOCKS_EXCLUDED(mutex_);
+
   // Buckets currently held (idle ones are dropped by the sweep).
   size_t tracked_principals() const ABSL_LOCKS_EXCLUDED(mutex_);
 

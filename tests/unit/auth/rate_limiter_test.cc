@@ -125,6 +125,23 @@ TEST(RateLimiterTest, LateChargesCreateDebtThatIsCapped) {
   EXPECT_FALSE(limiter->TryAcquire("alice", 1, 1, kStart).ok());
 }
 
+TEST(RateLimiterTest, RefundGivesBackWhatARefusedRequestTook) {
+  std::unique_ptr<RateLimiter> limiter = Limiter(2, 100);
+  ASSERT_TRUE(limiter->TryAcquire("alice", 1, 40, kStart).ok());
+  ASSERT_TRUE(limiter->TryAcquire("alice", 1, 40, kStart).ok());
+  EXPECT_FALSE(limiter->TryAcquire("alice", 1, 0, kStart).ok());
+  // The second was then refused elsewhere (the concurrency limit) and never ran.
+  limiter->Refund("alice", 1, 40, kStart);
+  EXPECT_TRUE(limiter->TryAcquire("alice", 1, 60, kStart).ok());
+  EXPECT_FALSE(limiter->TryAcquire("alice", 1, 0, kStart).ok());
+  // Never beyond a full bucket, and unknown principals or unlimited limiters are no-ops.
+  limiter->Refund("alice", 100, 100000, kStart);
+  EXPECT_TRUE(limiter->TryAcquire("alice", 2, 100, kStart).ok());
+  EXPECT_FALSE(limiter->TryAcquire("alice", 1, 0, kStart).ok());
+  limiter->Refund("nobody", 1, 1, kStart);
+  Limiter(0, 0)->Refund("alice", 1, 1, kStart);
+}
+
 TEST(RateLimiterTest, PerPrincipalOverrides) {
   RateLimiterOptions options;
   options.default_limits = {.requests_per_minute = 1};
