@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "common/status/grpc_raw_message.h"
 #include "common/status/grpc_status.h"
 #include "worker/service/request_conversion.h"
 
@@ -149,7 +150,10 @@ void GenerateCall::Pump() {
       action = Action::kFinish;
     }
   }
-  if (action == Action::kWrite) StartWrite(&in_flight_);
+  if (action == Action::kWrite) {
+    common::SerializeRawResponse(in_flight_, &in_flight_bytes_);
+    StartWrite(&in_flight_bytes_);
+  }
   if (action == Action::kFinish) Finish(status);
 }
 

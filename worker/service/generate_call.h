@@ -29,7 +29,8 @@
 
 namespace llmserve::worker {
 
-class GenerateCall final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+// Writes raw bytes: the service takes and parses its requests itself (worker_service.h).
+class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   // `on_engine_done` runs once when the engine is done with the request, or when Start fails
   // (the service forgets the request id there; Abort must not be called after it). `metrics` may
@@ -78,6 +79,7 @@ class GenerateCall final : public grpc::ServerWriteReactor<v1::GenerateResponse>
   v1::GenerateResponse pending_ ABSL_GUARDED_BY(mutex_);
   // Owned by the write in flight (gRPC reads it until OnWriteDone).
   v1::GenerateResponse in_flight_;
+  grpc::ByteBuffer in_flight_bytes_;
   // Engine-thread bookkeeping for metrics and usage of aborted requests.
   int32_t prompt_tokens_ = 0;
   int32_t generated_tokens_ = 0;

@@ -4,6 +4,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/status/grpc_raw_message.h"
+
 namespace llmserve::worker {
 namespace {
 
@@ -26,7 +28,7 @@ v1::PrefixCacheEvent::Kind ToProtoKind(PrefixCacheEvent::Kind kind) {
 
 }  // namespace
 
-class LoadBroadcaster::Watcher final : public grpc::ServerWriteReactor<v1::LoadReport> {
+class LoadBroadcaster::Watcher final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   Watcher(LoadBroadcaster* owner, absl::Duration interval) : owner_(owner), interval_(interval) {}
 
@@ -110,7 +112,10 @@ class LoadBroadcaster::Watcher final : public grpc::ServerWriteReactor<v1::LoadR
 
   // After Offer returned true, outside the broadcaster's locks. The write in flight keeps the
   // call alive (it cannot finish before OnWriteDone).
-  void Write() { StartWrite(&in_flight_); }
+  void Write() {
+    common::SerializeRawResponse(in_flight_, &in_flight_bytes_);
+    StartWrite(&in_flight_bytes_);
+  }
 
   // Ends the stream with OK once the write in flight (if any) is done and, when the worker
   // drains, once the client was told so. Returns whether the caller must call Finish now
@@ -169,6 +174,7 @@ class LoadBroadcaster::Watcher final : public grpc::ServerWriteReactor<v1::LoadR
   absl::Time last_sent_ ABSL_GUARDED_BY(mutex_) = absl::InfinitePast();
   uint64_t sequence_ ABSL_GUARDED_BY(mutex_) = 0;
   v1::LoadReport in_flight_;
+  grpc::ByteBuffer in_flight_bytes_;
 };
 
 LoadBroadcaster::LoadBroadcaster(Engine* engine, bool prefix_caching)
@@ -184,7 +190,7 @@ void LoadBroadcaster::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-grpc::ServerWriteReactor<v1::LoadReport>* LoadBroadcaster::Watch(absl::Duration interval) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* LoadBroadcaster::Watch(absl::Duration interval) {
   auto* watcher = new Watcher(this, interval);
   bool finish_now = false;
   {

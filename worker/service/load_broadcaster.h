@@ -40,7 +40,7 @@ class LoadBroadcaster {
   void Stop();
 
   // The reactor for one WatchLoad call; interval_ms already validated.
-  grpc::ServerWriteReactor<v1::LoadReport>* Watch(absl::Duration interval);
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Watch(absl::Duration interval);
 
   // Reports draining to every watcher at once.
   void SetDraining();

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/status/grpc_raw_message.h"
 #include "common/status/grpc_status.h"
 #include "worker/service/request_conversion.h"
 
@@ -14,8 +15,7 @@ constexpr uint32_t kDefaultWatchIntervalMs = 500;
 constexpr uint32_t kMaxWatchIntervalMs = 60000;
 
 // A call refused before it started: finishes at once with `status`.
-template <typename Response>
-class RefusedCall final : public grpc::ServerWriteReactor<Response> {
+class RefusedCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   explicit RefusedCall(const grpc::Status& status) { this->Finish(status); }
   void OnDone() override { delete this; }
@@ -31,12 +31,17 @@ WorkerService::WorkerService(Engine* engine, WorkerMetrics* metrics, v1::ModelIn
 
 WorkerService::~WorkerService() = default;
 
-grpc::ServerWriteReactor<v1::GenerateResponse>* WorkerService::Generate(
-    grpc::CallbackServerContext* /*context*/, const v1::GenerateRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* WorkerService::Generate(
+    grpc::CallbackServerContext* /*context*/, const grpc::ByteBuffer* bytes) {
   auto refuse = [this](const absl::Status& status) {
     if (metrics_ != nullptr) metrics_->OnFailed(status.code());
-    return new RefusedCall<v1::GenerateResponse>(common::ToGrpcStatus(status));
+    return new RefusedCall(common::ToGrpcStatus(status));
   };
+  v1::GenerateRequest parsed;
+  if (absl::Status status = common::ParseRawRequest(*bytes, &parsed); !status.ok()) {
+    return refuse(status);
+  }
+  const v1::GenerateRequest* request = &parsed;
   if (const absl::Status id = ValidateRequestId(request->request_id()); !id.ok()) {
     return refuse(id);
   }
@@ -72,21 +77,30 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* WorkerService::Generate(
 }
 
 grpc::ServerUnaryReactor* WorkerService::GetModelInfo(grpc::CallbackServerContext* context,
-                                                      const v1::GetModelInfoRequest* /*request*/,
-                                                      v1::ModelInfo* response) {
-  *response = model_info_;
+                                                      const grpc::ByteBuffer* bytes,
+                                                      grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  v1::GetModelInfoRequest request;
+  if (absl::Status status = common::ParseRawRequest(*bytes, &request); !status.ok()) {
+    reactor->Finish(common::ToGrpcStatus(status));
+    return reactor;
+  }
+  common::SerializeRawResponse(model_info_, response);
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }
 
-grpc::ServerWriteReactor<v1::LoadReport>* WorkerService::WatchLoad(
-    grpc::CallbackServerContext* /*context*/, const v1::WatchLoadRequest* request) {
-  uint32_t interval_ms = request->interval_ms();
+grpc::ServerWriteReactor<grpc::ByteBuffer>* WorkerService::WatchLoad(
+    grpc::CallbackServerContext* /*context*/, const grpc::ByteBuffer* bytes) {
+  v1::WatchLoadRequest request;
+  if (absl::Status status = common::ParseRawRequest(*bytes, &request); !status.ok()) {
+    return new RefusedCall(common::ToGrpcStatus(status));
+  }
+  uint32_t interval_ms = request.interval_ms();
   if (interval_ms == 0) interval_ms = kDefaultWatchIntervalMs;
   const uint32_t min_ms = absl::ToInt64Milliseconds(LoadBroadcaster::kMinInterval);
   if (interval_ms < min_ms || interval_ms > kMaxWatchIntervalMs) {
-    return new RefusedCall<v1::LoadReport>(
+    return new RefusedCall(
         grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                      absl::StrCat("interval_ms: ", interval_ms, " is outside [", min_ms, ", ",
                                   kMaxWatchIntervalMs, "] (0 means the default, ",

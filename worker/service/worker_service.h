@@ -25,20 +25,27 @@
 
 namespace llmserve::worker {
 
-class WorkerService final : public v1::Worker::CallbackService {
+// Every method is registered raw (bytes in, bytes out) and parses its own request, so a request
+// that does not parse gets INVALID_ARGUMENT saying so (gRPC's typed handlers would answer
+// UNIMPLEMENTED with no message).
+using RawWorkerService =
+    v1::Worker::WithRawCallbackMethod_Generate<v1::Worker::WithRawCallbackMethod_GetModelInfo<
+        v1::Worker::WithRawCallbackMethod_WatchLoad<v1::Worker::Service>>>;
+
+class WorkerService final : public RawWorkerService {
  public:
   // `engine` (started) and `metrics` (may be null) outlive this. `model_info` is what
   // GetModelInfo answers.
   WorkerService(Engine* engine, WorkerMetrics* metrics, v1::ModelInfo model_info);
   ~WorkerService() override;
 
-  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
-      grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
-                                         const v1::GetModelInfoRequest* request,
-                                         v1::ModelInfo* response) override;
-  grpc::ServerWriteReactor<v1::LoadReport>* WatchLoad(grpc::CallbackServerContext* context,
-                                                      const v1::WatchLoadRequest* request) override;
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchLoad(grpc::CallbackServerContext* context,
+                                                        const grpc::ByteBuffer* request) override;
 
   // From now on Generate answers UNAVAILABLE; load watchers see draining at once.
   void StartDrain();

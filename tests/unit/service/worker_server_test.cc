@@ -87,6 +87,24 @@ class WorkerServerTest : public ::testing::Test {
     return result;
   }
 
+  // Sends `bytes` as the request of `method` (one message, as a unary call); the call's status.
+  grpc::Status RawCall(const std::string& method, const std::string& bytes) {
+    grpc::GenericStub generic(channel_);
+    grpc::Slice slice(bytes);
+    grpc::ByteBuffer request(&slice, 1), response;
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    absl::Notification done;
+    grpc::Status status;
+    generic.UnaryCall(&context, method, grpc::StubOptions(), &request, &response,
+                      [&](grpc::Status s) {
+                        status = s;
+                        done.Notify();
+                      });
+    done.WaitForNotification();
+    return status;
+  }
+
   // The health status of `service` (1 SERVING, 2 NOT_SERVING), or -1 when the call fails.
   int Health(const std::string& service) {
     grpc::GenericStub generic(channel_);
@@ -340,6 +358,30 @@ TEST_F(WorkerServerTest, RequestsLargerThanTheContextCanHoldAreNotParsed) {
   v1::GenerateRequest long_prompt = Request("long", 3, 4);
   for (int i = 0; i < 100'000; ++i) long_prompt.add_prompt_token_ids(500);
   EXPECT_EQ(Generate(long_prompt).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+// Bytes that do not parse as the method's request get INVALID_ARGUMENT naming the message type
+// (gRPC's typed handlers would answer UNIMPLEMENTED with no message).
+TEST_F(WorkerServerTest, MalformedProtobufIsInvalidArgumentNamingTheMessage) {
+  StartServer();
+  const std::string garbage("\xff\xff\xff\xff", 4);
+  const std::string bad_utf8("\x0a\x03\xff\xfe\xfd", 5);  // field 1 (a string): not UTF-8
+  const std::string deep_groups(2000, '\x0b');            // start-group tags, nested
+  for (const auto& [method, type] : std::vector<std::pair<std::string, std::string>>{
+           {"/llmserve.worker.v1.Worker/Generate", "llmserve.worker.v1.GenerateRequest"},
+           {"/llmserve.worker.v1.Worker/GetModelInfo", "llmserve.worker.v1.GetModelInfoRequest"},
+           {"/llmserve.worker.v1.Worker/WatchLoad", "llmserve.worker.v1.WatchLoadRequest"}}) {
+    for (const std::string& bytes : {garbage, bad_utf8, deep_groups}) {
+      if (bytes == bad_utf8 && type != "llmserve.worker.v1.GenerateRequest") continue;
+      const grpc::Status status = RawCall(method, bytes);
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << method;
+      EXPECT_NE(status.error_message().find("could not be parsed as " + type), std::string::npos)
+          << method << ": " << status.error_message();
+    }
+  }
+  // Well-formed requests still work.
+  const StreamResult result = Generate(Request("after", 3, 2));
+  EXPECT_TRUE(result.status.ok()) << result.status.error_message();
 }
 
 TEST_F(WorkerServerTest, AFullKvCacheQueuesAndPreemptsButLosesNothing) {
