@@ -1,5 +1,6 @@
 #include "gateway/http/http_server.h"
 
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -15,9 +16,12 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/base/logging.h"
 #include "gateway/http/connection.h"
 #include "gateway/http/http_stream.h"
+#include "gateway/http/log_throttle.h"
 
 namespace llmserve::gateway::http {
 namespace {
@@ -31,6 +35,20 @@ using tcp = asio::ip::tcp;
 constexpr absl::Duration kForcedCloseWait = absl::Seconds(2);
 // Pause before accepting again after an error such as EMFILE, so as not to spin.
 constexpr auto kAcceptRetryDelay = std::chrono::milliseconds(50);
+// Out of file descriptors, accept() fails at every retry until connections close: the first
+// failure is logged, then one per interval with the count in between.
+constexpr absl::Duration kAcceptErrorLogInterval = absl::Seconds(10);
+
+void LogAcceptError(const error_code& ec, LogThrottle& throttle) {
+  const std::optional<int64_t> skipped = throttle.Record(absl::Now());
+  if (!skipped.has_value()) return;
+  const std::string repeats = *skipped > 0
+                                  ? absl::StrCat(*skipped, " more since the last message")
+                                  : absl::StrCat("logged at most once every ",
+                                                 absl::FormatDuration(kAcceptErrorLogInterval));
+  LLMSERVE_LOG(WARNING) << "HTTP accept failed: " << ec.message() << " (" << repeats
+                        << "); retrying every " << kAcceptRetryDelay.count() << " ms";
+}
 
 }  // namespace
 
@@ -46,6 +64,7 @@ struct HttpServer::Impl {
   std::unique_ptr<tcp::acceptor> acceptor ABSL_GUARDED_BY(accept_mu);
   std::unique_ptr<asio::steady_timer> accept_retry ABSL_GUARDED_BY(accept_mu);
   bool accepting ABSL_GUARDED_BY(accept_mu) = false;
+  LogThrottle accept_error_log{kAcceptErrorLogInterval};
 
   absl::Mutex state_mu;
   bool shut_down ABSL_GUARDED_BY(state_mu) = false;
@@ -75,7 +94,7 @@ void HttpServer::Impl::AcceptNext() {
 void HttpServer::Impl::OnAccept(const error_code& ec, tcp::socket socket) {
   if (ec == asio::error::operation_aborted) return;  // StopAccepting closed the acceptor
   if (ec) {
-    LLMSERVE_LOG(WARNING) << "HTTP accept failed: " << ec.message();
+    LogAcceptError(ec, accept_error_log);
     absl::MutexLock lock(&accept_mu);
     if (!accepting) return;
     accept_retry->expires_after(kAcceptRetryDelay);
