@@ -515,6 +515,8 @@ grpc::ServerUnaryReactor* InferenceService::Tokenize(grpc::CallbackServerContext
   if (!model.ok()) return fail(model.status());
   absl::StatusOr<std::vector<int32_t>> ids;
   if (request->has_chat()) {
+    // The chat checks Generate applies (PrepareRequest), in the same order.
+    if (absl::Status valid = ValidateChatPrompt(request->chat()); !valid.ok()) return fail(valid);
     if ((*model)->tokenizer() == nullptr) {
       return fail(absl::FailedPreconditionError((*model)->tokenizer_error()));
     }

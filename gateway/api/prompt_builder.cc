@@ -28,6 +28,21 @@ absl::Status CheckVocabulary(absl::string_view field, int index, int32_t id, uin
 
 }  // namespace
 
+absl::Status ValidateChatPrompt(const ::llmserve::v1::ChatPrompt& chat) {
+  if (chat.messages_size() == 0 || chat.messages_size() > kMaxChatMessages) {
+    return Invalid("chat.messages", absl::StrCat("needs 1 to ", kMaxChatMessages, " messages, got ",
+                                                 chat.messages_size()));
+  }
+  for (int i = 0; i < chat.messages_size(); ++i) {
+    const std::string& role = chat.messages(i).role();
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool") {
+      return Invalid(absl::StrCat("chat.messages[", i, "].role"),
+                     absl::StrCat("\"", role, "\" is not system, user, assistant or tool"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> ResolveRequestId(const std::string& client_id) {
   if (client_id.empty()) {
     static std::atomic<uint64_t> counter{0};
@@ -89,17 +104,7 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const ::llmserve::v1::GenerateReq
       break;
     case ::llmserve::v1::GenerateRequest::kChat: {
       const ::llmserve::v1::ChatPrompt& chat = request.chat();
-      if (chat.messages_size() == 0 || chat.messages_size() > kMaxChatMessages) {
-        return Invalid("chat.messages", absl::StrCat("needs 1 to ", kMaxChatMessages,
-                                                     " messages, got ", chat.messages_size()));
-      }
-      for (int i = 0; i < chat.messages_size(); ++i) {
-        const std::string& role = chat.messages(i).role();
-        if (role != "system" && role != "user" && role != "assistant" && role != "tool") {
-          return Invalid(absl::StrCat("chat.messages[", i, "].role"),
-                         absl::StrCat("\"", role, "\" is not system, user, assistant or tool"));
-        }
-      }
+      if (absl::Status valid = ValidateChatPrompt(chat); !valid.ok()) return valid;
       if (model->tokenizer() == nullptr) {
         return absl::FailedPreconditionError(model->tokenizer_error());
       }

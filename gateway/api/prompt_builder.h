@@ -50,6 +50,10 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const ::llmserve::v1::GenerateReq
                                                const PromptLimits& limits,
                                                const ChatRenderer& render_chat);
 
+// The checks every chat gets, from Generate and Tokenize alike: 1 to 1024 messages, each with a
+// role of system, user, assistant or tool. INVALID_ARGUMENT naming the field.
+absl::Status ValidateChatPrompt(const ::llmserve::v1::ChatPrompt& chat);
+
 // The prompt ids of a text or chat input (Tokenize, and PrepareRequest).
 absl::StatusOr<std::vector<int32_t>> TokenizeText(const ServedModel& model, absl::string_view text,
                                                   bool add_special_tokens,
