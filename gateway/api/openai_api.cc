@@ -73,18 +73,11 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
     const int index_;
   };
 
+  // Starts the n generations. A streamed response starts with the first output of any of them
+  // (see OpenStreamLocked), so that what fails before it (no worker to route to, a worker refusing
+  // the request) is answered with its real status.
   void Start(WorkerPool* pool, const std::vector<PreparedRequest>& requests,
              const GenerationOptions& options) {
-    if (parsed_.stream) {
-      writer_->StartStream(200,
-                           {{"content-type", "text/event-stream"}, {"cache-control", "no-cache"}});
-      if (endpoint_ == OpenAiEndpoint::kChatCompletions) {
-        for (int i = 0; i < parsed_.n; ++i) {
-          Json delta = {{"role", "assistant"}, {"content", ""}};
-          writer_->Write(http::FormatSseEvent(Dump(Chunk(i, delta, nullptr, Json()))));
-        }
-      }
-    }
     for (int i = 0; i < parsed_.n; ++i) {
       std::shared_ptr<Generation> generation = Generation::Start(
           pool, requests[i], options, std::make_shared<Observer>(shared_from_this(), i));
@@ -94,8 +87,15 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
       // that Complete breaks, and a drain would wait for a request that is over.
       if (!completed_) generations_.push_back(std::move(generation));
     }
-    // The client may have left while the job waited for admission (its on_close already ran).
-    if (writer_->closed()) Cancel();
+    bool failed = false;
+    {
+      absl::MutexLock lock(&mutex_);
+      failed = FailsAsAWholeLocked();
+    }
+    // The client may have left while the job waited for admission (its on_close already ran). A
+    // choice that failed before the first byte fails the request: the others, including those
+    // started after OnFinish cancelled the rest, have no reason to run.
+    if (writer_->closed() || failed) Cancel();
   }
 
   // A client that leaves (even while queued for admission) cancels everything of its request.
@@ -136,7 +136,6 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
     std::vector<::llmserve::v1::GeneratedToken> tokens;
     const char* finish_reason = nullptr;
     int64_t completion_tokens = 0;
-    absl::Status error;
     bool done = false;
   };
 
@@ -200,6 +199,29 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
             {"total_tokens", prompt_tokens_ + completion_tokens}};
   }
 
+  // Sends the stream's headers (and chat's role chunks) unless done already; false when the stream
+  // will never start because the request failed before its first byte.
+  bool OpenStreamLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    if (stream_started_) return true;
+    if (!first_error_.ok()) return false;
+    stream_started_ = true;
+    writer_->StartStream(200,
+                         {{"content-type", "text/event-stream"}, {"cache-control", "no-cache"}});
+    if (endpoint_ == OpenAiEndpoint::kChatCompletions) {
+      for (int i = 0; i < parsed_.n; ++i) {
+        Json delta = {{"role", "assistant"}, {"content", ""}};
+        writer_->Write(http::FormatSseEvent(Dump(Chunk(i, delta, nullptr, Json()))));
+      }
+    }
+    return true;
+  }
+
+  // Whether an error ends the request before anything was sent: every response that is not
+  // streamed, and a stream not yet started.
+  bool FailsAsAWholeLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    return !first_error_.ok() && (!parsed_.stream || !stream_started_);
+  }
+
   void OnDelta(int index, GenerationDelta delta) {
     absl::MutexLock lock(&mutex_);
     Choice& choice = choices_[index];
@@ -220,6 +242,7 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
     }
     choice.text += delta.text;  // kept for text offsets
     if (delta.text.empty() && logprobs.is_null()) return;
+    if (!OpenStreamLocked()) return;
     const Json content = endpoint_ == OpenAiEndpoint::kChatCompletions
                              ? Json{{"content", delta.text}}
                              : Json(delta.text);
@@ -228,6 +251,7 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
 
   void OnFinish(int index, const GenerationResult* result, const absl::Status& error) {
     bool all_done = false;
+    bool failed = false;
     {
       absl::MutexLock lock(&mutex_);
       Choice& choice = choices_[index];
@@ -235,23 +259,29 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
       if (result != nullptr) {
         choice.finish_reason = FinishReasonName(result->finish_reason);
         choice.completion_tokens = result->usage.completion_tokens();
-      } else {
-        choice.error = error;
+      } else if (first_error_.ok()) {
+        first_error_ = error;
       }
       if (parsed_.stream) {
         if (result != nullptr) {
-          const Json empty =
-              endpoint_ == OpenAiEndpoint::kChatCompletions ? Json::object() : Json("");
-          writer_->Write(
-              http::FormatSseEvent(Dump(Chunk(index, empty, choice.finish_reason, Json()))));
-        } else {
+          if (OpenStreamLocked()) {
+            const Json empty =
+                endpoint_ == OpenAiEndpoint::kChatCompletions ? Json::object() : Json("");
+            writer_->Write(
+                http::FormatSseEvent(Dump(Chunk(index, empty, choice.finish_reason, Json()))));
+          }
+        } else if (stream_started_) {
+          // Past the first byte an error can only be an event of the stream.
           const common::HttpError http_error = common::ToHttpError(error);
           writer_->Write(http::FormatSseEvent(http_error.body));
         }
       }
+      failed = result == nullptr && FailsAsAWholeLocked();
       all_done = ++finished_ == parsed_.n;
     }
-    if (all_done) Complete();
+    if (all_done) return Complete();
+    // The response will be this error: the other choices need not run on.
+    if (failed) Cancel();
   }
 
   void Complete() {
@@ -260,13 +290,12 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
     completed_ = true;
     generations_.clear();
     int64_t completion_tokens = 0;
-    absl::StatusCode code = absl::StatusCode::kOk;
-    for (const Choice& choice : choices_) {
-      completion_tokens += choice.completion_tokens;
-      if (code == absl::StatusCode::kOk) code = choice.error.code();
-    }
-    if (on_done_) on_done_(completion_tokens, code);
+    for (const Choice& choice : choices_) completion_tokens += choice.completion_tokens;
+    if (on_done_) on_done_(completion_tokens, first_error_.code());
+    // Nothing was sent yet: the first error is the whole response, with its HTTP status.
+    if (FailsAsAWholeLocked()) return SendOpenAiError(*writer_, first_error_);
     if (parsed_.stream) {
+      OpenStreamLocked();
       if (parsed_.include_usage) {
         Json usage_chunk = Chunk(0, Json(), nullptr, Json());
         usage_chunk["choices"] = Json::array();
@@ -276,9 +305,6 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
       writer_->Write(std::string(http::kSseDone));
       writer_->Finish();
       return;
-    }
-    for (const Choice& choice : choices_) {
-      if (!choice.error.ok()) return SendOpenAiError(*writer_, choice.error);
     }
     Json choices = Json::array();
     for (int i = 0; i < parsed_.n; ++i) {
@@ -325,6 +351,10 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
   std::vector<Choice> choices_ ABSL_GUARDED_BY(mutex_);
   int finished_ ABSL_GUARDED_BY(mutex_) = 0;
   bool completed_ ABSL_GUARDED_BY(mutex_) = false;
+  // The first choice to fail, in time.
+  absl::Status first_error_ ABSL_GUARDED_BY(mutex_);
+  // Streamed: whether the headers (200, text/event-stream) were sent.
+  bool stream_started_ ABSL_GUARDED_BY(mutex_) = false;
   std::vector<std::shared_ptr<Generation>> generations_ ABSL_GUARDED_BY(mutex_);
   const RequestAdmission* admission_ = nullptr;
   ConcurrencyLimiter::WaitId wait_ ABSL_GUARDED_BY(mutex_) = 0;

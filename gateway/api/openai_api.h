@@ -6,8 +6,10 @@
 // Requests go through the same admission, prompt preparation and Generation as the gRPC API;
 // `n` choices run as n generations (seeds seed, seed+1, ... when a seed is given). Errors use
 // OpenAI's JSON shape with the HTTP status of common/status/http_error.h; 429 carries
-// retry-after. A client that disconnects cancels its generations, which frees the workers'
-// blocks at once.
+// retry-after. A streamed response's status and headers go out with its first output, so that
+// what fails before (no ready worker, a worker refusing the request) gets its real status, as
+// without streaming; only later errors are SSE error events. A client that disconnects cancels
+// its generations, which frees the workers' blocks at once.
 //
 // Thread-safe: Handle is called on the HTTP server's I/O threads and never blocks.
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/status/status_macros.h"
 #include "common/utf8/utf8.h"
 
 namespace llmserve::gateway {
@@ -15,6 +16,7 @@ constexpr int kMaxStopTokenIds = 64;
 constexpr int32_t kMaxPriority = 1000;
 constexpr size_t kMaxRequestIdLength = 128;
 constexpr int kMaxChatMessages = 1024;
+constexpr int32_t kMaxTopLogprobs = 20;
 
 absl::Status Invalid(absl::string_view field, absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", problem));
@@ -24,6 +26,17 @@ absl::Status CheckVocabulary(absl::string_view field, int index, int32_t id, uin
   if (id >= 0 && static_cast<uint32_t>(id) < vocab) return absl::OkStatus();
   return Invalid(absl::StrCat(field, "[", index, "]"),
                  absl::StrCat(id, " is outside the vocabulary [0, ", vocab, ")"));
+}
+
+// Range checks written as "inside" tests so that NaN, which compares false, is refused.
+absl::Status CheckClosed(absl::string_view field, float value, float low, float high) {
+  if (value >= low && value <= high) return absl::OkStatus();
+  return Invalid(field, absl::StrCat(value, " is outside [", low, ", ", high, "]"));
+}
+
+absl::Status CheckLeftOpen(absl::string_view field, float value, float low, float high) {
+  if (value > low && value <= high) return absl::OkStatus();
+  return Invalid(field, absl::StrCat(value, " is outside (", low, ", ", high, "]"));
 }
 
 }  // namespace
@@ -39,6 +52,44 @@ absl::Status ValidateChatPrompt(const ::llmserve::v1::ChatPrompt& chat) {
       return Invalid(absl::StrCat("chat.messages[", i, "].role"),
                      absl::StrCat("\"", role, "\" is not system, user, assistant or tool"));
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateSamplingParams(const ::llmserve::v1::SamplingParams& sampling,
+                                    uint32_t vocab_size) {
+  // The same ranges as the worker's ValidateSamplingParams (worker/sampling/), which stays the
+  // last line for clients that reach a worker directly.
+  if (sampling.has_temperature()) {
+    LLMSERVE_RETURN_IF_ERROR(
+        CheckClosed("sampling.temperature", sampling.temperature(), 0.0f, 100.0f));
+  }
+  if (sampling.has_top_k() &&
+      (sampling.top_k() < 0 || static_cast<uint32_t>(sampling.top_k()) > vocab_size)) {
+    return Invalid("sampling.top_k", absl::StrCat(sampling.top_k(), " is outside [0, ", vocab_size,
+                                                  "] (0 disables it)"));
+  }
+  if (sampling.has_top_p()) {
+    LLMSERVE_RETURN_IF_ERROR(CheckLeftOpen("sampling.top_p", sampling.top_p(), 0.0f, 1.0f));
+  }
+  if (sampling.has_min_p()) {
+    LLMSERVE_RETURN_IF_ERROR(CheckClosed("sampling.min_p", sampling.min_p(), 0.0f, 1.0f));
+  }
+  if (sampling.has_repetition_penalty()) {
+    LLMSERVE_RETURN_IF_ERROR(
+        CheckLeftOpen("sampling.repetition_penalty", sampling.repetition_penalty(), 0.0f, 2.0f));
+  }
+  if (sampling.has_presence_penalty()) {
+    LLMSERVE_RETURN_IF_ERROR(
+        CheckClosed("sampling.presence_penalty", sampling.presence_penalty(), -2.0f, 2.0f));
+  }
+  if (sampling.has_frequency_penalty()) {
+    LLMSERVE_RETURN_IF_ERROR(
+        CheckClosed("sampling.frequency_penalty", sampling.frequency_penalty(), -2.0f, 2.0f));
+  }
+  if (sampling.top_logprobs() < 0 || sampling.top_logprobs() > kMaxTopLogprobs) {
+    return Invalid("sampling.top_logprobs",
+                   absl::StrCat(sampling.top_logprobs(), " is outside [0, ", kMaxTopLogprobs, "]"));
   }
   return absl::OkStatus();
 }
@@ -82,6 +133,12 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const ::llmserve::v1::GenerateReq
   absl::StatusOr<std::string> id = ResolveRequestId(request.request_id());
   if (!id.ok()) return id.status();
   prepared.request_id = *std::move(id);
+  // Before the prompt's work (tokenizing, templates): cheap, and what a client most often gets
+  // wrong.
+  if (absl::Status sampling = ValidateSamplingParams(request.sampling(), model->vocab_size());
+      !sampling.ok()) {
+    return sampling;
+  }
   std::vector<int32_t> prompt;
   switch (request.prompt_case()) {
     case ::llmserve::v1::GenerateRequest::kText: {

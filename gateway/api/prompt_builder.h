@@ -54,6 +54,12 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const ::llmserve::v1::GenerateReq
 // role of system, user, assistant or tool. INVALID_ARGUMENT naming the field.
 absl::Status ValidateChatPrompt(const ::llmserve::v1::ChatPrompt& chat);
 
+// The ranges inference.proto states for each sampling field that is set (top_k against the
+// model's `vocab_size`), checked here so that a bad value is refused before admission and before
+// a streamed response starts, rather than by the worker. INVALID_ARGUMENT naming the field.
+absl::Status ValidateSamplingParams(const ::llmserve::v1::SamplingParams& sampling,
+                                    uint32_t vocab_size);
+
 // The prompt ids of a text or chat input (Tokenize, and PrepareRequest).
 absl::StatusOr<std::vector<int32_t>> TokenizeText(const ServedModel& model, absl::string_view text,
                                                   bool add_special_tokens,
