@@ -23,7 +23,8 @@ ABSL_FLAG(int, http_port, 8080,
           "port of the OpenAI-compatible HTTP API, /healthz, /readyz, /metrics (0: pick a free "
           "one; -1: off)");
 ABSL_FLAG(int, metrics_port, -1,
-          "a separate Prometheus /metrics port (-1: only /metrics on the HTTP port)");
+          "a separate Prometheus /metrics port, then the only one (/metrics names the workers' "
+          "addresses); -1: /metrics on the HTTP port");
 ABSL_FLAG(int, http_threads, 1, "HTTP I/O threads (one holds thousands of SSE streams)");
 ABSL_FLAG(int64_t, max_body_bytes, 4 << 20, "largest HTTP request body (413 beyond)");
 ABSL_FLAG(std::vector<std::string>, workers, {},

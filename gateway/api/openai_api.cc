@@ -405,9 +405,10 @@ void OpenAiApi::Handle(http::HttpRequest request, std::shared_ptr<http::Response
   if (path == "/v1/chat/completions" && post) {
     return HandleGeneration(OpenAiEndpoint::kChatCompletions, request, std::move(writer));
   }
-  const bool known = path == "/healthz" || path == "/readyz" || path == "/metrics" ||
-                     path == "/v1/models" || path == "/v1/completions" ||
-                     path == "/v1/chat/completions";
+  // Without metrics_text_ (a separate metrics port serves them) /metrics does not exist here.
+  const bool known = path == "/healthz" || path == "/readyz" ||
+                     (path == "/metrics" && metrics_text_) || path == "/v1/models" ||
+                     path == "/v1/completions" || path == "/v1/chat/completions";
   if (known) {
     return writer->Send(
         405, {{"content-type", "application/json"}},

@@ -113,9 +113,13 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(
       server->options_.inference);
 
   if (options.http_port >= 0) {
-    server->openai_ = std::make_unique<OpenAiApi>(
-        server->pool_.get(), server->catalog_.get(), server->admission_.get(),
-        server->options_.inference, [raw] { return raw->metrics_->Render(); });
+    // /metrics names every worker's address: with a metrics port (which operators can keep off
+    // the public network) it is served there only.
+    std::function<std::string()> metrics_text;
+    if (options.metrics_port < 0) metrics_text = [raw] { return raw->metrics_->Render(); };
+    server->openai_ = std::make_unique<OpenAiApi>(server->pool_.get(), server->catalog_.get(),
+                                                  server->admission_.get(),
+                                                  server->options_.inference, metrics_text);
     absl::StatusOr<std::unique_ptr<http::HttpServer>> http = http::HttpServer::Start(
         {.host = options.host,
          .port = options.http_port,

@@ -45,7 +45,9 @@ struct GatewayServerOptions {
   // The OpenAI-compatible HTTP API with /healthz, /readyz and /metrics; -1: off.
   int http_port = 8080;
   int http_threads = 1;
-  // A separate Prometheus port; -1: /metrics only on the HTTP port.
+  // A separate Prometheus port (0 picks a free one; metrics_port() tells which). /metrics names
+  // every worker's address, so with this port it is served here only (404 on the HTTP port); -1:
+  // /metrics on the HTTP port.
   int metrics_port = -1;
   size_t max_body_bytes = size_t{4} << 20;
   WorkerPoolOptions pool;
@@ -84,6 +86,8 @@ class GatewayServer {
   int grpc_port() const { return grpc_port_; }
   // -1 without the HTTP API.
   int http_port() const { return http_server_ == nullptr ? -1 : http_server_->port(); }
+  // -1 without a separate metrics port.
+  int metrics_port() const { return exposer_ == nullptr ? -1 : exposer_->port(); }
   WorkerPool& pool() { return *pool_; }
 
   // Readiness NOT_SERVING on gRPC and 503 on /readyz, new requests UNAVAILABLE (gRPC) or 503

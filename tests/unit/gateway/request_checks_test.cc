@@ -1,6 +1,6 @@
 // What the gateway checks before it answers a byte or admits a request (issue 15): streamed
 // requests are refused with a real status, not 200 and an error event; Tokenize refuses the chats
-// Generate refuses.
+// Generate refuses; /metrics stays off the public port when a metrics port is set.
 
 #include <grpcpp/grpcpp.h>
 
@@ -160,6 +160,29 @@ TEST_F(GatewayServerTest, TokenizeRefusesTheChatsGenerateRefuses) {
     EXPECT_EQ(tokenize_status.error_message(), generate_status.error_message());
     EXPECT_EQ(tokens.token_ids_size(), 0);
   }
+}
+
+// /metrics names every worker's address: with a metrics port it is served there only.
+TEST_F(GatewayServerTest, MetricsStayOffTheHttpPortWhenAMetricsPortIsSet) {
+  StartGateway({.metrics_port = 0});
+  ASSERT_GT(gateway_->metrics_port(), 0);
+  const auto on_http = Get(gateway_->http_port(), "/metrics");
+  EXPECT_EQ(on_http.status, 404) << on_http.body;
+  EXPECT_EQ(on_http.body.find("127.0.0.1:"), std::string::npos) << on_http.body;
+  const auto on_metrics_port = Get(gateway_->metrics_port(), "/metrics");
+  EXPECT_EQ(on_metrics_port.status, 200);
+  EXPECT_NE(on_metrics_port.body.find(absl::StrCat(
+                "llmserve_gateway_worker_up{worker=\"127.0.0.1:", workers_[0]->port(), "\"")),
+            std::string::npos)
+      << on_metrics_port.body;
+}
+
+TEST_F(GatewayServerTest, MetricsAreOnTheHttpPortWithoutAMetricsPort) {
+  StartGateway();
+  EXPECT_EQ(gateway_->metrics_port(), -1);
+  const auto metrics = Get(gateway_->http_port(), "/metrics");
+  EXPECT_EQ(metrics.status, 200);
+  EXPECT_NE(metrics.body.find("llmserve_gateway_worker_up"), std::string::npos);
 }
 
 }  // namespace
