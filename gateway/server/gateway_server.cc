@@ -126,7 +126,9 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(
          .io_threads = options.http_threads,
          .max_body_bytes = options.max_body_bytes,
          .tls_cert_file = options.tls.cert_file,
-         .tls_key_file = options.tls.key_file},
+         .tls_key_file = options.tls.key_file,
+         // A browser may POST text/plain to a gateway on localhost without a CORS preflight.
+         .require_json_post_body = true},
         [api = server->openai_.get()](http::HttpRequest request,
                                       std::shared_ptr<http::ResponseWriter> writer) {
           api->Handle(std::move(request), std::move(writer));

@@ -309,8 +309,9 @@ TEST_F(GatewayServerTest, OpenAiClientDisconnectFreesTheWorkers) {
     ASSERT_NE(client, nullptr);
     const std::string body =
         R"({"prompt": "a long story", "max_tokens": 900, "ignore_eos": true, "stream": true})";
-    client->Send(absl::StrCat("POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-length: ",
-                              body.size(), "\r\n\r\n", body));
+    client->Send(absl::StrCat("POST /v1/completions HTTP/1.1\r\nhost: x\r\n",
+                              "content-type: application/json\r\ncontent-length: ", body.size(),
+                              "\r\n\r\n", body));
     ASSERT_TRUE(client->ReadHead().has_value());
     ASSERT_TRUE(client->ReadChunk().has_value());
     client->Close();
