@@ -260,6 +260,19 @@ TEST_F(GatewayServerTest, OpenAiErrorsAndEndpoints) {
   EXPECT_NE(response.body.find("\"invalid_request_error\""), std::string::npos) << response.body;
   response = Post(port, "/v1/completions", R"({"model": "gpt-9", "prompt": "x"})");
   EXPECT_EQ(response.status, 404);
+  {
+    // A body not declared JSON (what a cross-site form or text/plain fetch sends) is refused.
+    auto client = http::testing::TestHttpClient::Connect(port);
+    ASSERT_NE(client, nullptr);
+    const std::string body = R"({"model": "tiny", "prompt": "x"})";
+    client->Send(absl::StrCat("POST /v1/completions HTTP/1.1\r\nhost: x\r\n",
+                              "content-type: text/plain\r\ncontent-length: ", body.size(),
+                              "\r\n\r\n", body));
+    const auto refused = client->ReadResponse();
+    ASSERT_TRUE(refused.has_value());
+    EXPECT_EQ(refused->status, 415);
+    EXPECT_NE(refused->body.find("application/json"), std::string::npos) << refused->body;
+  }
   EXPECT_NE(response.body.find("gpt-9"), std::string::npos);
   response = Post(port, "/v1/chat/completions", R"({"messages": [], "max_tokens": 3})");
   EXPECT_EQ(response.status, 400);
