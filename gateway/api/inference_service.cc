@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/status/grpc_raw_message.h"
 #include "common/status/grpc_status.h"
 
 namespace llmserve::gateway {
@@ -82,7 +83,7 @@ class AdmittedCall {
 // A server-streaming call fed by a Generation: deltas are merged while a write is in flight, so
 // a slow client never blocks the worker stream, and the buffer holds at most the request's
 // tokens.
-class StreamCall final : public grpc::ServerWriteReactor<GenerateStreamResponse>,
+class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
                          public AdmittedCall<StreamCall> {
  public:
   StreamCall(std::string request_id, std::string model, std::shared_ptr<std::atomic<int>> active)
@@ -209,7 +210,10 @@ class StreamCall final : public grpc::ServerWriteReactor<GenerateStreamResponse>
         action = kFinish;
       }
     }
-    if (action == kWrite) StartWrite(&in_flight_);
+    if (action == kWrite) {
+      common::SerializeRawResponse(in_flight_, &in_flight_bytes_);
+      StartWrite(&in_flight_bytes_);
+    }
     if (action == kFinish) Finish(status);
   }
 
@@ -228,10 +232,11 @@ class StreamCall final : public grpc::ServerWriteReactor<GenerateStreamResponse>
   bool finish_called_ ABSL_GUARDED_BY(mutex_) = false;
   std::optional<grpc::Status> finish_status_ ABSL_GUARDED_BY(mutex_);
   GenerateStreamResponse in_flight_;
+  grpc::ByteBuffer in_flight_bytes_;
 };
 
 // A refused streaming call.
-class RefusedStream final : public grpc::ServerWriteReactor<GenerateStreamResponse> {
+class RefusedStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   explicit RefusedStream(const grpc::Status& status) { Finish(status); }
   void OnDone() override { delete this; }
@@ -240,8 +245,13 @@ class RefusedStream final : public grpc::ServerWriteReactor<GenerateStreamRespon
 // Generate (unary): the Generation's deltas collected into one response.
 class UnaryCall final : public grpc::ServerUnaryReactor, public AdmittedCall<UnaryCall> {
  public:
-  UnaryCall(::llmserve::v1::GenerateResponse* response, std::shared_ptr<std::atomic<int>> active)
-      : response_(response), active_(std::move(active)) {}
+  // `response` receives the serialized GenerateResponse when the call succeeds.
+  UnaryCall(grpc::ByteBuffer* response, std::string request_id, std::string model,
+            std::shared_ptr<std::atomic<int>> active)
+      : raw_response_(response), active_(std::move(active)) {
+    response_.set_request_id(std::move(request_id));
+    response_.set_model(std::move(model));
+  }
 
   class Observer final : public GenerationObserver {
    public:
@@ -249,9 +259,9 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public AdmittedCall<Una
     void OnDelta(GenerationDelta delta) override {
       absl::MutexLock lock(&mutex_);
       if (call_ == nullptr) return;
-      call_->response_->mutable_text()->append(delta.text);
+      call_->response_.mutable_text()->append(delta.text);
       for (::llmserve::v1::GeneratedToken& token : delta.tokens) {
-        *call_->response_->add_tokens() = std::move(token);
+        *call_->response_.add_tokens() = std::move(token);
       }
     }
     void OnFinish(const GenerationResult& result) override {
@@ -261,11 +271,12 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public AdmittedCall<Una
         std::swap(call, call_);
       }
       if (call == nullptr) return;
-      call->response_->set_finish_reason(result.finish_reason);
-      call->response_->set_matched_stop(result.matched_stop);
-      *call->response_->mutable_usage() = result.usage;
-      *call->response_->mutable_timing() = result.timing;
+      call->response_.set_finish_reason(result.finish_reason);
+      call->response_.set_matched_stop(result.matched_stop);
+      *call->response_.mutable_usage() = result.usage;
+      *call->response_.mutable_timing() = result.timing;
       if (call->on_done_) call->on_done_(&result, absl::StatusCode::kOk);
+      common::SerializeRawResponse(call->response_, call->raw_response_);
       call->Finish(grpc::Status::OK);
     }
     void OnError(const absl::Status& status) override {
@@ -314,7 +325,8 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public AdmittedCall<Una
   void OnDone() override { Unref(); }
 
  private:
-  ::llmserve::v1::GenerateResponse* const response_;
+  ::llmserve::v1::GenerateResponse response_;
+  grpc::ByteBuffer* const raw_response_;
   ActiveGuard active_;
   const std::shared_ptr<Observer> observer_ = std::make_shared<Observer>(this);
   std::function<void(const GenerationResult*, absl::StatusCode)> on_done_;
@@ -421,12 +433,15 @@ absl::StatusOr<InferenceService::Started> InferenceService::Prepare(
   return started;
 }
 
-grpc::ServerWriteReactor<GenerateStreamResponse>* InferenceService::GenerateStream(
-    grpc::CallbackServerContext* context, const ::llmserve::v1::GenerateRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* InferenceService::GenerateStream(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* bytes) {
   const absl::Time arrival = absl::Now();
-  absl::StatusOr<Started> started = Prepare(context, *request);
+  ::llmserve::v1::GenerateRequest request;
+  absl::Status parsed = common::ParseRawRequest(*bytes, &request);
+  absl::StatusOr<Started> started =
+      parsed.ok() ? Prepare(context, request) : absl::StatusOr<Started>(parsed);
   if (!started.ok()) {
-    RecordDone(request->model(), started.status().code(), arrival);
+    RecordDone(request.model(), started.status().code(), arrival);
     return new RefusedStream(common::ToGrpcStatus(started.status()));
   }
   auto* call = new StreamCall(started->request.request_id, started->request.model->name(), active_);
@@ -435,19 +450,21 @@ grpc::ServerWriteReactor<GenerateStreamResponse>* InferenceService::GenerateStre
 }
 
 grpc::ServerUnaryReactor* InferenceService::Generate(grpc::CallbackServerContext* context,
-                                                     const ::llmserve::v1::GenerateRequest* request,
-                                                     ::llmserve::v1::GenerateResponse* response) {
+                                                     const grpc::ByteBuffer* bytes,
+                                                     grpc::ByteBuffer* response) {
   const absl::Time arrival = absl::Now();
-  absl::StatusOr<Started> started = Prepare(context, *request);
+  ::llmserve::v1::GenerateRequest request;
+  absl::Status parsed = common::ParseRawRequest(*bytes, &request);
+  absl::StatusOr<Started> started =
+      parsed.ok() ? Prepare(context, request) : absl::StatusOr<Started>(parsed);
   if (!started.ok()) {
-    RecordDone(request->model(), started.status().code(), arrival);
+    RecordDone(request.model(), started.status().code(), arrival);
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     reactor->Finish(common::ToGrpcStatus(started.status()));
     return reactor;
   }
-  response->set_request_id(started->request.request_id);
-  response->set_model(started->request.model->name());
-  auto* call = new UnaryCall(response, active_);
+  auto* call =
+      new UnaryCall(response, started->request.request_id, started->request.model->name(), active_);
   Launch(call, context, *std::move(started), arrival);
   return call;
 }
@@ -502,13 +519,20 @@ void InferenceService::RecordDone(absl::string_view model, absl::StatusCode code
 }
 
 grpc::ServerUnaryReactor* InferenceService::Tokenize(grpc::CallbackServerContext* context,
-                                                     const ::llmserve::v1::TokenizeRequest* request,
-                                                     ::llmserve::v1::TokenizeResponse* response) {
+                                                     const grpc::ByteBuffer* bytes,
+                                                     grpc::ByteBuffer* raw_response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   auto fail = [reactor](const absl::Status& status) {
     reactor->Finish(common::ToGrpcStatus(status));
     return reactor;
   };
+  ::llmserve::v1::TokenizeRequest parsed;
+  if (absl::Status status = common::ParseRawRequest(*bytes, &parsed); !status.ok()) {
+    return fail(status);
+  }
+  const ::llmserve::v1::TokenizeRequest* request = &parsed;
+  ::llmserve::v1::TokenizeResponse message;
+  ::llmserve::v1::TokenizeResponse* response = &message;
   absl::StatusOr<Principal> principal = admission_->Authenticate(AuthorizationOf(*context));
   if (!principal.ok()) return fail(principal.status());
   absl::StatusOr<std::shared_ptr<const ServedModel>> model = catalog_->Resolve(request->model());
@@ -536,14 +560,22 @@ grpc::ServerUnaryReactor* InferenceService::Tokenize(grpc::CallbackServerContext
     response->add_tokens((*model)->tokenizer()->IdToToken(id).value_or(""));
   }
   response->set_max_model_len((*model)->max_model_len());
+  common::SerializeRawResponse(message, raw_response);
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }
 
-grpc::ServerUnaryReactor* InferenceService::ListModels(
-    grpc::CallbackServerContext* context, const ::llmserve::v1::ListModelsRequest* /*request*/,
-    ::llmserve::v1::ListModelsResponse* response) {
+grpc::ServerUnaryReactor* InferenceService::ListModels(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* bytes,
+                                                       grpc::ByteBuffer* raw_response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  ::llmserve::v1::ListModelsRequest request;
+  if (absl::Status status = common::ParseRawRequest(*bytes, &request); !status.ok()) {
+    reactor->Finish(common::ToGrpcStatus(status));
+    return reactor;
+  }
+  ::llmserve::v1::ListModelsResponse message;
+  ::llmserve::v1::ListModelsResponse* response = &message;
   absl::StatusOr<Principal> principal = admission_->Authenticate(AuthorizationOf(*context));
   if (!principal.ok()) {
     reactor->Finish(common::ToGrpcStatus(principal.status()));
@@ -557,6 +589,7 @@ grpc::ServerUnaryReactor* InferenceService::ListModels(
     card->set_ready_workers(summary.ready_workers);
     card->set_vocab_size(summary.info->vocab_size());
   }
+  common::SerializeRawResponse(message, raw_response);
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

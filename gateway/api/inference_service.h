@@ -83,23 +83,31 @@ struct InferenceServiceOptions {
   GatewayMetrics* metrics = nullptr;
 };
 
-class InferenceService final : public ::llmserve::v1::Inference::CallbackService {
+// Every method is registered raw (bytes in, bytes out) and parses its own request, so a request
+// that does not parse gets INVALID_ARGUMENT saying so (gRPC's typed handlers would answer
+// UNIMPLEMENTED with no message).
+using RawInferenceService = ::llmserve::v1::Inference::WithRawCallbackMethod_Generate<
+    ::llmserve::v1::Inference::WithRawCallbackMethod_GenerateStream<
+        ::llmserve::v1::Inference::WithRawCallbackMethod_Tokenize<
+            ::llmserve::v1::Inference::WithRawCallbackMethod_ListModels<
+                ::llmserve::v1::Inference::Service>>>>;
+
+class InferenceService final : public RawInferenceService {
  public:
   InferenceService(WorkerPool* pool, ModelCatalog* catalog, const RequestAdmission* admission,
                    ChatRenderer render_chat, InferenceServiceOptions options);
 
   grpc::ServerUnaryReactor* Generate(grpc::CallbackServerContext* context,
-                                     const ::llmserve::v1::GenerateRequest* request,
-                                     ::llmserve::v1::GenerateResponse* response) override;
-  grpc::ServerWriteReactor<::llmserve::v1::GenerateStreamResponse>* GenerateStream(
-      grpc::CallbackServerContext* context,
-      const ::llmserve::v1::GenerateRequest* request) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerateStream(
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
-                                     const ::llmserve::v1::TokenizeRequest* request,
-                                     ::llmserve::v1::TokenizeResponse* response) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context,
-                                       const ::llmserve::v1::ListModelsRequest* request,
-                                       ::llmserve::v1::ListModelsResponse* response) override;
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
 
   // New calls get UNAVAILABLE from now on.
   void StartDrain() { draining_ = true; }

@@ -3,6 +3,7 @@
 
 #include "gateway/server/gateway_server.h"
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -19,6 +20,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gateway/auth/api_key_store.h"
 #include "gtest/gtest.h"
@@ -202,6 +204,49 @@ TEST_F(GatewayServerTest, ARevokedKeyStopsWorkingOnBothApis) {
             grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(Post(gateway_->http_port(), "/v1/completions", body, abc).status, 401);
   EXPECT_TRUE(Stream(TextRequest("hi", 2), "sk-alice-example").status.ok());
+}
+
+// Bytes that do not parse as the method's request get INVALID_ARGUMENT naming the message type
+// (gRPC's typed handlers would answer UNIMPLEMENTED with no message).
+TEST_F(GatewayServerTest, MalformedProtobufIsInvalidArgumentNamingTheMessage) {
+  StartGateway();
+  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", gateway_->grpc_port()),
+                                     grpc::InsecureChannelCredentials());
+  grpc::GenericStub generic(channel);
+  const std::string garbage("\xff\xff\xff\xff", 4);
+  const std::string bad_utf8("\x0a\x03\xff\xfe\xfd", 5);  // field 1, a string: not UTF-8
+  const std::string deep_groups(2000, '\x0b');            // start-group tags, nested
+  for (const auto& [method, type] : std::vector<std::pair<std::string, std::string>>{
+           {"/llmserve.v1.Inference/Generate", "llmserve.v1.GenerateRequest"},
+           {"/llmserve.v1.Inference/GenerateStream", "llmserve.v1.GenerateRequest"},
+           {"/llmserve.v1.Inference/Tokenize", "llmserve.v1.TokenizeRequest"},
+           {"/llmserve.v1.Inference/ListModels", "llmserve.v1.ListModelsRequest"}}) {
+    for (const std::string& bytes : {garbage, bad_utf8, deep_groups}) {
+      if (bytes == bad_utf8 && type == "llmserve.v1.ListModelsRequest") continue;  // no fields
+      grpc::Slice slice(bytes);
+      grpc::ByteBuffer request(&slice, 1), response;
+      grpc::ClientContext context;
+      context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
+      absl::Notification done;
+      grpc::Status status;
+      generic.UnaryCall(&context, method, grpc::StubOptions(), &request, &response,
+                        [&](grpc::Status s) {
+                          status = s;
+                          done.Notify();
+                        });
+      done.WaitForNotification();
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << method;
+      EXPECT_NE(status.error_message().find("could not be parsed as " + type), std::string::npos)
+          << method << ": " << status.error_message();
+    }
+  }
+  // Well-formed requests still work on every method.
+  EXPECT_TRUE(Stream(TextRequest("after", 3)).status.ok());
+  grpc::ClientContext context;
+  ::llmserve::v1::GenerateResponse response;
+  EXPECT_TRUE(stub_->Generate(&context, TextRequest("after", 3), &response).ok());
+  EXPECT_EQ(response.model(), "tiny");
+  EXPECT_EQ(response.usage().completion_tokens(), 3);
 }
 
 TEST_F(GatewayServerTest, OpenAiChatCompletion) {
