@@ -1,0 +1,70 @@
+// Fuzz target: ParseOpenAiRequest, the first thing the gateway does with an OpenAI request body.
+// The first byte picks the endpoint (odd: /v1/chat/completions, even: /v1/completions; the seeds
+// start with 'c' or 'p'), the rest is the body. Any body must give a request or INVALID_ARGUMENT,
+// never a crash, an exception or another code; an accepted request must keep the parser's
+// promises (n in [1, kMaxChoices], the prompt the endpoint needs) and be a message the gateway
+// can send on: its strings are valid UTF-8, so it serializes and parses back unchanged.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "gateway/api/openai_request.h"
+#include "llmserve/v1/inference.pb.h"
+
+namespace {
+
+using llmserve::gateway::kMaxChoices;
+using llmserve::gateway::OpenAiEndpoint;
+using llmserve::gateway::OpenAiRequest;
+
+[[noreturn]] void Fail(const char* what) {
+  std::fprintf(stderr, "openai_request_fuzz: %s\n", what);
+  std::abort();
+}
+
+void CheckAccepted(OpenAiEndpoint endpoint, const OpenAiRequest& parsed) {
+  if (parsed.n < 1 || parsed.n > kMaxChoices) Fail("n outside [1, kMaxChoices]");
+  const llmserve::v1::GenerateRequest& request = parsed.request;
+  if (endpoint == OpenAiEndpoint::kChatCompletions) {
+    if (!request.has_chat() || request.chat().messages_size() == 0) {
+      Fail("a chat request was accepted without messages");
+    }
+  } else if (request.prompt_case() != llmserve::v1::GenerateRequest::kText &&
+             request.prompt_case() != llmserve::v1::GenerateRequest::kTokenIds) {
+    Fail("a completion request was accepted without a text or token-id prompt");
+  }
+  const int top_logprobs = request.sampling().top_logprobs();
+  if (top_logprobs < 0 || top_logprobs > 20) Fail("top_logprobs outside [0, 20]");
+  for (int32_t id : request.token_ids().ids()) {
+    if (id < 0) Fail("negative prompt token id");
+  }
+  // proto3 strings must be UTF-8: a request that does not parse back would fail at the worker
+  // pool's serialization instead of here, with a less clear error.
+  std::string bytes;
+  if (!request.SerializeToString(&bytes)) Fail("the request does not serialize");
+  llmserve::v1::GenerateRequest reparsed;
+  if (!reparsed.ParseFromString(bytes)) Fail("the serialized request does not parse back");
+  if (reparsed.ByteSizeLong() != bytes.size()) Fail("the request changed on a round trip");
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const OpenAiEndpoint endpoint =
+      (data[0] & 1) != 0 ? OpenAiEndpoint::kChatCompletions : OpenAiEndpoint::kCompletions;
+  const absl::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
+  const absl::StatusOr<OpenAiRequest> parsed =
+      llmserve::gateway::ParseOpenAiRequest(endpoint, body);
+  if (!parsed.ok()) {
+    if (!absl::IsInvalidArgument(parsed.status())) Fail("a refusal that is not INVALID_ARGUMENT");
+    return 0;
+  }
+  CheckAccepted(endpoint, *parsed);
+  return 0;
+}
