@@ -1,0 +1,107 @@
+// Fuzz target: the worker's Generate request path before the engine, as WorkerService::Generate
+// runs it on the bytes of a call: ParseRawRequest (the raw method's own protobuf parse) into
+// llmserve.worker.v1.GenerateRequest, ValidateRequestId, then ToEngineRequest against a small
+// model's limits (so that the fuzzer reaches every bound with short inputs).
+//
+// Any bytes must give INVALID_ARGUMENT or an engine request, never a crash; an accepted request
+// must be one the engine can take as it is: a prompt within the context and the vocabulary,
+// max_tokens within the room the prompt leaves, min_tokens <= max_tokens, sampling parameters and
+// the other fields within the ranges worker.proto documents.
+
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/slice.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/status/grpc_raw_message.h"
+#include "llmserve/worker/v1/worker.pb.h"
+#include "worker/engine/engine.h"
+#include "worker/sampling/sampling_params.h"
+#include "worker/service/request_conversion.h"
+
+namespace {
+
+namespace worker = llmserve::worker;
+
+constexpr worker::RequestLimits kLimits = {.vocab_size = 1000, .max_model_len = 256};
+
+[[noreturn]] void Fail(const char* what) {
+  std::fprintf(stderr, "worker_request_fuzz: %s\n", what);
+  std::abort();
+}
+
+bool InVocabulary(int32_t id) { return id >= 0 && id < kLimits.vocab_size; }
+
+// NaN compares false, so every range check below refuses it.
+bool InRange(float value, float low, float high) { return value >= low && value <= high; }
+
+void CheckAccepted(const llmserve::worker::v1::GenerateRequest& request,
+                   const worker::EngineRequest& engine_request) {
+  const int prompt_len = static_cast<int>(engine_request.prompt.size());
+  if (prompt_len != request.prompt_token_ids_size()) Fail("the prompt changed length");
+  if (prompt_len < 1 || prompt_len > kLimits.max_model_len - 1) Fail("prompt length out of range");
+  for (int32_t id : engine_request.prompt) {
+    if (!InVocabulary(id)) Fail("a prompt token outside the vocabulary");
+  }
+  const worker::StoppingParams& stopping = engine_request.stopping;
+  if (stopping.max_tokens < 1 || stopping.max_tokens > kLimits.max_model_len - prompt_len) {
+    Fail("max_tokens outside [1, room left by the prompt]");
+  }
+  if (stopping.min_tokens < 0 || stopping.min_tokens > stopping.max_tokens) {
+    Fail("min_tokens outside [0, max_tokens]");
+  }
+  if (static_cast<int>(stopping.stop_token_ids.size()) > worker::kMaxStopTokenIds) {
+    Fail("too many stop token ids");
+  }
+  for (int32_t id : stopping.stop_token_ids) {
+    if (!InVocabulary(id)) Fail("a stop token outside the vocabulary");
+  }
+  if (engine_request.priority < -worker::kMaxPriority ||
+      engine_request.priority > worker::kMaxPriority) {
+    Fail("priority out of range");
+  }
+  if (engine_request.cache_salt.size() > worker::kMaxCacheSaltBytes) Fail("cache_salt too long");
+  const worker::SamplingParams& sampling = engine_request.sampling;
+  if (!InRange(sampling.temperature, 0, 100) || !InRange(sampling.top_p, 0, 1) ||
+      sampling.top_p == 0 || !InRange(sampling.min_p, 0, 1) ||
+      !InRange(sampling.repetition_penalty, 0, 2) || sampling.repetition_penalty == 0 ||
+      !InRange(sampling.presence_penalty, -2, 2) || !InRange(sampling.frequency_penalty, -2, 2) ||
+      sampling.top_k < 0 || sampling.top_k > kLimits.vocab_size || sampling.top_logprobs < 0 ||
+      sampling.top_logprobs > worker::kMaxTopLogprobs) {
+    Fail("a sampling parameter out of range");
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  // One slice, as a small message arrives; the parse reads through gRPC's buffer as the service's.
+  grpc::Slice slice(data, size);
+  const grpc::ByteBuffer bytes(&slice, 1);
+  llmserve::worker::v1::GenerateRequest request;
+  if (const absl::Status parsed = llmserve::common::ParseRawRequest(bytes, &request);
+      !parsed.ok()) {
+    if (!absl::IsInvalidArgument(parsed)) Fail("a parse error that is not INVALID_ARGUMENT");
+    return 0;
+  }
+  if (const absl::Status id = worker::ValidateRequestId(request.request_id()); !id.ok()) {
+    if (!absl::IsInvalidArgument(id)) Fail("a request-id error that is not INVALID_ARGUMENT");
+    // The service refuses here; the conversion below still has to hold up on such requests.
+  }
+  const absl::StatusOr<worker::EngineRequest> engine_request =
+      worker::ToEngineRequest(request, kLimits);
+  if (!engine_request.ok()) {
+    if (!absl::IsInvalidArgument(engine_request.status())) {
+      Fail("a conversion error that is not INVALID_ARGUMENT");
+    }
+    return 0;
+  }
+  CheckAccepted(request, *engine_request);
+  return 0;
+}
