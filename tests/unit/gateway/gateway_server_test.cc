@@ -577,6 +577,8 @@ TEST(GatewayTlsTest, MutualTlsToWorkersAndTlsForClients) {
   ::llmserve::v1::GenerateRequest request;
   request.set_text("over TLS");
   request.mutable_stopping()->set_max_tokens(3);
+  // Sampled at temperature 1 from random weights: without this, EOS can end it early.
+  request.mutable_stopping()->set_ignore_eos(true);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
   ::llmserve::v1::GenerateResponse response;
