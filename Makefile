@@ -5,6 +5,7 @@
 #   make clean    remove the build directory
 #   make run      install deps, build, start the stack on the default model (foreground)
 #   make images   build the container images (needs a Docker engine; deploy/docker/Dockerfile)
+#   make fuzz     coverage-guided fuzzing of every tests/fuzz target (clang), FUZZ_SECONDS each
 
 BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
@@ -51,3 +52,17 @@ run: build
 # The gateway, CPU worker and CUDA worker images, tagged with the project version.
 images:
 	@bash deploy/docker/build-images.sh $(IMAGE_PREFIX) $(VERSION)
+
+# Builds the libFuzzer targets with clang (ASan + UBSan, the whole project instrumented for
+# coverage) in FUZZ_BUILD_DIR and runs each for FUZZ_SECONDS on FUZZ_BUILD_DIR/corpus/<name>,
+# seeded from tests/fuzz/seeds/<name>; prints one JSON line per target (executions, exec/s) and
+# fails on a crash. FUZZ_TARGETS picks some (e.g. FUZZ_TARGETS="jwt_fuzz http_request_fuzz");
+# FUZZ_ARGS adds libFuzzer flags.
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD_DIR ?= build-fuzz
+FUZZ_JOBS ?= 2
+FUZZ_TARGETS ?=
+FUZZ_ARGS ?=
+.PHONY: fuzz
+fuzz: deps
+	@FUZZ_ARGS="$(FUZZ_ARGS)" bash tests/fuzz/run_fuzzers.sh $(FUZZ_BUILD_DIR) $(FUZZ_SECONDS) $(FUZZ_JOBS) $(FUZZ_TARGETS)
