@@ -31,6 +31,28 @@ using ::llmserve::testing::Subprocess;
 
 constexpr absl::Duration kPatience = absl::Seconds(60);
 
+// Streams `max_tokens` tokens (EOS ignored) for `text` over GenerateStream, adding 1 to `started`
+// when the first token arrives; returns the call's status, and the tokens received in `*tokens`
+// when given.
+grpc::Status StreamStory(v1::Inference::Stub& stub, const std::string& text, int max_tokens,
+                         std::atomic<int>& started, int* tokens = nullptr) {
+  v1::GenerateRequest request;
+  request.set_text(text);
+  request.mutable_stopping()->set_max_tokens(max_tokens);
+  request.mutable_stopping()->set_ignore_eos(true);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
+  auto reader = stub.GenerateStream(&context, request);
+  v1::GenerateStreamResponse message;
+  int received = 0;
+  while (reader->Read(&message)) {
+    if (received == 0 && message.tokens_size() > 0) ++started;
+    received += message.tokens_size();
+  }
+  if (tokens != nullptr) *tokens = received;
+  return reader->Finish();
+}
+
 class GatewayBinaryTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -92,22 +114,8 @@ class GatewayBinaryTest : public ::testing::Test {
     std::vector<std::thread> clients;
     for (int i = 0; i < kStreams; ++i) {
       clients.emplace_back([&, i] {
-        v1::GenerateRequest request;
-        request.set_text(absl::StrCat("story number ", i));
-        request.mutable_stopping()->set_max_tokens(900);
-        request.mutable_stopping()->set_ignore_eos(true);
-        grpc::ClientContext context;
-        context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
-        auto reader = stub->GenerateStream(&context, request);
-        v1::GenerateStreamResponse message;
-        bool counted = false;
-        while (reader->Read(&message)) {
-          if (!counted && message.tokens_size() > 0) {
-            ++started;
-            counted = true;
-          }
-        }
-        const grpc::Status status = reader->Finish();
+        const grpc::Status status =
+            StreamStory(*stub, absl::StrCat("story number ", i), 900, started);
         if (status.ok()) {
           ++ok;
         } else if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
@@ -173,22 +181,8 @@ TEST_F(GatewayBinaryTest, AWorkerKilledMidLoadNeverHangsAClient) {
   std::vector<std::thread> clients;
   for (int i = 0; i < kStreams; ++i) {
     clients.emplace_back([&, i] {
-      v1::GenerateRequest request;
-      request.set_text(absl::StrCat("story number ", i));
-      request.mutable_stopping()->set_max_tokens(300);
-      request.mutable_stopping()->set_ignore_eos(true);
-      grpc::ClientContext context;
-      context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
-      auto reader = stub->GenerateStream(&context, request);
-      v1::GenerateStreamResponse message;
-      bool counted = false;
-      while (reader->Read(&message)) {
-        if (!counted && message.tokens_size() > 0) {
-          ++started;
-          counted = true;
-        }
-      }
-      const grpc::Status status = reader->Finish();
+      const grpc::Status status =
+          StreamStory(*stub, absl::StrCat("story number ", i), 300, started);
       if (status.ok()) {
         ++ok;
       } else if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
@@ -268,19 +262,8 @@ TEST_F(GatewayBinaryTest, SigtermDrainsStreamsOnBothApisWhileReadinessFails) {
   std::vector<std::thread> clients;
   for (int i = 0; i < kStreamsPerApi; ++i) {
     clients.emplace_back([&, i] {
-      v1::GenerateRequest request;
-      request.set_text(absl::StrCat("grpc story ", i));
-      request.mutable_stopping()->set_max_tokens(kMaxTokens);
-      request.mutable_stopping()->set_ignore_eos(true);
-      grpc::ClientContext context;
-      context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
-      auto reader = stub->GenerateStream(&context, request);
-      v1::GenerateStreamResponse message;
-      while (reader->Read(&message)) {
-        if (grpc_tokens[i] == 0 && message.tokens_size() > 0) ++started;
-        grpc_tokens[i] += message.tokens_size();
-      }
-      grpc_status[i] = reader->Finish();
+      grpc_status[i] =
+          StreamStory(*stub, absl::StrCat("grpc story ", i), kMaxTokens, started, &grpc_tokens[i]);
     });
     clients.emplace_back([&, i] {
       bool counted = false;
