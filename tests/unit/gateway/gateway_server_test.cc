@@ -3,7 +3,6 @@
 
 #include "gateway/server/gateway_server.h"
 
-#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -20,11 +19,11 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gateway/auth/api_key_store.h"
 #include "gtest/gtest.h"
 #include "llmserve/v1/inference.grpc.pb.h"
+#include "tests/testing/raw_grpc_call.h"
 #include "tests/testing/scoped_temp_dir.h"
 #include "tests/testing/test_model.h"
 #include "tests/unit/gateway/gateway_test_fixture.h"
@@ -212,7 +211,6 @@ TEST_F(GatewayServerTest, MalformedProtobufIsInvalidArgumentNamingTheMessage) {
   StartGateway();
   auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", gateway_->grpc_port()),
                                      grpc::InsecureChannelCredentials());
-  grpc::GenericStub generic(channel);
   const std::string garbage("\xff\xff\xff\xff", 4);
   const std::string bad_utf8("\x0a\x03\xff\xfe\xfd", 5);  // field 1, a string: not UTF-8
   const std::string deep_groups(2000, '\x0b');            // start-group tags, nested
@@ -223,18 +221,7 @@ TEST_F(GatewayServerTest, MalformedProtobufIsInvalidArgumentNamingTheMessage) {
            {"/llmserve.v1.Inference/ListModels", "llmserve.v1.ListModelsRequest"}}) {
     for (const std::string& bytes : {garbage, bad_utf8, deep_groups}) {
       if (bytes == bad_utf8 && type == "llmserve.v1.ListModelsRequest") continue;  // no fields
-      grpc::Slice slice(bytes);
-      grpc::ByteBuffer request(&slice, 1), response;
-      grpc::ClientContext context;
-      context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
-      absl::Notification done;
-      grpc::Status status;
-      generic.UnaryCall(&context, method, grpc::StubOptions(), &request, &response,
-                        [&](grpc::Status s) {
-                          status = s;
-                          done.Notify();
-                        });
-      done.WaitForNotification();
+      const grpc::Status status = ::llmserve::testing::RawGrpcCall(channel, method, bytes);
       EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << method;
       EXPECT_NE(status.error_message().find("could not be parsed as " + type), std::string::npos)
           << method << ": " << status.error_message();

@@ -21,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "llmserve/worker/v1/worker.grpc.pb.h"
 #include "tests/testing/http_get.h"
+#include "tests/testing/raw_grpc_call.h"
 #include "tests/testing/scoped_temp_dir.h"
 #include "tests/testing/test_model.h"
 #include "tools/bench/worker_bench.h"
@@ -89,45 +90,17 @@ class WorkerServerTest : public ::testing::Test {
 
   // Sends `bytes` as the request of `method` (one message, as a unary call); the call's status.
   grpc::Status RawCall(const std::string& method, const std::string& bytes) {
-    grpc::GenericStub generic(channel_);
-    grpc::Slice slice(bytes);
-    grpc::ByteBuffer request(&slice, 1), response;
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
-    absl::Notification done;
-    grpc::Status status;
-    generic.UnaryCall(&context, method, grpc::StubOptions(), &request, &response,
-                      [&](grpc::Status s) {
-                        status = s;
-                        done.Notify();
-                      });
-    done.WaitForNotification();
-    return status;
+    return ::llmserve::testing::RawGrpcCall(channel_, method, bytes);
   }
 
   // The health status of `service` (1 SERVING, 2 NOT_SERVING), or -1 when the call fails.
   int Health(const std::string& service) {
-    grpc::GenericStub generic(channel_);
     std::string request;
     if (!service.empty()) request = std::string("\n") + static_cast<char>(service.size()) + service;
-    grpc::ByteBuffer request_buffer(std::vector<grpc::Slice>{grpc::Slice(request)}.data(), 1),
-        response;
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
-    absl::Notification done;
-    grpc::Status status;
-    generic.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
-                      &request_buffer, &response, [&](grpc::Status s) {
-                        status = s;
-                        done.Notify();
-                      });
-    done.WaitForNotification();
-    if (!status.ok()) return -1;
-    std::vector<grpc::Slice> slices;
-    if (!response.Dump(&slices).ok()) return -1;
     std::string bytes;
-    for (const grpc::Slice& slice : slices) {
-      bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    if (!::llmserve::testing::RawGrpcCall(channel_, "/grpc.health.v1.Health/Check", request, &bytes)
+             .ok()) {
+      return -1;
     }
     return bytes.size() == 2 && bytes[0] == 0x08 ? bytes[1] : (bytes.empty() ? 0 : -1);
   }
