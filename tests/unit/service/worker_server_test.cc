@@ -24,7 +24,10 @@
 #include "tests/testing/raw_grpc_call.h"
 #include "tests/testing/scoped_temp_dir.h"
 #include "tests/testing/test_model.h"
-#include "tools/bench/worker_bench.h"
+#include "tools/bench/bench_report.h"
+#include "tools/bench/grpc_clients.h"
+#include "tools/bench/load_runner.h"
+#include "tools/bench_load/bench_load.h"
 #include "worker/engine/cpu_engine_builder.h"
 
 namespace llmserve::worker {
@@ -598,15 +601,27 @@ TEST_F(WorkerServerTest, DrainingGaugeReadsOneFromTheDrainUntilExit) {
 
 TEST_F(WorkerServerTest, BenchmarkClientCountsEveryToken) {
   StartServer();
-  absl::StatusOr<std::string> report = tools::RunWorkerBenchmark(
-      stub_.get(), {.num_requests = 6, .prompt_len = 20, .output_len = 9}, /*concurrency=*/3);
-  ASSERT_TRUE(report.ok()) << report.status();
-  const nlohmann::json json = nlohmann::json::parse(*report);
-  EXPECT_EQ(json["errors"], 0);
-  EXPECT_EQ(json["requests"], 6);
-  EXPECT_EQ(json["concurrency"], 3);
+  tools::WorkerBenchClient client(stub_.get());
+  absl::StatusOr<v1::ModelInfo> info = client.ModelInfo(kPatience);
+  ASSERT_TRUE(info.ok()) << info.status();
+  absl::StatusOr<tools::BenchLoad> load = tools::MakeBenchLoad(
+      {.num_requests = 6, .prompt_len = 20, .output_len = 9}, info->vocab_size());
+  ASSERT_TRUE(load.ok()) << load.status();
+  std::vector<tools::BenchRequest> requests;
+  for (std::vector<int32_t>& prompt : load->prompts) {
+    requests.push_back({.prompt_ids = std::move(prompt), .prompt_tokens = 20, .output_len = 9});
+  }
+  const tools::LoadResult result = tools::RunLoad(&client, requests, {.max_concurrency = 3});
+  EXPECT_EQ(result.client_threads, 3);
+  const nlohmann::json json = tools::SummarizeLoad({.api = "worker", .requests = 6}, result);
+  EXPECT_EQ(json["failed"], 0) << json.dump();
+  EXPECT_EQ(json["completed"], 6);
+  EXPECT_EQ(json["output_tokens"], 6 * 9);
+  EXPECT_EQ(json["prompt_tokens"], 6 * 20);
   EXPECT_GT(json["output_tokens_per_s"].get<double>(), 0);
   EXPECT_GE(json["e2e_s"]["p99"].get<double>(), json["ttft_s"]["p50"].get<double>());
+  // One inter-token gap per token after the first, unless a stream message carried several.
+  EXPECT_GT(json["itl_s"]["p50"].get<double>(), 0);
   EXPECT_EQ(server_->engine().Load().prefix_cache_queries, 6 * 20 + 1);  // + the warm-up token
 }
 
