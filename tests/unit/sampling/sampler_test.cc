@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -16,8 +15,6 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::Pair;
-
-constexpr float kInf = std::numeric_limits<float>::infinity();
 
 SamplingState MakeState(SamplingParams params, int64_t vocab_size,
                         std::vector<int32_t> prompt = {}) {

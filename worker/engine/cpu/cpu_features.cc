@@ -1,5 +1,9 @@
 #include "worker/engine/cpu/cpu_features.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 namespace llmserve::worker::cpu {
 
 #if defined(__x86_64__)
@@ -16,8 +20,13 @@ bool HasAvx512Bf16() {
 }
 
 bool HasAvx2FmaF16c() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                          __builtin_cpu_supports("f16c");
+  // F16C from CPUID leaf 1, not __builtin_cpu_supports("f16c"): clang 14 does not know that
+  // feature name (the sanitizer and fuzz builds use clang).
+  static const bool has = [] {
+    unsigned int eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+  }();
   return has;
 }
 

@@ -11,7 +11,9 @@
 #define LLMSERVE_WORKER_ENGINE_CPU_SIMD_H_
 
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)  // clang has no -Wmaybe-uninitialized (and warns of the unknown name)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #if defined(__x86_64__)
 #include <immintrin.h>
