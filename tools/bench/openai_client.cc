@@ -35,11 +35,16 @@ std::string ErrorMessage(const std::string& body) {
   return body.substr(0, 300);
 }
 
+bool HasChoices(const Json& event) {
+  auto choices = event.find("choices");
+  return choices != event.end() && choices->is_array() && !choices->empty();
+}
+
 // The text an event carries for its first choice: "text" (completions) or "delta.content" /
 // "delta.reasoning_content" (chat).
 std::string ChoiceText(const Json& event) {
+  if (!HasChoices(event)) return "";
   auto choices = event.find("choices");
-  if (choices == event.end() || !choices->is_array() || choices->empty()) return "";
   const Json& choice = (*choices)[0];
   if (!choice.is_object()) return "";
   if (auto text = choice.find("text"); text != choice.end() && text->is_string()) {
@@ -114,6 +119,7 @@ RequestOutcome OpenAiClient::Send(const std::string& /*id*/, const BenchRequest&
     int status = 0;
     std::string error_body;
     bool done = false, stream_error = false;
+    bool first_event_seen = false;
     int64_t text_events = 0, usage_tokens = -1;
     SseParser sse([&](const SseEvent& event) {
       if (stream_error) return;
@@ -128,15 +134,20 @@ RequestOutcome OpenAiClient::Send(const std::string& /*id*/, const BenchRequest&
         outcome.error = ErrorMessage(event.data);
         return;
       }
-      if (!ChoiceText(json).empty()) {
-        const absl::Time now = absl::Now();
-        if (text_events++ == 0) {
-          outcome.ttft_s = absl::ToDoubleSeconds(now - start);
-        } else {
-          outcome.itl_s.push_back(absl::ToDoubleSeconds(now - last_token));
-        }
+      // As vLLM's benchmark: the first event with a choice (chat's role chunk, text, or a
+      // finish when nothing visible was generated) is the first token the user sees; then each
+      // event with text is a step. Tokens that decode to nothing send no event (the server
+      // holds them), so their time shows in the gap before the next text.
+      const absl::Time now = absl::Now();
+      if (!first_event_seen && HasChoices(json)) {
+        first_event_seen = true;
+        outcome.ttft_s = absl::ToDoubleSeconds(now - start);
+        last_token = now;
+      } else if (!ChoiceText(json).empty()) {
+        outcome.itl_s.push_back(absl::ToDoubleSeconds(now - last_token));
         last_token = now;
       }
+      if (!ChoiceText(json).empty()) ++text_events;
       if (auto usage = json.find("usage"); usage != json.end() && usage->is_object()) {
         if (usage->contains("completion_tokens") && (*usage)["completion_tokens"].is_number()) {
           usage_tokens = (*usage)["completion_tokens"].get<int64_t>();
@@ -185,6 +196,7 @@ RequestOutcome OpenAiClient::Send(const std::string& /*id*/, const BenchRequest&
     } else {
       outcome.ok = true;
       outcome.status = "ok";
+      if (!first_event_seen) outcome.ttft_s = outcome.e2e_s;  // no choice at all: all at the end
     }
     outcome.output_tokens = usage_tokens >= 0 ? usage_tokens : text_events;
     return outcome;
