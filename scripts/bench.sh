@@ -3,18 +3,18 @@
 # loopback (free ports) on the generated `small` model, runs llmserve-bench over the gateway's
 # OpenAI HTTP API at a sweep of request rates, prints the table and writes bench/results.json and
 # bench/sweep.png. Every process it starts is stopped on exit.
-#   BENCH_MODEL    model preset (default small)          BENCH_RATES     sweep (default 1,2,4,8,inf)
-#   BENCH_REQUESTS requests per rate (default 48)        BENCH_PROMPT_LEN / BENCH_OUTPUT_LEN (256 / 64)
+#   BENCH_MODEL    model preset (default small)          BENCH_RATES     sweep (default 0.25,0.5,1,2,inf)
+#   BENCH_REQUESTS requests per rate (default 24)        BENCH_PROMPT_LEN / BENCH_OUTPUT_LEN (128 / 32)
 #   BENCH_OUT      output directory (default bench)      BENCH_ARGS      more llmserve-bench flags
 set -euo pipefail
 
 build_dir="${1:-build}"
 bin="$build_dir/bin"
 preset="${BENCH_MODEL:-small}"
-rates="${BENCH_RATES:-1,2,4,8,inf}"
-requests="${BENCH_REQUESTS:-48}"
-prompt_len="${BENCH_PROMPT_LEN:-256}"
-output_len="${BENCH_OUTPUT_LEN:-64}"
+rates="${BENCH_RATES:-0.25,0.5,1,2,inf}"
+requests="${BENCH_REQUESTS:-24}"
+prompt_len="${BENCH_PROMPT_LEN:-128}"
+output_len="${BENCH_OUTPUT_LEN:-32}"
 out="${BENCH_OUT:-bench}"
 model_dir="models/$preset"
 mkdir -p "$out"
@@ -77,6 +77,6 @@ echo "bench: $preset model, 2 workers + gateway, $requests requests per rate of 
 "$bin/llmserve-bench" --api openai --target "127.0.0.1:$http_port" --tokenizer "$model_dir" \
   --request-rate "$rates" --requests "$requests" --prompt-len "$prompt_len" \
   --output-len "$output_len" --warmup 2 --slo-ttft 2s --slo-tpot 200ms --format table \
-  --extra-body '{"skip_special_tokens": false}' \
+  --extra-body '{"logprobs": 0}' \
   --result-file "$out/results.json" --plot "$out/sweep.png" ${BENCH_ARGS:-}
 echo "bench: wrote $out/results.json and $out/sweep.png"

@@ -62,6 +62,20 @@ std::string ChoiceText(const Json& event) {
   return "";
 }
 
+// Whether an event carries a step of generation: a choice with text or logprobs, or one that
+// has not finished (chat's role chunk, a token with no visible text).
+bool IsTokenEvent(const Json& event) {
+  if (!HasChoices(event)) return false;
+  const Json& choice = event["choices"][0];
+  if (!choice.is_object()) return false;
+  if (!ChoiceText(event).empty()) return true;
+  if (auto logprobs = choice.find("logprobs"); logprobs != choice.end() && !logprobs->is_null()) {
+    return true;
+  }
+  auto finish = choice.find("finish_reason");
+  return finish == choice.end() || finish->is_null();
+}
+
 }  // namespace
 
 OpenAiClient::OpenAiClient(OpenAiClientOptions options)
@@ -134,17 +148,19 @@ RequestOutcome OpenAiClient::Send(const std::string& /*id*/, const BenchRequest&
         outcome.error = ErrorMessage(event.data);
         return;
       }
-      // As vLLM's benchmark: the first event with a choice (chat's role chunk, text, or a
-      // finish when nothing visible was generated) is the first token the user sees; then each
-      // event with text is a step. Tokens that decode to nothing send no event (the server
-      // holds them), so their time shows in the gap before the next text.
+      // As vLLM's benchmark, every event with a choice is a step, the first (chat's role chunk,
+      // or the first token) giving TTFT. A choice's closing event (a finish reason and no text)
+      // is not a token unless nothing came before it. A server may send no event for a token
+      // that decodes to nothing (llmserve's gateway does so unless logprobs are asked for):
+      // its time then shows in the next gap.
       const absl::Time now = absl::Now();
-      if (!first_event_seen && HasChoices(json)) {
-        first_event_seen = true;
-        outcome.ttft_s = absl::ToDoubleSeconds(now - start);
-        last_token = now;
-      } else if (!ChoiceText(json).empty()) {
-        outcome.itl_s.push_back(absl::ToDoubleSeconds(now - last_token));
+      if (IsTokenEvent(json) || (!first_event_seen && HasChoices(json))) {
+        if (!first_event_seen) {
+          first_event_seen = true;
+          outcome.ttft_s = absl::ToDoubleSeconds(now - start);
+        } else {
+          outcome.itl_s.push_back(absl::ToDoubleSeconds(now - last_token));
+        }
         last_token = now;
       }
       if (!ChoiceText(json).empty()) ++text_events;
