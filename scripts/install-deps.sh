@@ -25,6 +25,8 @@ test_packages=(
   # monitoring: promtool and a real Prometheus server for the rules and dashboards, PyYAML to
   # read them; a real DNS server for the scaling test
   prometheus python3-yaml dnsmasq-base
+  # llmserve-bench --plot and `make bench` draw with gnuplot
+  gnuplot-nox
   # fuzzing (libFuzzer comes with clang's runtime); clang-format for `make format`
   clang libclang-rt-14-dev clang-format
 )
