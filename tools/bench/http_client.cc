@@ -323,8 +323,8 @@ absl::Status HttpConnection::Exchange(
 }
 
 absl::StatusOr<std::unique_ptr<HttpConnection>> HttpConnectionPool::Take(
-    absl::Duration connect_timeout) {
-  {
+    absl::Duration connect_timeout, bool fresh) {
+  if (!fresh) {
     absl::MutexLock lock(&mutex_);
     if (!idle_.empty()) {
       std::unique_ptr<HttpConnection> connection = std::move(idle_.back());

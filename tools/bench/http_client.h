@@ -125,8 +125,9 @@ class HttpConnectionPool {
  public:
   explicit HttpConnectionPool(HttpTarget target) : target_(std::move(target)) {}
 
-  // An idle connection, or a new one.
-  absl::StatusOr<std::unique_ptr<HttpConnection>> Take(absl::Duration connect_timeout);
+  // An idle connection, or a new one (always a new one when `fresh`).
+  absl::StatusOr<std::unique_ptr<HttpConnection>> Take(absl::Duration connect_timeout,
+                                                       bool fresh = false);
   // Keeps `connection` for the next request when it is reusable; closes it otherwise.
   void Return(std::unique_ptr<HttpConnection> connection);
   const HttpTarget& target() const { return target_; }

@@ -122,7 +122,8 @@ RequestOutcome OpenAiClient::Send(const std::string& /*id*/, const BenchRequest&
     RequestOutcome outcome;
     outcome.prompt_tokens = request.prompt_tokens;
     absl::StatusOr<std::unique_ptr<HttpConnection>> connection =
-        pool_.Take(std::min(options_.connect_timeout, deadline - absl::Now()));
+        pool_.Take(std::min(options_.connect_timeout, deadline - absl::Now()),
+                   /*fresh=*/attempt > 0);
     if (!connection.ok()) {
       outcome.status = "connect";
       outcome.error = std::string(connection.status().message());
@@ -194,7 +195,7 @@ RequestOutcome OpenAiClient::Send(const std::string& /*id*/, const BenchRequest&
     const bool retry = !exchanged.ok() && !answered && (*connection)->reused() && attempt == 0 &&
                        absl::IsUnavailable(exchanged);
     pool_.Return(*std::move(connection));
-    if (retry) continue;  // a kept-alive connection the server had closed: once more, afresh
+    if (retry) continue;  // a kept-alive connection the server had closed: again, on a new one
     if (status != 0 && status != 200) {
       outcome.status = absl::StrCat("http ", status);
       outcome.error = ErrorMessage(error_body);

@@ -12,6 +12,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -225,11 +226,17 @@ TEST(OpenAiClientTest, KeepsConnectionsAliveAndRetriesOneTheServerClosed) {
     return false;
   });
   OpenAiClient retrying({.target = closes.target(), .model = "m"});
+  // Three at once leave three closed connections in the pool; the retry must not take another.
+  std::vector<std::thread> concurrent;
+  for (int i = 0; i < 3; ++i) {
+    concurrent.emplace_back([&] { EXPECT_TRUE(SendOne(retrying).ok); });
+  }
+  for (std::thread& thread : concurrent) thread.join();
   for (int i = 0; i < 3; ++i) {
     const RequestOutcome outcome = SendOne(retrying);
     EXPECT_TRUE(outcome.ok) << outcome.status << ": " << outcome.error;
   }
-  EXPECT_EQ(closes.connections(), 3);
+  EXPECT_EQ(closes.connections(), 6);
 }
 
 }  // namespace
