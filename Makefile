@@ -5,6 +5,7 @@
 #   make clean    remove the build directory
 #   make run      install deps, build, start the stack on the default model (foreground)
 #   make images   build the container images (needs a Docker engine; deploy/docker/Dockerfile)
+#   make bench    the serving benchmark: two workers and a gateway on the small model, a rate sweep
 #   make fuzz     coverage-guided fuzzing of every tests/fuzz target (clang), FUZZ_SECONDS each
 
 BUILD_DIR ?= build
@@ -20,7 +21,7 @@ IMAGE_PREFIX ?= llmserve
 # Tests that need shared data (tokenizer vocabularies) find it here; CI sets it when it exists.
 export LLMSERVE_TESTDATA ?= $(if $(wildcard ../shared/testdata),$(abspath ../shared/testdata),)
 
-.PHONY: all deps configure build test format clean run images
+.PHONY: all deps configure build test format clean run images bench
 
 all: build
 
@@ -48,6 +49,11 @@ clean:
 
 run: build
 	@bash scripts/run-stack.sh $(BUILD_DIR)
+
+# llmserve-bench over the gateway's OpenAI API at a sweep of rates: a table, bench/results.json and
+# bench/sweep.png (scripts/bench.sh; BENCH_RATES, BENCH_REQUESTS, ... there).
+bench: build
+	@bash scripts/bench.sh $(BUILD_DIR)
 
 # The gateway, CPU worker and CUDA worker images, tagged with the project version.
 images:
