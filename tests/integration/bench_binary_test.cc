@@ -212,6 +212,9 @@ TEST_F(BenchBinaryTest, BadFlagsNameTheFlag) {
       {{Http()}, "give --tokenizer DIR or --vocab_size N"},
       {{Http(), "--extra-body=[1]", "--vocab-size=9"}, "--extra_body is not a JSON object"},
       {{Http(), "--dataset=/nonexistent.jsonl"}, "cannot read dataset"},
+      {{Http(), "--endpoint=v1/x"}, "--endpoint='v1/x' is not a path"},
+      {{Http(), "--endpoint=/v1/x HTTP/1.0"}, "is not a path"},
+      {{Http(), "--api-key=a\r\nX-Evil: 1"}, "--api_key holds a control character"},
   };
   for (const auto& [flags, message] : cases) {
     const BenchRun run = Bench(flags);

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -163,6 +164,18 @@ absl::Status ValidateFlags() {
   const std::string progress = absl::GetFlag(FLAGS_progress);
   if (progress != "auto" && progress != "on" && progress != "off") {
     return Invalid(absl::StrCat("--progress=", progress, " is not auto, on or off"));
+  }
+  const std::string endpoint = absl::GetFlag(FLAGS_endpoint);
+  if (!endpoint.empty() &&
+      (endpoint[0] != '/' || std::any_of(endpoint.begin(), endpoint.end(),
+                                         [](char c) { return c <= ' ' || c == 0x7f; }))) {
+    return Invalid(
+        absl::StrCat("--endpoint='", endpoint,
+                     "' is not a path starting with / (no spaces or control characters)"));
+  }
+  const std::string api_key = absl::GetFlag(FLAGS_api_key);
+  if (std::any_of(api_key.begin(), api_key.end(), [](char c) { return c < ' ' || c == 0x7f; })) {
+    return Invalid("--api_key holds a control character");
   }
   if (!absl::GetFlag(FLAGS_extra_body).empty() && api != "openai" && api != "openai-chat") {
     return Invalid("--extra_body applies to the openai APIs only");
