@@ -1,15 +1,28 @@
 #include "gateway/router/routing_policy.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace llmserve::gateway {
 namespace {
 
-size_t LeastLoaded(const std::vector<RoutingCandidate>& candidates) {
-  size_t best = 0;
-  for (size_t i = 1; i < candidates.size(); ++i) {
-    if (LoadScore(candidates[i]) < LoadScore(candidates[best])) best = i;
+// The least-loaded candidate; among equals, the turn of the one after the last chosen.
+size_t LeastLoaded(const std::vector<RoutingCandidate>& candidates, uint64_t* turn) {
+  const size_t start = static_cast<size_t>(*turn % candidates.size());
+  size_t best = start;
+  bool tied = false;
+  for (size_t k = 1; k < candidates.size(); ++k) {
+    const size_t i = (start + k) % candidates.size();
+    const double score = LoadScore(candidates[i]);
+    if (score < LoadScore(candidates[best])) {
+      best = i;
+      tied = false;
+    } else if (score == LoadScore(candidates[best])) {
+      tied = true;
+    }
   }
+  if (tied) ++*turn;
   return best;
 }
 
@@ -40,7 +53,9 @@ double LoadScore(const RoutingCandidate& candidate) {
       candidate.kv_blocks_total <= 0
           ? 0
           : 1.0 - static_cast<double>(candidate.kv_blocks_free) / candidate.kv_blocks_total;
-  return candidate.running + 2.0 * candidate.waiting + 8.0 * kv_usage;
+  const int32_t unreported =
+      std::max<int32_t>(0, candidate.in_flight - candidate.running - candidate.waiting);
+  return candidate.running + 2.0 * candidate.waiting + 8.0 * kv_usage + unreported;
 }
 
 std::optional<RoutingDecision> ChooseWorker(const std::vector<RoutingCandidate>& candidates,
@@ -52,11 +67,12 @@ std::optional<RoutingDecision> ChooseWorker(const std::vector<RoutingCandidate>&
       return RoutingDecision{.index = (*round_robin_counter)++ % candidates.size(),
                              .reason = "round_robin"};
     case RoutingPolicy::kLeastLoad:
-      return RoutingDecision{.index = LeastLoaded(candidates), .reason = "least_load"};
+      return RoutingDecision{.index = LeastLoaded(candidates, round_robin_counter),
+                             .reason = "least_load"};
     case RoutingPolicy::kPrefix:
       break;
   }
-  const size_t least = LeastLoaded(candidates);
+  const size_t least = LeastLoaded(candidates, round_robin_counter);
   size_t holder = least;
   for (size_t i = 0; i < candidates.size(); ++i) {
     const int32_t matched = candidates[i].matched_blocks;

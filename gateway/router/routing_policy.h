@@ -8,9 +8,13 @@
 //                score exceeds the least-loaded candidate's by more than `prefix_load_bound`
 //                (a popular prefix must not pile every request onto one worker), then
 //                least_load. Ties go to the less loaded candidate.
+// Among equally loaded candidates, least_load (and prefix without a hit) takes each in turn, so a
+// burst that arrives between two load reports does not all go to the same idle worker.
 //
-// Load score, in "requests": running + 2 * waiting + 8 * KV usage. Waiting requests count double
-// because they add queueing delay before any work; a nearly full KV cache means preemptions soon.
+// Load score, in "requests": running + 2 * waiting + 8 * KV usage + the requests this gateway has
+// in flight there beyond running + waiting (sent since the last report, not in it yet). Waiting
+// requests count double because they add queueing delay before any work; a nearly full KV cache
+// means preemptions soon.
 //
 // Thread-safe: pure functions.
 
@@ -41,6 +45,8 @@ struct RoutingCandidate {
   int32_t kv_blocks_free = 0;
   // Leading prompt blocks the worker holds in its prefix cache (PrefixIndex::MatchedBlocks).
   int32_t matched_blocks = 0;
+  // Calls this gateway has open to the worker now.
+  int32_t in_flight = 0;
 };
 
 double LoadScore(const RoutingCandidate& candidate);
@@ -61,7 +67,7 @@ struct RoutingOptions {
 };
 
 // nullopt when there are no candidates. `round_robin_counter` is the caller's counter (advanced
-// on every round-robin decision).
+// on every round-robin decision, and on every choice among equally loaded candidates).
 std::optional<RoutingDecision> ChooseWorker(const std::vector<RoutingCandidate>& candidates,
                                             const RoutingOptions& options,
                                             uint64_t* round_robin_counter);

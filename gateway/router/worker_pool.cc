@@ -238,12 +238,16 @@ void WorkerPool::MonitorLoop() {
 
 void WorkerPool::Watch(const std::string& address, WatchedCall* call) {
   absl::MutexLock lock(&calls_mutex_);
-  calls_.emplace(call, address);
+  if (calls_.emplace(call, address).second) ++calls_per_worker_[address];
 }
 
 void WorkerPool::Unwatch(WatchedCall* call) {
   absl::MutexLock lock(&calls_mutex_);
-  calls_.erase(call);
+  auto it = calls_.find(call);
+  if (it == calls_.end()) return;
+  auto count = calls_per_worker_.find(it->second);
+  if (--count->second == 0) calls_per_worker_.erase(count);
+  calls_.erase(it);
 }
 
 void WorkerPool::AbortSilentCalls(absl::Duration silence) {
@@ -279,6 +283,8 @@ void WorkerPool::AbortSilentCalls(absl::Duration silence) {
     }
     LLMSERVE_LOG(WARNING) << "aborting a call: " << reason;
     call->Abort(absl::UnavailableError(reason));
+    auto count = calls_per_worker_.find(address);
+    if (--count->second == 0) calls_per_worker_.erase(count);
     calls_.erase(it++);
   }
 }
@@ -438,6 +444,11 @@ absl::StatusOr<RoutedWorker> WorkerPool::Route(absl::string_view model,
                                                absl::string_view cache_salt,
                                                const absl::flat_hash_set<std::string>& excluded) {
   absl::MutexLock lock(&mutex_);
+  absl::flat_hash_map<std::string, int32_t> in_flight;
+  {
+    absl::MutexLock calls_lock(&calls_mutex_);
+    in_flight = calls_per_worker_;
+  }
   std::vector<Worker*> eligible;
   std::vector<RoutingCandidate> candidates;
   absl::flat_hash_map<uint32_t, std::vector<uint64_t>> hashes_by_block_size;
@@ -462,7 +473,8 @@ absl::StatusOr<RoutedWorker> WorkerPool::Route(absl::string_view model,
                           .waiting = static_cast<int32_t>(load.waiting()),
                           .kv_blocks_total = static_cast<int32_t>(load.kv_blocks_total()),
                           .kv_blocks_free = static_cast<int32_t>(load.kv_blocks_free()),
-                          .matched_blocks = prefix_index_.MatchedBlocks(address, hashes->second)});
+                          .matched_blocks = prefix_index_.MatchedBlocks(address, hashes->second),
+                          .in_flight = in_flight.contains(address) ? in_flight[address] : 0});
   }
   const std::optional<RoutingDecision> decision =
       ChooseWorker(candidates, options_.routing, &round_robin_);

@@ -177,6 +177,8 @@ class WorkerPool {
   // every request, and must not wait for routing.
   absl::Mutex calls_mutex_ ABSL_ACQUIRED_AFTER(mutex_);
   absl::flat_hash_map<WatchedCall*, std::string> calls_ ABSL_GUARDED_BY(calls_mutex_);
+  // Watched calls per worker address (what Route counts as this gateway's own in-flight load).
+  absl::flat_hash_map<std::string, int32_t> calls_per_worker_ ABSL_GUARDED_BY(calls_mutex_);
   std::thread monitor_;
 };
 

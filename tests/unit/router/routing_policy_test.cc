@@ -99,5 +99,39 @@ TEST(RoutingPolicyTest, AnOverloadedHolderShedsLoad) {
   EXPECT_EQ(kept->reason, "prefix_hit");
 }
 
+TEST(RoutingPolicyTest, EquallyLoadedCandidatesTakeTurns) {
+  // Two idle workers and a burst between two load reports: least_load and prefix (no hit)
+  // alternate instead of sending everything to the first.
+  const std::vector<RoutingCandidate> idle = {Worker("a", 0, 0), Worker("b", 0, 0)};
+  for (RoutingPolicy policy : {RoutingPolicy::kLeastLoad, RoutingPolicy::kPrefix}) {
+    uint64_t counter = 0;
+    std::vector<size_t> picks;
+    for (int i = 0; i < 4; ++i) {
+      picks.push_back(ChooseWorker(idle, {.policy = policy}, &counter)->index);
+    }
+    EXPECT_EQ(picks, (std::vector<size_t>{0, 1, 0, 1})) << RoutingPolicyName(policy);
+  }
+  // A less loaded candidate still wins outright.
+  const std::vector<RoutingCandidate> uneven = {Worker("a", 1, 0), Worker("b", 0, 0),
+                                                Worker("c", 1, 0)};
+  uint64_t counter = 0;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(ChooseWorker(uneven, {.policy = RoutingPolicy::kLeastLoad}, &counter)->index, 1u);
+  }
+}
+
+TEST(RoutingPolicyTest, RequestsInFlightBeyondTheReportCountAsLoad) {
+  RoutingCandidate candidate = Worker("a", 2, 1);
+  candidate.in_flight = 2;  // fewer than the report shows (other gateways' requests): no change
+  EXPECT_DOUBLE_EQ(LoadScore(candidate), 2 + 2);
+  candidate.in_flight = 7;  // four sent since the report
+  EXPECT_DOUBLE_EQ(LoadScore(candidate), 2 + 2 + 4);
+  RoutingCandidate busy = Worker("busy", 0, 0);
+  busy.in_flight = 3;
+  const std::vector<RoutingCandidate> candidates = {busy, Worker("idle", 0, 0)};
+  uint64_t counter = 0;
+  EXPECT_EQ(ChooseWorker(candidates, {.policy = RoutingPolicy::kLeastLoad}, &counter)->index, 1u);
+}
+
 }  // namespace
 }  // namespace llmserve::gateway

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
@@ -127,6 +128,48 @@ TEST_F(WorkerPoolTest, FindsWorkersAndRoutesByPrefix) {
   const absl::StatusOr<RoutedWorker> retry = (*pool)->Route("", follow_up, "", {Address(*b)});
   ASSERT_TRUE(retry.ok());
   EXPECT_EQ(retry->address, Address(*a));
+}
+
+// A call the test registers with the pool as if it were open to a worker.
+class IdleCall final : public WatchedCall {
+ public:
+  void Abort(const absl::Status&) override {}
+};
+
+TEST_F(WorkerPoolTest, SpreadsABurstAndCountsItsOwnCallsAsLoad) {
+  std::unique_ptr<worker::WorkerServer> a = StartWorker("tiny");
+  std::unique_ptr<worker::WorkerServer> b = StartWorker("tiny");
+  ASSERT_TRUE(a && b);
+  WorkerPoolOptions options = FastOptions({Address(*a), Address(*b)});
+  options.routing.policy = RoutingPolicy::kLeastLoad;
+  absl::StatusOr<std::unique_ptr<WorkerPool>> pool = WorkerPool::Start(options);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  ASSERT_TRUE(WaitFor(**pool, [](const std::vector<WorkerStatus>& workers) {
+    return workers.size() == 2 && workers[0].ready && workers[1].ready;
+  }));
+  // Both idle: a burst routed before any load report alternates between them.
+  absl::flat_hash_map<std::string, int> picks;
+  for (int i = 0; i < 6; ++i) {
+    absl::StatusOr<RoutedWorker> routed = (*pool)->Route("tiny", {1, 2, 3}, "");
+    ASSERT_TRUE(routed.ok()) << routed.status();
+    ++picks[routed->address];
+  }
+  EXPECT_EQ(picks[Address(*a)], 3);
+  EXPECT_EQ(picks[Address(*b)], 3);
+  // Calls this gateway has open to a count as its load until they end.
+  IdleCall first, second;
+  (*pool)->Watch(Address(*a), &first);
+  (*pool)->Watch(Address(*a), &second);
+  for (int i = 0; i < 4; ++i) {
+    absl::StatusOr<RoutedWorker> routed = (*pool)->Route("tiny", {1, 2, 3}, "");
+    ASSERT_TRUE(routed.ok()) << routed.status();
+    EXPECT_EQ(routed->address, Address(*b));
+  }
+  (*pool)->Unwatch(&first);
+  (*pool)->Unwatch(&second);
+  picks.clear();
+  for (int i = 0; i < 4; ++i) ++picks[(*pool)->Route("tiny", {1, 2, 3}, "")->address];
+  EXPECT_EQ(picks[Address(*a)], 2);
 }
 
 TEST_F(WorkerPoolTest, DrainingAndDeadWorkersLeaveTheRotation) {
