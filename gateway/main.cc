@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/base/flag_names.h"
+#include "common/base/protobuf_log.h"
 #include "common/base/serve_until_signal.h"
 #include "gateway/server/gateway_server.h"
 
@@ -166,6 +167,8 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "The llmserve gateway.\n"
       "  llmserve-gateway --workers=127.0.0.1:50051 [--grpc_port=50050] [--api_keys_file=F]");
+  // Before any thread parses a request: a client can provoke a libprotobuf log line per request.
+  llmserve::common::InstallThrottledProtobufLogHandler();
   llmserve::common::NormalizeFlagNames(argc, argv);
   absl::ParseCommandLine(argc, argv);
   return llmserve::common::ServeUntilShutdownSignal("llmserve-gateway", OptionsFromFlags(),

@@ -1,6 +1,6 @@
-#include "gateway/http/log_throttle.h"
+#include "common/base/log_throttle.h"
 
-namespace llmserve::gateway::http {
+namespace llmserve::common {
 
 std::optional<int64_t> LogThrottle::Record(absl::Time now) {
   absl::MutexLock lock(&mu_);
@@ -14,4 +14,4 @@ std::optional<int64_t> LogThrottle::Record(absl::Time now) {
   return suppressed;
 }
 
-}  // namespace llmserve::gateway::http
+}  // namespace llmserve::common

@@ -1,8 +1,8 @@
 // LogThrottle: decides which occurrences of a recurring condition get logged, so that an error
 // that repeats in a tight loop cannot flood the log. The first occurrence is logged; after it, at
-// most one per `interval`, each saying how many were left out since the previous one. The server
-// uses it for accept() failures (EMFILE when out of file descriptors), which it retries every
-// 50 ms.
+// most one per `interval`, each saying how many were left out since the previous one. The HTTP
+// server uses it for accept() failures (EMFILE when out of file descriptors), which it retries
+// every 50 ms; protobuf_log.h for libprotobuf's messages, which a client can provoke per request.
 //
 //   LogThrottle throttle(absl::Seconds(10));
 //   if (std::optional<int64_t> skipped = throttle.Record(absl::Now())) {
@@ -11,8 +11,8 @@
 //
 // Thread-safe.
 
-#ifndef LLMSERVE_GATEWAY_HTTP_LOG_THROTTLE_H_
-#define LLMSERVE_GATEWAY_HTTP_LOG_THROTTLE_H_
+#ifndef LLMSERVE_COMMON_BASE_LOG_THROTTLE_H_
+#define LLMSERVE_COMMON_BASE_LOG_THROTTLE_H_
 
 #include <cstdint>
 #include <optional>
@@ -21,7 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
-namespace llmserve::gateway::http {
+namespace llmserve::common {
 
 class LogThrottle {
  public:
@@ -39,6 +39,6 @@ class LogThrottle {
   int64_t suppressed_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-}  // namespace llmserve::gateway::http
+}  // namespace llmserve::common
 
-#endif  // LLMSERVE_GATEWAY_HTTP_LOG_THROTTLE_H_
+#endif  // LLMSERVE_COMMON_BASE_LOG_THROTTLE_H_

@@ -18,16 +18,17 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/base/log_throttle.h"
 #include "common/base/logging.h"
 #include "gateway/http/connection.h"
 #include "gateway/http/http_stream.h"
-#include "gateway/http/log_throttle.h"
 
 namespace llmserve::gateway::http {
 namespace {
 
 namespace asio = boost::asio;
 using boost::system::error_code;
+using common::LogThrottle;
 using tcp = asio::ip::tcp;
 
 // After Shutdown's grace: how long the forced closes and the I/O threads' last handlers get before

@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "common/base/byte_size.h"
 #include "common/base/flag_names.h"
+#include "common/base/protobuf_log.h"
 #include "common/base/serve_until_signal.h"
 #include "common/status/status_macros.h"
 #include "worker/service/worker_server.h"
@@ -118,6 +119,8 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Serves one model over gRPC (llmserve.worker.v1.Worker).\n"
       "  llmserve-worker --model=DIR [--port=50051] [--metrics_port=9400] [--dtype=f32]");
+  // Before any thread parses a request: a client can provoke a libprotobuf log line per request.
+  llmserve::common::InstallThrottledProtobufLogHandler();
   llmserve::common::NormalizeFlagNames(argc, argv);
   absl::ParseCommandLine(argc, argv);
   return llmserve::common::ServeUntilShutdownSignal("llmserve-worker", OptionsFromFlags(),

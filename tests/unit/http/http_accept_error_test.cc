@@ -1,7 +1,7 @@
 // accept() failures and their log: out of file descriptors (EMFILE), the server retries every
-// 50 ms, and must not log each retry. LogThrottle decides what is logged; the server test lowers
-// RLIMIT_NOFILE in this process (its own binary, so that no other test runs meanwhile) and counts
-// the lines the server writes to stderr.
+// 50 ms, and must not log each retry. LogThrottle (common/base/log_throttle.h, tested in
+// tests/unit/base) decides what is logged; the test lowers RLIMIT_NOFILE in this process (its own
+// binary, so that no other test runs meanwhile) and counts the lines the server writes to stderr.
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -12,7 +12,6 @@
 
 #include <cstdio>
 #include <memory>
-#include <optional>
 #include <string>
 #include <utility>
 
@@ -20,29 +19,10 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gateway/http/http_server.h"
-#include "gateway/http/log_throttle.h"
 #include "gtest/gtest.h"
 
 namespace llmserve::gateway::http {
 namespace {
-
-TEST(LogThrottleTest, LogsTheFirstThenOncePerIntervalWithTheCountLeftOut) {
-  LogThrottle throttle(absl::Seconds(10));
-  const absl::Time start = absl::FromUnixSeconds(1000);
-  EXPECT_EQ(throttle.Record(start), 0);
-  // Every 50 ms for 10 s: none logged until the interval has passed ...
-  int64_t logged = 0;
-  for (int i = 1; i < 200; ++i) {
-    if (throttle.Record(start + i * absl::Milliseconds(50)).has_value()) ++logged;
-  }
-  EXPECT_EQ(logged, 0);
-  // ... then one, counting the 199 left out.
-  EXPECT_EQ(throttle.Record(start + absl::Seconds(10)), 199);
-  EXPECT_EQ(throttle.Record(start + absl::Seconds(10) + absl::Milliseconds(50)), std::nullopt);
-  // After a quiet spell the next one is logged at once, counting the one left out.
-  EXPECT_EQ(throttle.Record(start + absl::Minutes(5)), 1);
-  EXPECT_EQ(throttle.Record(start + absl::Minutes(5) + absl::Seconds(1)), std::nullopt);
-}
 
 // Redirects this process's stderr to a temporary file while alive; Text() reads what was written.
 class StderrCapture {
