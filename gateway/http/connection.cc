@@ -137,6 +137,7 @@ asio::awaitable<error_code> Connection::WaitForNextRequest() {
     const size_t bytes = co_await stream_.async_read_some(
         buffer_.prepare(kTlsWaitReadBytes), asio::redirect_error(asio::use_awaitable, ec));
     buffer_.commit(bytes);
+    if (ec) read_ended_ = true;
   } else {
     co_await stream_.socket().async_wait(Socket::wait_read,
                                          asio::redirect_error(asio::use_awaitable, ec));
@@ -279,6 +280,7 @@ asio::awaitable<error_code> Connection::ReadMore(const Parser& parser) {
       buffer_.prepare(boost::beast::read_size(buffer_, kReadBytes)),
       asio::redirect_error(asio::use_awaitable, ec));
   buffer_.commit(bytes);
+  if (ec) read_ended_ = true;
   if (ec == asio::error::eof) {
     co_return parser.got_some() ? bhttp::error::partial_message : bhttp::error::end_of_stream;
   }
@@ -339,7 +341,10 @@ asio::awaitable<void> Connection::DrainUntilClosed() {
   const std::shared_ptr<Connection> self = shared_from_this();
   char scratch[4096];
   buffer_.consume(buffer_.size());
-  while (!closed_) {
+  // A read that has already ended (the client's EOF) would not end again: Asio marks the socket
+  // drained and the next read waits for readiness that never comes, until the linger deadline.
+  // The client has closed its side; nothing is left to wait for.
+  while (!closed_ && !read_ended_) {
     error_code ec;
     // Raw TCP reads also under TLS: after our close_notify nothing the client sends is read as
     // TLS any more (HttpStream::AsyncShutdownSend), only discarded.

@@ -183,6 +183,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool closed_ = false;
   bool lingering_ = false;  // our side shut down; reading only to let the client see the end
   bool read_loop_running_ = false;
+  // A read from the client failed or saw its EOF: no more bytes will come, and reading again
+  // would wait (Asio does not report an EOF twice).
+  bool read_ended_ = false;
   ReadStage read_stage_ = ReadStage::kOther;
   int requests_started_ = 0;
 

@@ -3,6 +3,7 @@
 
 #include "gateway/http/http_server.h"
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -191,6 +192,27 @@ TEST_F(HttpServerTest, ConnectionCloseRequestClosesAfterResponse) {
   EXPECT_TRUE(client->WaitForClose());
   client->Close();  // the server lingers until the client closes its side too
   EXPECT_TRUE(WaitForActiveConnections(0));
+}
+
+// Found by http_request_fuzz: the server was reading a pipelined request (cut short) when its
+// lingering close began, then read the client's EOF; its drain read then waited for an EOF that
+// Asio does not report twice, and the connection stayed open until the 2 s linger deadline.
+TEST_F(HttpServerTest, HalfCloseAfterAPipelinedPartialRequestClosesAtOnce) {
+  StartServer();
+  auto client = Connect();
+  ASSERT_TRUE(
+      client->Send("GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                   "GET /hello HTTP/1.1\r\nHo"));
+  std::optional<TestResponse> response = client->ReadResponse();
+  ASSERT_TRUE(response.has_value());
+  EXPECT_EQ(response->body, "hello");
+  EXPECT_TRUE(client->WaitForClose());  // the server's side is shut: it lingers, reading
+  ASSERT_EQ(server_->active_connections(), 1);
+  const absl::Time half_closed = absl::Now();
+  ASSERT_EQ(::shutdown(client->fd(), SHUT_WR), 0);
+  EXPECT_TRUE(WaitForActiveConnections(0));
+  // Well under the linger deadline (2 s), which is what closed it before.
+  EXPECT_LT(absl::Now() - half_closed, absl::Milliseconds(500));
 }
 
 TEST_F(HttpServerTest, HeadRequestGetsHeadersWithoutBody) {
