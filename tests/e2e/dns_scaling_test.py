@@ -30,7 +30,6 @@ Usage: dns_scaling_test.py GATEWAY_BINARY WORKER_BINARY MAKE_MODEL_BINARY
 Exit 0 on success, 77 (skipped) without unshare / user namespaces / dnsmasq, 1 on failure.
 """
 
-import ctypes
 import fcntl
 import http.client
 import json
@@ -47,7 +46,10 @@ import tempfile
 import threading
 import time
 
-SKIP = 77
+from e2e_support import SKIP, Failure, Processes, die_with_parent, expect, log, metric_sums, poll
+from e2e_support import free_port as free_port_on
+from e2e_support import http_get as http_get_on
+
 NAME = "workers.llmserve.test"
 ADDRESSES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
 INNER_ENV = "LLMSERVE_DNS_SCALING_INNER"
@@ -60,22 +62,9 @@ PATIENCE_S = 60
 LONG_TOKENS = 4000
 
 
-class TestFailure(Exception):
-    pass
-
 
 class Skip(Exception):
     pass
-
-
-def log(message):
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
-def die_with_parent():
-    """preexec_fn: SIGKILL this child when the thread that started it dies (no orphans)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 # --------------------------------------------------------------------------------------------
@@ -123,71 +112,8 @@ def find_dnsmasq():
 # Processes, logs, metrics.
 
 
-class Process:
-    """A child whose output goes to a file (tail on failure); SIGKILLed by stop() at the latest."""
-
-    def __init__(self, name, argv, log_dir):
-        self.name = name
-        self.log_path = os.path.join(log_dir, f"{name}.log")
-        self._log = open(self.log_path, "wb")
-        self.popen = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
-
-    def output(self):
-        with open(self.log_path, "r", encoding="utf-8", errors="replace") as f:
-            return f.read()
-
-    def tail(self, lines=25):
-        return "\n".join(f"    {line}" for line in self.output().splitlines()[-lines:])
-
-    def wait_for(self, pattern, timeout_s=PATIENCE_S):
-        """The first match of `pattern` in the log, polled until it appears or the process ends."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            match = re.search(pattern, self.output())
-            if match:
-                return match
-            if self.popen.poll() is not None or time.monotonic() > deadline:
-                state = (f"exited with {self.popen.returncode}" if self.popen.poll() is not None
-                         else f"still running after {timeout_s} s")
-                raise TestFailure(f"{self.name}: expected a log line matching {pattern!r}, but "
-                                  f"it {state}")
-            time.sleep(0.05)
-
-    def stop(self):
-        if self.popen.poll() is None:
-            self.popen.kill()
-        try:
-            self.popen.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-        self._log.close()
-
-
 def http_get(host, port, path, timeout=5):
-    connection = http.client.HTTPConnection(host, port, timeout=timeout)
-    try:
-        connection.request("GET", path)
-        response = connection.getresponse()
-        return response.status, response.read().decode("utf-8", "replace")
-    finally:
-        connection.close()
-
-
-def parse_metrics(text):
-    """{metric name: sum over its series} of a Prometheus text page."""
-    sums = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        match = re.match(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)", line)
-        if match:
-            try:
-                value = float(match.group(3))
-            except ValueError:
-                continue
-            sums[match.group(1)] = sums.get(match.group(1), 0.0) + value
-    return sums
+    return http_get_on(port, path, timeout=timeout, host=host)
 
 
 class WorkerStats:
@@ -325,7 +251,7 @@ class Load:
         for thread in self._threads:
             thread.join(timeout=self.timeout + 10)
             if thread.is_alive():
-                raise TestFailure(f"{self.name}: a client thread is still waiting for an answer "
+                raise Failure(f"{self.name}: a client thread is still waiting for an answer "
                                   f"{self.timeout + 10} s after the load stopped")
         with self._lock:
             return list(self.results)
@@ -384,9 +310,7 @@ def resolve(name, port=80):
 
 
 def free_port(host):
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
+    return free_port_on(host)
 
 
 class Stack:
@@ -399,7 +323,7 @@ class Stack:
         self.hostsdir = os.path.join(temp, "dns")
         os.makedirs(self.logs)
         os.makedirs(self.hostsdir)
-        self.processes = []
+        self.processes = Processes(self.logs)
         self.workers = {}  # address -> Process
         self.dnsmasq = None
         self.gateway = None
@@ -411,21 +335,13 @@ class Stack:
             self.metrics_port = free_port(ADDRESSES[0])
 
     def start(self, name, argv):
-        process = Process(name, argv, self.logs)
-        self.processes.append(process)
-        return process
+        return self.processes.start(name, argv)
 
     def close(self):
-        for process in reversed(self.processes):
-            process.stop()
+        self.processes.stop_all()
 
     def logs_report(self):
-        parts = []
-        for process in self.processes:
-            state = ("running" if process.popen.poll() is None
-                     else f"exit code {process.popen.returncode}")
-            parts.append(f"--- {process.name} ({state}), last lines of its log:\n{process.tail()}")
-        return "\n".join(parts)
+        return self.processes.report(25)
 
     # DNS.
 
@@ -456,10 +372,10 @@ class Stack:
         deadline = time.monotonic() + 20
         while resolve(NAME) != sorted(addresses):
             if time.monotonic() > deadline:
-                raise TestFailure(f"dnsmasq: expected {NAME} to resolve to {sorted(addresses)} "
+                raise Failure(f"dnsmasq: expected {NAME} to resolve to {sorted(addresses)} "
                                   f"within 20 s, it resolves to {resolve(NAME)}")
             if self.dnsmasq.popen.poll() is not None:
-                raise TestFailure(f"dnsmasq exited with {self.dnsmasq.popen.returncode}")
+                raise Failure(f"dnsmasq exited with {self.dnsmasq.popen.returncode}")
             time.sleep(0.05)
 
     # Workers and gateway.
@@ -493,8 +409,8 @@ class Stack:
     def stats(self, address):
         status, text = http_get(address, self.metrics_port, "/metrics")
         if status != 200:
-            raise TestFailure(f"worker {address}: /metrics answered {status}")
-        return WorkerStats(parse_metrics(text))
+            raise Failure(f"worker {address}: /metrics answered {status}")
+        return WorkerStats(metric_sums(text))
 
     def all_stats(self, addresses):
         return {address: self.stats(address) for address in addresses}
@@ -509,25 +425,11 @@ class Stack:
             r'^llmserve_gateway_worker_up\{[^}]*worker="([^"]+)"[^}]*\}\s+(\S+)', text, re.M)}
 
 
-def expect(condition, message):
-    if not condition:
-        raise TestFailure(message)
-
-
 def check_results(results, phase):
     failures = [detail for ok, detail, _, _ in results if not ok]
     expect(not failures, f"{phase}: expected every request to get 200 and a complete response; "
                          f"{len(failures)} of {len(results)} did not, e.g.:\n  "
                          + "\n  ".join(failures[:5]))
-
-
-def poll(condition, timeout_s, interval_s=0.1):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(interval_s)
 
 
 def print_table(table, addresses):
@@ -739,7 +641,7 @@ def scale_in(stack, table, requests, victim):
     while stack.workers[victim].popen.poll() is None and time.monotonic() < deadline:
         try:
             last_victim = stack.stats(victim)
-        except (OSError, http.client.HTTPException, TestFailure):
+        except (OSError, http.client.HTTPException, Failure):
             pass
         listed = stack.gateway_workers()
         if dropped is None and listed is not None and victim_key not in listed:
@@ -849,7 +751,7 @@ def run_test(stack, table):
 
 
 def over_budget(signum, frame):
-    raise TestFailure(f"the test ran past its budget of {BUDGET_S} s")
+    raise Failure(f"the test ran past its budget of {BUDGET_S} s")
 
 
 def inner(argv):
@@ -876,7 +778,7 @@ def inner(argv):
         signal.alarm(BUDGET_S)
         try:
             run_test(stack, table)
-        except (TestFailure, subprocess.SubprocessError, OSError) as error:
+        except (Failure, subprocess.SubprocessError, OSError) as error:
             if table:
                 print_table(table, ADDRESSES)
             print(f"FAIL: {error}\n{stack.logs_report()}", file=sys.stderr, flush=True)

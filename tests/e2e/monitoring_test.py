@@ -27,83 +27,23 @@ import math
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.parse
 
-SKIP = 77
+from e2e_support import SKIP, Cluster, Failure, exit_on_signals, free_port, http_request
+from e2e_support import wait_until as wait_until_within
+
 MODEL = "tiny"
 # Windows the dashboards' $__rate_interval stands for here (scrapes every second).
 RATE_INTERVAL = "30s"
 PATIENCE_S = 90
 
 
-class Failure(Exception):
-    pass
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Processes:
-    """Every process started, killed on every way out; logs kept for failure messages."""
-
-    def __init__(self, temp):
-        self.temp = temp
-        self.running = {}
-
-    def start(self, name, args):
-        log = open(os.path.join(self.temp, f"{name}.log"), "wb")
-        self.running[name] = (subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT), log)
-        return self.running[name][0]
-
-    def log_tail(self, name, lines=15):
-        path = os.path.join(self.temp, f"{name}.log")
-        if not os.path.exists(path):
-            return ""
-        with open(path, errors="replace") as f:
-            return "".join(f.readlines()[-lines:])
-
-    def kill(self, name):
-        process, log = self.running.pop(name)
-        if process.poll() is None:
-            process.kill()
-        process.wait(timeout=10)
-        log.close()
-
-    def kill_all(self):
-        for name in list(self.running):
-            self.kill(name)
-
-
-def http_request(port, method, path, body=None, headers=None, timeout=30):
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        connection.request(method, path, body=body, headers=headers or {})
-        response = connection.getresponse()
-        return response.status, response.read()
-    finally:
-        connection.close()
-
-
 def wait_until(what, predicate, timeout_s=PATIENCE_S, describe=lambda: ""):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if predicate():
-                return
-        except (OSError, http.client.HTTPException):
-            pass
-        time.sleep(0.2)
-    raise Failure(f"{what} within {timeout_s} s\n{describe()}")
+    wait_until_within(what, predicate, timeout_s, 0.2, describe)
 
 
 class Prometheus:
@@ -133,33 +73,23 @@ def write_api_keys(temp):
     return path, keys
 
 
-def start_stack(processes, binaries, temp):
-    gateway_bin, worker_bin, make_model = binaries
-    model_dir = os.path.join(temp, MODEL)
-    subprocess.run([make_model, "--preset=tiny", f"--out={model_dir}"], check=True,
-                   stdout=subprocess.DEVNULL, timeout=120)
+def start_stack(cluster):
+    cluster.make_model()
     workers = []
     for index in range(2):
-        port, metrics_port = free_port(), free_port()
-        processes.start(f"worker-{index}", [
-            worker_bin, f"--model={model_dir}", f"--served_model_name={MODEL}",
-            "--host=127.0.0.1", f"--port={port}", f"--metrics_port={metrics_port}",
-            "--threads=1", "--kv_cache_memory=32MiB"])
-        workers.append({"name": f"worker-{index}", "address": f"127.0.0.1:{port}",
-                        "metrics_port": metrics_port})
-    keys_file, keys = write_api_keys(temp)
-    gateway = {"http_port": free_port(), "metrics_port": free_port()}
-    processes.start("gateway", [
-        gateway_bin, "--host=127.0.0.1", "--grpc_port=0", f"--http_port={gateway['http_port']}",
-        f"--metrics_port={gateway['metrics_port']}",
-        "--workers=" + ",".join(w["address"] for w in workers), f"--api_keys_file={keys_file}",
+        worker = cluster.start_worker(f"worker-{index}")
+        workers.append({"name": worker.name, "address": worker.address,
+                        "metrics_port": worker.metrics_port})
+    keys_file, keys = write_api_keys(cluster.temp)
+    gateway = cluster.start_gateway(
+        [w["address"] for w in workers], f"--api_keys_file={keys_file}",
         # 60 requests a minute per key: each load key stays under it, the greedy key goes over.
-        "--rate_limit_rpm=60"])
-    wait_until("the gateway is ready with both workers",
-               lambda: http_request(gateway["http_port"], "GET", "/readyz")[0] == 200 and all(
+        "--rate_limit_rpm=60", metrics_port=free_port())
+    wait_until("the gateway ready with both workers",
+               lambda: http_request(gateway.http_port, "GET", "/readyz")[0] == 200 and all(
                    http_request(w["metrics_port"], "GET", "/metrics")[0] == 200 for w in workers),
-               describe=lambda: processes.log_tail("gateway"))
-    return gateway, workers, keys
+               describe=lambda: cluster["gateway"].tail())
+    return {"http_port": gateway.http_port, "metrics_port": gateway.metrics_port}, workers, keys
 
 
 def pod_target(address, component, metrics_port, pod, **extra_meta):
@@ -182,7 +112,7 @@ def pod_target(address, component, metrics_port, pod, **extra_meta):
     return {"targets": [address], "labels": labels}
 
 
-def start_prometheus(processes, source, temp, gateway, workers):
+def start_prometheus(cluster, source, gateway, workers):
     import yaml
 
     with open(os.path.join(source, "deploy/prometheus/prometheus-kubernetes.yml")) as f:
@@ -203,7 +133,7 @@ def start_prometheus(processes, source, temp, gateway, workers):
                              __meta_kubernetes_pod_label_app_kubernetes_io_part_of="other"))
     groups.append(pod_target("127.0.0.1:4", "worker", free_port(), "rel-opted-out",
                              __meta_kubernetes_pod_annotation_prometheus_io_scrape="false"))
-    targets_file = os.path.join(temp, "pods.json")
+    targets_file = os.path.join(cluster.temp, "pods.json")
     with open(targets_file, "w") as f:
         json.dump(groups, f)
     scrape = {
@@ -216,17 +146,17 @@ def start_prometheus(processes, source, temp, gateway, workers):
     rules = sorted(glob.glob(os.path.join(source, "deploy/prometheus/rules/*.yml")))
     config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
               "rule_files": rules, "scrape_configs": [scrape]}
-    config_file = os.path.join(temp, "prometheus.yml")
+    config_file = os.path.join(cluster.temp, "prometheus.yml")
     with open(config_file, "w") as f:
         yaml.safe_dump(config, f)
     port = free_port()
-    processes.start("prometheus", [
+    cluster.start("prometheus", [
         shutil.which("prometheus"), f"--config.file={config_file}",
-        f"--storage.tsdb.path={os.path.join(temp, 'tsdb')}",
+        f"--storage.tsdb.path={os.path.join(cluster.temp, 'tsdb')}",
         f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"])
     prometheus = Prometheus(port)
-    wait_until("Prometheus answers", lambda: http_request(port, "GET", "/-/ready")[0] == 200,
-               describe=lambda: processes.log_tail("prometheus"))
+    wait_until("Prometheus to answer", lambda: http_request(port, "GET", "/-/ready")[0] == 200,
+               describe=lambda: cluster["prometheus"].tail())
     return prometheus, rules
 
 
@@ -455,8 +385,8 @@ def check_dashboards(prometheus, source, workers):
     return len(targets), len(variables)
 
 
-def check_worker_down_alert(prometheus, processes, victim):
-    processes.kill(victim["name"])
+def check_worker_down_alert(prometheus, cluster, victim):
+    cluster.stop(victim["name"])
 
     def alerts():
         return [a for a in prometheus.api("alerts")["alerts"]
@@ -484,40 +414,35 @@ def main():
         print("SKIP: python3-yaml is not installed", file=sys.stderr)
         return SKIP
     started = time.monotonic()
-    temp = tempfile.mkdtemp(prefix="llmserve_monitoring_")
-    processes = Processes(temp)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    exit_on_signals()
     load = None
-    try:
-        gateway, workers, keys = start_stack(processes, (gateway_bin, worker_bin, make_model),
-                                             temp)
-        prometheus, rules_files = start_prometheus(processes, source, temp, gateway, workers)
-        load = Load(gateway["http_port"], keys)
-        load.start()
-        num_targets = check_targets(prometheus, gateway, workers)
-        num_queries, num_variables = check_dashboards(prometheus, source, workers)
-        num_rules = check_rules(prometheus, rules_files)
-        alert = check_worker_down_alert(prometheus, processes, workers[1])
-        load.finish()
-        print(json.dumps({
-            "targets": num_targets, "rules": num_rules, "dashboard_queries": num_queries,
-            "dashboard_variables": num_variables,
-            "worker_down_alert": {"state": alert["state"], "labels": alert["labels"]},
-            "requests": load.statuses, "seconds": round(time.monotonic() - started, 1),
-        }, indent=1, sort_keys=True))
-        return 0
-    except (Failure, subprocess.SubprocessError, OSError) as e:
-        print(f"FAIL: {e}", file=sys.stderr)
-        for name in ("gateway", "worker-0", "worker-1", "prometheus"):
-            print(f"--- {name} log (tail)\n{processes.log_tail(name)}", file=sys.stderr)
-        if load is not None:
-            print(f"requests: {load.statuses}", file=sys.stderr)
-        return 1
-    finally:
-        if load is not None:
-            load.stop.set()
-        processes.kill_all()
-        shutil.rmtree(temp, ignore_errors=True)
+    with Cluster(gateway_bin, worker_bin, make_model, "monitoring") as cluster:
+        try:
+            gateway, workers, keys = start_stack(cluster)
+            prometheus, rules_files = start_prometheus(cluster, source, gateway, workers)
+            load = Load(gateway["http_port"], keys)
+            load.start()
+            num_targets = check_targets(prometheus, gateway, workers)
+            num_queries, num_variables = check_dashboards(prometheus, source, workers)
+            num_rules = check_rules(prometheus, rules_files)
+            alert = check_worker_down_alert(prometheus, cluster, workers[1])
+            load.finish()
+            print(json.dumps({
+                "targets": num_targets, "rules": num_rules, "dashboard_queries": num_queries,
+                "dashboard_variables": num_variables,
+                "worker_down_alert": {"state": alert["state"], "labels": alert["labels"]},
+                "requests": load.statuses, "seconds": round(time.monotonic() - started, 1),
+            }, indent=1, sort_keys=True))
+            return 0
+        except (Failure, subprocess.SubprocessError, OSError) as e:
+            print(f"FAIL: {e}", file=sys.stderr)
+            print(cluster.report(15), file=sys.stderr)
+            if load is not None:
+                print(f"requests: {load.statuses}", file=sys.stderr)
+            return 1
+        finally:
+            if load is not None:
+                load.stop.set()
 
 
 if __name__ == "__main__":

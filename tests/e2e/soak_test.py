@@ -20,17 +20,14 @@ Exit 0 on success, 1 on failure.
 
 import http.client
 import json
-import os
 import random
-import re
-import shutil
-import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
+
+from e2e_support import Cluster, Failure, exit_on_signals, metric_values, wait_until
 
 REQUESTS_PER_ROUND = 3000
 CLIENTS = 8
@@ -43,113 +40,44 @@ RSS_GROWTH_BOUND_KB = 24 * 1024
 RSS_GROWTH_BOUND_SHARE = 0.25
 
 
-class Failure(Exception):
-    pass
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def rss_kb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise Failure(f"no VmRSS for pid {pid}")
-
-
-def http_get(port, path):
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        connection.request("GET", path)
-        response = connection.getresponse()
-        return response.status, response.read().decode("utf-8", "replace")
-    finally:
-        connection.close()
-
-
-def metric_values(text, name):
-    """Values of every sample of metric `name` (any labels)."""
-    return [float(m.group(1)) for m in re.finditer(
-        rf"^{re.escape(name)}(?:{{[^}}]*}})?\s+(\S+)", text, re.M)]
-
-
 class Stack:
-    def __init__(self, binaries, temp):
-        self.gateway_bin, self.worker_bin, self.make_model = binaries
-        self.temp = temp
-        self.processes = {}
-        self.logs = {}
+    """The tiny model, two workers and a gateway (a Cluster); every process is killed on exit."""
 
-    def start(self, name, argv):
-        log = open(os.path.join(self.temp, f"{name}.log"), "wb")
-        self.logs[name] = log
-        self.processes[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-
-    def tail(self, name, lines=12):
-        with open(os.path.join(self.temp, f"{name}.log"), errors="replace") as f:
-            return "".join(f.readlines()[-lines:])
+    def __init__(self, binaries):
+        self.cluster = Cluster(*binaries, prefix="soak")
 
     def up(self):
-        model = os.path.join(self.temp, "tiny")
-        subprocess.run([self.make_model, "--preset=tiny", f"--out={model}"], check=True,
-                       stdout=subprocess.DEVNULL, timeout=120)
-        self.workers = []
-        for index in range(2):
-            port, metrics_port = free_port(), free_port()
-            self.start(f"worker-{index}", [
-                self.worker_bin, f"--model={model}", "--served_model_name=tiny",
-                "--host=127.0.0.1", f"--port={port}", f"--metrics_port={metrics_port}",
-                "--threads=1", "--kv_cache_memory=16MiB", "--max_num_seqs=16"])
-            self.workers.append((f"worker-{index}", port, metrics_port))
-        self.http_port = free_port()
-        self.start("gateway", [
-            self.gateway_bin, "--host=127.0.0.1", "--grpc_port=0",
-            f"--http_port={self.http_port}", "--allow_unauthenticated",
-            "--workers=" + ",".join(f"127.0.0.1:{port}" for _, port, _ in self.workers)])
-        deadline = time.monotonic() + PATIENCE_S
-        while time.monotonic() < deadline:
-            try:
-                if http_get(self.http_port, "/readyz")[0] == 200 and all(
-                        http_get(m, "/metrics")[0] == 200 for _, _, m in self.workers):
-                    return
-            except OSError:
-                pass
-            for name, process in self.processes.items():
-                if process.poll() is not None:
-                    raise Failure(f"{name} exited with {process.returncode}:\n{self.tail(name)}")
-            time.sleep(0.1)
-        raise Failure(f"the stack did not become ready:\n{self.tail('gateway')}")
+        cluster = self.cluster
+        cluster.make_model()
+        self.workers = [cluster.start_worker(f"worker-{index}", "--kv_cache_memory=16MiB",
+                                             "--max_num_seqs=16") for index in range(2)]
+        self.gateway = cluster.start_gateway(self.workers, "--allow_unauthenticated")
+        self.http_port = self.gateway.http_port
+        cluster.wait_ready(self.gateway, self.workers, PATIENCE_S)
 
     def rss(self):
-        return {name: rss_kb(process.pid) for name, process in self.processes.items()}
+        return {process.name: process.rss_kb() for process in self.cluster.all}
 
     def idle(self):
         """(idle, what is not) from the workers' and the gateway's metrics."""
         busy = []
-        for name, _, metrics_port in self.workers:
-            status, text = http_get(metrics_port, "/metrics")
+        for worker in self.workers:
+            text = worker.metrics()
             for metric in ("llmserve_num_requests_running", "llmserve_num_requests_waiting",
                            "llmserve_kv_cache_usage_ratio"):
                 values = metric_values(text, metric)
                 if not values or any(v != 0 for v in values):
-                    busy.append(f"{name} {metric}={values}")
-        status, text = http_get(self.http_port, "/metrics")
-        active = metric_values(text, "llmserve_gateway_active_streams")
+                    busy.append(f"{worker.name} {metric}={values}")
+        active = metric_values(self.gateway.metrics(), "llmserve_gateway_active_streams")
         if active != [0.0]:
             busy.append(f"gateway llmserve_gateway_active_streams={active}")
         return not busy, busy
 
+    def report(self):
+        return self.cluster.report(12)
+
     def down(self):
-        for process in self.processes.values():
-            if process.poll() is None:
-                process.kill()
-            process.wait(timeout=10)
-        for log in self.logs.values():
-            log.close()
+        self.cluster.__exit__(None, None, None)
 
 
 # ---- requests -------------------------------------------------------------------------------------
@@ -343,22 +271,24 @@ class Clients:
 
 
 def wait_idle(stack):
-    deadline = time.monotonic() + PATIENCE_S
+    started = time.monotonic()
     busy = []
-    while time.monotonic() < deadline:
-        idle, busy = stack.idle()
-        if idle:
-            return time.monotonic() - (deadline - PATIENCE_S)
-        time.sleep(0.2)
-    raise Failure(f"not idle {PATIENCE_S} s after the load stopped: {busy}")
+
+    def idle():
+        nonlocal busy
+        done, busy = stack.idle()
+        return done
+
+    wait_until("load, queues and KV cache back to zero once the load stops", idle, PATIENCE_S,
+               0.2, describe=lambda: f"still busy: {busy}")
+    return time.monotonic() - started
 
 
 def main():
     binaries = sys.argv[1:4]
     per_round = int(sys.argv[4]) if len(sys.argv) > 4 else REQUESTS_PER_ROUND
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
-    temp = tempfile.mkdtemp(prefix="llmserve_soak_")
-    stack = Stack(binaries, temp)
+    exit_on_signals()
+    stack = Stack(binaries)
     started = time.monotonic()
     summary = {"requests_per_round": per_round, "clients": CLIENTS, "rounds": []}
     try:
@@ -390,15 +320,13 @@ def main():
         summary["seconds"] = round(time.monotonic() - started, 1)
         print(json.dumps(summary, indent=1))
         return 0
-    except (Failure, subprocess.SubprocessError, OSError) as e:
+    except (Failure, subprocess.SubprocessError, OSError, http.client.HTTPException) as e:
         print(f"FAIL: {e}", file=sys.stderr)
         print(json.dumps(summary, indent=1), file=sys.stderr)
-        for name in stack.processes:
-            print(f"--- {name} (tail)\n{stack.tail(name)}", file=sys.stderr)
+        print(stack.report(), file=sys.stderr)
         return 1
     finally:
         stack.down()
-        shutil.rmtree(temp, ignore_errors=True)
 
 
 if __name__ == "__main__":
