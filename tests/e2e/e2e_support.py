@@ -34,7 +34,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -589,12 +588,3 @@ def have_grpcio():
     import importlib.util
     return importlib.util.find_spec("grpc") is not None
 
-
-def main_guard(run, *args):
-    """Runs `run(*args)` -> exit code with exit_on_signals(); a Failure prints FAIL and gives 1."""
-    exit_on_signals()
-    try:
-        return run(*args)
-    except Failure as error:
-        print(f"FAIL: {error}", file=sys.stderr, flush=True)
-        return 1
