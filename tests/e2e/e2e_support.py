@@ -428,6 +428,101 @@ def error_message(text):
     return error.get("message") if isinstance(error, dict) else None
 
 
+class RawResponse:
+    """What raw_http read: the status (None when no response came), headers (names
+    lower-cased), the body (de-chunked), whether the server closed the connection after it, and
+    what went wrong, if anything."""
+
+    def __init__(self):
+        self.status = None
+        self.headers = {}
+        self.body = b""
+        self.closed = False  # the server closed the connection after it
+        self.error = None
+
+    def text(self):
+        return self.body.decode("utf-8", "replace")
+
+    def __repr__(self):
+        return (f"status={self.status} closed={self.closed} error={self.error} "
+                f"body={self.body[:200]!r}")
+
+
+def raw_http(port, data, timeout=10, host=LOOPBACK):
+    """Sends `data` on a fresh connection, then reads one response (and whether the server
+    closes after it). The send may fail once the server has answered and shut its side."""
+    response = RawResponse()
+    sock = socket.create_connection((host, port), timeout=timeout)
+    try:
+        try:
+            sock.sendall(data)
+        except OSError as error:  # refused early: the response may still be readable
+            response.error = f"send: {error}"
+        buffer = b""
+        deadline = time.monotonic() + timeout
+
+        def fill():
+            nonlocal buffer
+            sock.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                piece = sock.recv(65536)
+            except socket.timeout:
+                response.error = f"no complete response within {timeout} s: {buffer[:300]!r}"
+                return False
+            except ConnectionResetError:
+                piece = b""
+            if not piece:
+                response.closed = True
+                response.error = response.error or "closed"
+            buffer += piece
+            return bool(piece)
+
+        while b"\r\n\r\n" not in buffer:
+            if not fill():
+                response.error = f"no response ({response.error})"
+                return response
+        head, buffer = buffer.split(b"\r\n\r\n", 1)
+        lines = head.decode("latin-1").split("\r\n")
+        response.status = int(lines[0].split(" ")[1])
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            response.headers[name.strip().lower()] = value.strip()
+        if "content-length" in response.headers:
+            length = int(response.headers["content-length"])
+            while len(buffer) < length and fill():
+                pass
+            response.body = buffer[:length]
+        elif response.headers.get("transfer-encoding") == "chunked":
+            while not buffer.endswith(b"0\r\n\r\n") and fill():
+                pass
+            response.body = dechunk(buffer)
+        else:
+            while fill():
+                pass
+            response.body = buffer
+        if response.headers.get("connection") == "close":
+            sock.settimeout(3)
+            try:
+                response.closed = response.closed or sock.recv(1) == b""
+            except (socket.timeout, ConnectionResetError):
+                pass
+        return response
+    finally:
+        sock.close()
+
+
+def dechunk(data):
+    parts, at = [], 0
+    while at < len(data):
+        eol = data.index(b"\r\n", at)
+        size = int(data[at:eol].split(b";")[0], 16)
+        if size == 0:
+            break
+        parts.append(data[eol + 2:eol + 2 + size])
+        at = eol + 2 + size + 2
+    return b"".join(parts)
+
+
 # ---- Prometheus text ------------------------------------------------------------------------------
 
 def scrape(port, host=LOOPBACK, timeout=10):

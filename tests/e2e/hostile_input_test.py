@@ -36,8 +36,8 @@ import sys
 import threading
 import time
 
-from e2e_support import (SKIP, Cluster, Failure, exit_on_signals, expect, grpc_channel,
-                         have_grpcio, http_get, log, metric_sum, pb_message, post_json,
+from e2e_support import (SKIP, Cluster, Failure, dechunk, exit_on_signals, expect, grpc_channel,
+                         have_grpcio, http_get, log, metric_sum, pb_message, post_json, raw_http,
                          raw_stream, raw_unary, sse_events, wait_until)
 
 PATIENCE_S = 60
@@ -53,99 +53,8 @@ RSS_BYTES_FACTOR = 1.5
 RSS_SLACK_KB = 32 * 1024
 UTF8_FLOOD = 300
 
+
 # ---- raw HTTP -------------------------------------------------------------------------------------
-
-
-class RawResponse:
-    def __init__(self):
-        self.status = None
-        self.headers = {}
-        self.body = b""
-        self.closed = False  # the server closed the connection after it
-        self.error = None
-
-    def text(self):
-        return self.body.decode("utf-8", "replace")
-
-    def __repr__(self):
-        return (f"status={self.status} closed={self.closed} error={self.error} "
-                f"body={self.body[:200]!r}")
-
-
-def raw_http(port, data, timeout=10):
-    """Sends `data` on a fresh connection, then reads one response (and whether the server
-    closes after it). The send may fail once the server has answered and shut its side."""
-    response = RawResponse()
-    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-    try:
-        try:
-            sock.sendall(data)
-        except OSError as error:  # refused early: the response may still be readable
-            response.error = f"send: {error}"
-        buffer = b""
-        deadline = time.monotonic() + timeout
-
-        def fill():
-            nonlocal buffer
-            sock.settimeout(max(0.01, deadline - time.monotonic()))
-            try:
-                piece = sock.recv(65536)
-            except socket.timeout:
-                response.error = f"no complete response within {timeout} s: {buffer[:300]!r}"
-                return False
-            except ConnectionResetError:
-                piece = b""
-            if not piece:
-                response.closed = True
-                response.error = response.error or "closed"
-            buffer += piece
-            return bool(piece)
-
-        while b"\r\n\r\n" not in buffer:
-            if not fill():
-                response.error = f"no response ({response.error})"
-                return response
-        head, buffer = buffer.split(b"\r\n\r\n", 1)
-        lines = head.decode("latin-1").split("\r\n")
-        response.status = int(lines[0].split(" ")[1])
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            response.headers[name.strip().lower()] = value.strip()
-        if "content-length" in response.headers:
-            length = int(response.headers["content-length"])
-            while len(buffer) < length and fill():
-                pass
-            response.body = buffer[:length]
-        elif response.headers.get("transfer-encoding") == "chunked":
-            while not buffer.endswith(b"0\r\n\r\n") and fill():
-                pass
-            response.body = dechunk(buffer)
-        else:
-            while fill():
-                pass
-            response.body = buffer
-        if response.headers.get("connection") == "close":
-            sock.settimeout(3)
-            try:
-                response.closed = response.closed or sock.recv(1) == b""
-            except (socket.timeout, ConnectionResetError):
-                pass
-        return response
-    finally:
-        sock.close()
-
-
-def dechunk(data):
-    parts, at = [], 0
-    while at < len(data):
-        eol = data.index(b"\r\n", at)
-        size = int(data[at:eol].split(b";")[0], 16)
-        if size == 0:
-            break
-        parts.append(data[eol + 2:eol + 2 + size])
-        at = eol + 2 + size + 2
-    return b"".join(parts)
-
 
 def request(method, path, body=b"", headers=None, version="HTTP/1.1", host=True):
     """The bytes of a request; content-length added for a body unless headers frame it."""
