@@ -1,5 +1,6 @@
 """What the end-to-end tests in tests/e2e share: the real binaries as child processes that never
-outlive the test, loopback ports, readiness, HTTP and Prometheus helpers, and Failure.
+outlive the test, loopback ports, readiness, HTTP (also raw bytes), Prometheus, raw protobuf and
+gRPC helpers, and Failure. docs/testing.md describes the suites that use it.
 
     from e2e_support import Cluster, Failure
 
