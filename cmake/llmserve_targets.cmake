@@ -18,6 +18,31 @@ if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   endif()
 endif()
 
+# ThreadSanitizer builds (LLMSERVE_SANITIZE=thread): every executable carries the annotations that
+# make Debian's uninstrumented Abseil and gRPC's callback hand-offs visible to TSan
+# (tests/tsan/absl_sync_annotations.cc and grpc_annotations.cc; docs/building.md,
+# "ThreadSanitizer"). An object library, so that its definitions are in the executable itself and
+# interpose on the shared libraries' own.
+set(LLMSERVE_SANITIZER_SUPPORT "")
+if(LLMSERVE_SANITIZE STREQUAL "thread")
+  add_library(llmserve_tsan_absl OBJECT ${PROJECT_SOURCE_DIR}/tests/tsan/absl_sync_annotations.cc)
+  target_link_libraries(llmserve_tsan_absl PUBLIC absl::synchronization absl::status absl::time
+                                                  ${CMAKE_DL_LIBS})
+  add_library(llmserve_tsan_grpc OBJECT ${PROJECT_SOURCE_DIR}/tests/tsan/grpc_annotations.cc)
+  target_link_libraries(llmserve_tsan_grpc PUBLIC gRPC::grpc++ ${CMAKE_DL_LIBS})
+  foreach(target llmserve_tsan_absl llmserve_tsan_grpc)
+    target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR})
+    target_compile_options(${target} PRIVATE ${LLMSERVE_WARNINGS})
+  endforeach()
+  set(LLMSERVE_SANITIZER_SUPPORT llmserve_tsan_absl llmserve_tsan_grpc)
+endif()
+
+# The concurrency-heavy tests that `make test-tsan` builds and runs under ThreadSanitizer (label
+# tsan): the engine thread, the worker service, the gateway's worker pool, HTTP server and
+# request pipeline, and the thread pool and limiters they share.
+set(LLMSERVE_TSAN_TESTS engine_test worker_server_test worker_pool_test gateway_server_test
+                        http_server_test base_test auth_concurrency_limiter_test)
+
 function(_llmserve_common_target_settings target)
   target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR})
   target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${LLMSERVE_WARNINGS}>)
@@ -41,7 +66,7 @@ function(llmserve_cc_binary)
   cmake_parse_arguments(ARG "" "NAME;OUTPUT_NAME" "SRCS;DEPS" ${ARGN})
   add_executable(${ARG_NAME} ${ARG_SRCS})
   _llmserve_common_target_settings(${ARG_NAME})
-  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS})
+  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} ${LLMSERVE_SANITIZER_SUPPORT})
   if(ARG_OUTPUT_NAME)
     set_target_properties(${ARG_NAME} PROPERTIES OUTPUT_NAME ${ARG_OUTPUT_NAME})
   endif()
@@ -55,10 +80,14 @@ function(llmserve_cc_test)
   endif()
   add_executable(${ARG_NAME} ${ARG_SRCS})
   _llmserve_common_target_settings(${ARG_NAME})
-  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main
+                                             ${LLMSERVE_SANITIZER_SUPPORT})
   set_target_properties(${ARG_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
   # Discovery at ctest time keeps the build from running every test binary.
   set(properties TIMEOUT ${ARG_TIMEOUT})
+  if(ARG_NAME IN_LIST LLMSERVE_TSAN_TESTS)
+    list(APPEND ARG_LABELS tsan)
+  endif()
   if(ARG_LABELS)
     list(APPEND properties LABELS "${ARG_LABELS}")
   endif()

@@ -2,16 +2,21 @@
 # Runs every test of a configured and built tree and ends with one summary line:
 #   tests: N passed, N failed, N skipped
 # Usage: scripts/run-tests.sh BUILD_DIR [JOBS]
+# LLMSERVE_CTEST_ARGS adds ctest arguments (the sanitizer runs pass a label or exclusions);
+# LLMSERVE_TEST_SUMMARY replaces the summary's first word ("tests").
 set -uo pipefail
 build_dir=${1:?usage: run-tests.sh BUILD_DIR [JOBS]}
 jobs=${2:-$(nproc)}
+summary=${LLMSERVE_TEST_SUMMARY:-tests}
+read -r -a extra_args <<<"${LLMSERVE_CTEST_ARGS:-}"
 
 if [ -z "${LLMSERVE_TESTDATA:-}" ]; then
   echo "run-tests: LLMSERVE_TESTDATA is not set: tokenizer conformance tests will skip"
 fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" --timeout 600 2>&1 | tee "$log"
+ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" --timeout 600 "${extra_args[@]}" 2>&1 |
+  tee "$log"
 status=${PIPESTATUS[0]}
 
 total=$(sed -n 's/.*tests passed, \([0-9]*\) tests\{0,1\} failed out of \([0-9]*\).*/\2/p' "$log" | tail -1)
@@ -22,5 +27,5 @@ if [ -z "$total" ]; then
   exit $((status == 0 ? 1 : status))
 fi
 passed=$((total - failed - skipped))
-echo "tests: ${passed} passed, ${failed} failed, ${skipped} skipped"
+echo "${summary}: ${passed} passed, ${failed} failed, ${skipped} skipped"
 exit "$status"

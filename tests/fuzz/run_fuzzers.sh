@@ -54,20 +54,9 @@ locked() {
   fi
 }
 
-# The sanitizers are given here rather than through LLMSERVE_SANITIZE so that
-# -fno-sanitize=function comes after them: clang 14 cannot emit that check's prologue data for
-# coroutines ("Cannot represent a difference across sections" in gateway/http), and C++ code
-# rarely calls through mistyped function pointers, which is all it catches. Boost 1.74's Asio only
-# detects co_await support on GCC; clang 14 has it, with libstdc++'s <coroutine>.
-cxx_flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize=function"
-cxx_flags+=" -fno-omit-frame-pointer -DBOOST_ASIO_HAS_CO_AWAIT=1"
-if [[ ! -f "$build_dir/build.ninja" ]] ||
-  ! grep -qxF "CMAKE_CXX_FLAGS:STRING=$cxx_flags" "$build_dir/CMakeCache.txt"; then
-  CC=clang CXX=clang++ locked cmake -S . -B "$build_dir" -G Ninja \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLLMSERVE_FUZZ=ON -DLLMSERVE_CUDA=OFF \
-    -DLLMSERVE_SANITIZE= "-DCMAKE_C_FLAGS=$cxx_flags" "-DCMAKE_CXX_FLAGS=$cxx_flags" \
-    -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined >/dev/null
-fi
+# The whole project with ASan, UBSan and coverage instrumentation, clang; the same tree runs the
+# ctest suite under the sanitizers (`make test-sanitize`, scripts/configure-sanitizer-build.sh).
+locked bash scripts/configure-sanitizer-build.sh address "$build_dir"
 
 mkdir -p "$build_dir/logs"
 # One target at a time, so that one that does not build does not keep the others from running.
