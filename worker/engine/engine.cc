@@ -250,6 +250,9 @@ void Engine::RunStep() {
   const absl::Time start = absl::Now();
   const SchedulerOutput plan = scheduler_.Schedule();
   for (RequestId id : plan.first_scheduled) live_.at(id)->first_scheduled = start;
+  // Before any output: a request whose first token a client reads is running, not waiting, when
+  // the next one is admitted against max_waiting.
+  PublishCounts();
   if (plan.scheduled.empty()) return;
   const int64_t prompt_tokens = BuildBatch(plan);
   const absl::Time forward_start = absl::Now();

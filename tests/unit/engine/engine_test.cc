@@ -128,6 +128,33 @@ TEST(EngineTest, GeneratesUntilLengthOrEosAndReportsUsage) {
   EXPECT_EQ(load.kv_blocks_free, load.kv_blocks_total);
 }
 
+// A request streaming its first token runs: it no longer counts against max_waiting, and a new
+// request is admitted (the waiting count used to be refreshed only at the end of the step, after
+// the outputs, so that a client could see its first token and still be refused as overloaded by
+// its own request; seen in the sanitizer build's slower steps).
+TEST(EngineTest, ARequestStreamingItsFirstTokenNoLongerCountsAsWaiting) {
+  auto engine = Engine::Create(std::make_unique<FakeBackend>(32), {.max_waiting = 1});
+  ASSERT_TRUE(engine.ok());
+  Engine* const e = engine->get();
+  int32_t waiting_at_first_token = -1;
+  absl::Status second_admitted = absl::UnknownError("not tried");
+  Collector collector;
+  OutputCallback collect = collector.Callback();
+  const RequestId first =
+      *e->AddRequest(Greedy({3, 4, 5}, 4, [&, collect](const EngineOutput& output) {
+        if (waiting_at_first_token < 0) {
+          waiting_at_first_token = e->Load().waiting;
+          second_admitted = e->AddRequest(Greedy({7}, 2, collect)).status();
+        }
+        collect(output);
+      }));
+  while (e->StepOnce()) {
+  }
+  EXPECT_EQ(waiting_at_first_token, 0);
+  EXPECT_TRUE(second_admitted.ok()) << second_admitted;
+  EXPECT_EQ(collector.Final(first)->finish, FinishReason::kLength);
+}
+
 TEST(EngineTest, PublishesPrefixCacheEventsAndTheCachedSet) {
   auto engine = Engine::Create(std::make_unique<FakeBackend>(32), {});
   ASSERT_TRUE(engine.ok());
