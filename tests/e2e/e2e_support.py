@@ -43,6 +43,10 @@ SKIP = 77
 LOOPBACK = "127.0.0.1"
 # The longest any single wait in these tests may take.
 PATIENCE_S = 60
+# How many times slower than an optimized build the binaries run: make test-sanitize sets it
+# (scripts/run-sanitized-tests.sh). A test whose work is sized in wall time divides that work, or
+# multiplies its patience, by it (docs/building.md, "Sanitizers").
+SANITIZER_SLOWDOWN = max(1, int(os.environ.get("LLMSERVE_SANITIZER_SLOWDOWN", "1")))
 
 _PR_SET_PDEATHSIG = 1
 # Resolved here, not in the child between fork and exec (where loading a library could deadlock

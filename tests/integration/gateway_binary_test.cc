@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "llmserve/v1/inference.grpc.pb.h"
 #include "tests/testing/http_get.h"
+#include "tests/testing/sanitizers.h"
 #include "tests/testing/scoped_temp_dir.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/test_model.h"
@@ -26,10 +27,17 @@ namespace {
 
 using ::llmserve::testing::HttpPostRequest;
 using ::llmserve::testing::HttpStatus;
+using ::llmserve::testing::kSanitizerSlowdown;
 using ::llmserve::testing::NumberAfter;
 using ::llmserve::testing::Subprocess;
 
 constexpr absl::Duration kPatience = absl::Seconds(60);
+
+// Stream lengths below are for an optimized build; a sanitizer build decodes several times slower
+// and streams 1/kSanitizerSlowdown of them, so that they take about as long there.
+constexpr int Tokens(int optimized_build_tokens) {
+  return optimized_build_tokens / kSanitizerSlowdown;
+}
 
 // Streams `max_tokens` tokens (EOS ignored) for `text` over GenerateStream, adding 1 to `started`
 // when the first token arrives; returns the call's status, and the tokens received in `*tokens`
@@ -115,7 +123,7 @@ class GatewayBinaryTest : public ::testing::Test {
     for (int i = 0; i < kStreams; ++i) {
       clients.emplace_back([&, i] {
         const grpc::Status status =
-            StreamStory(*stub, absl::StrCat("story number ", i), 900, started);
+            StreamStory(*stub, absl::StrCat("story number ", i), Tokens(900), started);
         if (status.ok()) {
           ++ok;
         } else if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
@@ -182,7 +190,7 @@ TEST_F(GatewayBinaryTest, AWorkerKilledMidLoadNeverHangsAClient) {
   for (int i = 0; i < kStreams; ++i) {
     clients.emplace_back([&, i] {
       const grpc::Status status =
-          StreamStory(*stub, absl::StrCat("story number ", i), 300, started);
+          StreamStory(*stub, absl::StrCat("story number ", i), Tokens(300), started);
       if (status.ok()) {
         ++ok;
       } else if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
@@ -251,7 +259,7 @@ TEST_F(GatewayBinaryTest, SigtermDrainsStreamsOnBothApisWhileReadinessFails) {
   ASSERT_GT(http_port, 0);
 
   // Long enough (about 3 ms a token) to be running when SIGTERM comes, short enough to finish.
-  constexpr int kMaxTokens = 400;
+  constexpr int kMaxTokens = Tokens(400);
   constexpr int kStreamsPerApi = 3;
   auto stub = v1::Inference::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", grpc_port),
                                                          grpc::InsecureChannelCredentials()));
@@ -355,7 +363,7 @@ TEST_F(GatewayBinaryTest, ARollingRestartOfOneWorkerUnderLoadLosesNoRequest) {
       for (int i = 0; !stop.load(); ++i) {
         v1::GenerateRequest request;
         request.set_text(absl::StrCat("client ", c, " request ", i));
-        request.mutable_stopping()->set_max_tokens(60);
+        request.mutable_stopping()->set_max_tokens(Tokens(60));
         request.mutable_stopping()->set_ignore_eos(true);
         grpc::ClientContext context;
         context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
