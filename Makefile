@@ -7,6 +7,9 @@
 #   make images   build the container images (needs a Docker engine; deploy/docker/Dockerfile)
 #   make bench    the serving benchmark: two workers and a gateway on the small model, a rate sweep
 #   make fuzz     coverage-guided fuzzing of every tests/fuzz target (clang), FUZZ_SECONDS each
+#   make test-sanitize  the whole suite under ASan + UBSan + LSan (clang, the fuzz build's tree)
+#   make test-tsan      the concurrency-heavy tests under ThreadSanitizer (clang, label tsan)
+#   make fuzz-ci        every fuzz target on its seeds, then FUZZ_CI_SECONDS of fuzzing (CI)
 
 BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
@@ -60,10 +63,10 @@ images:
 	@bash deploy/docker/build-images.sh $(IMAGE_PREFIX) $(VERSION)
 
 # Builds the libFuzzer targets with clang (ASan + UBSan, the whole project instrumented for
-# coverage) in FUZZ_BUILD_DIR and runs each for FUZZ_SECONDS on FUZZ_BUILD_DIR/corpus/<name>,
-# seeded from tests/fuzz/seeds/<name>; prints one JSON line per target (executions, exec/s) and
-# fails on a crash. FUZZ_TARGETS picks some (e.g. FUZZ_TARGETS="jwt_fuzz http_request_fuzz");
-# FUZZ_ARGS adds libFuzzer flags.
+# coverage; scripts/configure-sanitizer-build.sh) in FUZZ_BUILD_DIR and runs each for
+# FUZZ_SECONDS on FUZZ_BUILD_DIR/corpus/<name>, seeded from tests/fuzz/seeds/<name>; prints one
+# JSON line per target (executions, exec/s) and fails on a crash. FUZZ_TARGETS picks some (e.g.
+# FUZZ_TARGETS="jwt_fuzz http_request_fuzz"); FUZZ_ARGS adds libFuzzer flags.
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD_DIR ?= build-fuzz
 FUZZ_JOBS ?= 2
@@ -72,3 +75,19 @@ FUZZ_ARGS ?=
 .PHONY: fuzz
 fuzz: deps
 	@FUZZ_ARGS="$(FUZZ_ARGS)" bash tests/fuzz/run_fuzzers.sh $(FUZZ_BUILD_DIR) $(FUZZ_SECONDS) $(FUZZ_JOBS) $(FUZZ_TARGETS)
+
+# Sanitizers (docs/building.md, "Sanitizers"). test-sanitize builds the whole project in
+# FUZZ_BUILD_DIR, the tree `make fuzz` uses (clang, ASan + UBSan + coverage), and runs every test
+# in it; fuzz-ci then runs each fuzz target there for FUZZ_CI_SECONDS after its seeds. test-tsan
+# builds and runs the tests labelled tsan with clang and ThreadSanitizer in TSAN_BUILD_DIR.
+TSAN_BUILD_DIR ?= build-tsan
+FUZZ_CI_SECONDS ?= 15
+.PHONY: test-sanitize test-tsan fuzz-ci
+test-sanitize: deps
+	@bash scripts/run-sanitized-tests.sh $(FUZZ_BUILD_DIR) $(JOBS)
+
+test-tsan: deps
+	@bash scripts/run-tsan-tests.sh $(TSAN_BUILD_DIR) $(JOBS)
+
+fuzz-ci: deps
+	@FUZZ_ARGS="$(FUZZ_ARGS)" bash tests/fuzz/run_fuzzers.sh $(FUZZ_BUILD_DIR) $(FUZZ_CI_SECONDS) $(FUZZ_JOBS) $(FUZZ_TARGETS)
