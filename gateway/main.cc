@@ -27,6 +27,11 @@ ABSL_FLAG(int, metrics_port, -1,
           "a separate Prometheus /metrics port, then the only one (/metrics names the workers' "
           "addresses); -1: /metrics on the HTTP port");
 ABSL_FLAG(int, http_threads, 1, "HTTP I/O threads (one holds thousands of SSE streams)");
+ABSL_FLAG(int, prepare_threads, 0,
+          "threads that render chat templates and tokenize prompts, off the I/O threads (0: the "
+          "usable CPUs, at most 4)");
+ABSL_FLAG(int, prepare_queue, 256,
+          "requests that may wait for a --prepare_threads thread; beyond them, 429");
 ABSL_FLAG(int64_t, max_body_bytes, 4 << 20, "largest HTTP request body (413 beyond)");
 ABSL_FLAG(std::vector<std::string>, workers, {},
           "workers as host:port, comma-separated (static list)");
@@ -91,6 +96,14 @@ absl::StatusOr<llmserve::gateway::GatewayServerOptions> OptionsFromFlags() {
   }
   if (options.http_threads < 1 || options.http_threads > 256) {
     return absl::InvalidArgumentError("--http_threads must be in [1, 256]");
+  }
+  options.prepare_threads = absl::GetFlag(FLAGS_prepare_threads);
+  if (options.prepare_threads < 0 || options.prepare_threads > 256) {
+    return absl::InvalidArgumentError("--prepare_threads must be in [0, 256]");
+  }
+  options.prepare_queue = absl::GetFlag(FLAGS_prepare_queue);
+  if (options.prepare_queue < 0 || options.prepare_queue > 65536) {
+    return absl::InvalidArgumentError("--prepare_queue must be in [0, 65536]");
   }
   const int64_t max_body_bytes = absl::GetFlag(FLAGS_max_body_bytes);
   if (max_body_bytes < 1024 || max_body_bytes > (int64_t{1} << 30)) {

@@ -6,23 +6,12 @@
 #include "absl/time/clock.h"
 #include "common/status/grpc_raw_message.h"
 #include "common/status/grpc_status.h"
+#include "gateway/pipeline/active_guard.h"
 
 namespace llmserve::gateway {
 namespace {
 
 using ::llmserve::v1::GenerateStreamResponse;
-
-// Counts a call as active for its whole life (drain waits for zero).
-class ActiveGuard {
- public:
-  explicit ActiveGuard(std::shared_ptr<std::atomic<int>> counter) : counter_(std::move(counter)) {
-    ++*counter_;
-  }
-  ~ActiveGuard() { --*counter_; }
-
- private:
-  std::shared_ptr<std::atomic<int>> counter_;
-};
 
 // What StreamCall and UnaryCall share: reference counting (gRPC holds one reference until
 // OnDone, a pending admission another until its callback ran or was withdrawn), the queued
@@ -47,6 +36,14 @@ class AdmittedCall {
     admission_ = admission;
     wait_ = wait;
   }
+  void set_prepare_ticket(std::shared_ptr<PrepareStage::Ticket> ticket) {
+    {
+      absl::MutexLock lock(&lifetime_mutex_);
+      prepare_ticket_ = ticket;
+    }
+    // A cancel that came before the ticket was stored did not see it (CancelQueuedAdmission).
+    if (static_cast<Call*>(this)->cancelled()) ticket->Cancel();
+  }
   // Starts the generation `start()` returns, unless the client left while the call was queued.
   template <typename StartFn>
   void StartGeneration(StartFn start) {
@@ -63,11 +60,15 @@ class AdmittedCall {
   bool CancelQueuedAdmission() {
     const RequestAdmission* admission = nullptr;
     ConcurrencyLimiter::WaitId wait = 0;
+    std::shared_ptr<PrepareStage::Ticket> ticket;
     {
       absl::MutexLock lock(&lifetime_mutex_);
       std::swap(wait, wait_);
       admission = admission_;
+      ticket = prepare_ticket_;
     }
+    // A prompt still waiting for a prepare thread is skipped; its callback then sees the cancel.
+    if (ticket != nullptr) ticket->Cancel();
     if (wait == 0 || admission == nullptr || !admission->CancelWait(wait)) return false;
     Unref();
     return true;
@@ -78,6 +79,7 @@ class AdmittedCall {
   int refs_ ABSL_GUARDED_BY(lifetime_mutex_) = 1;
   const RequestAdmission* admission_ ABSL_GUARDED_BY(lifetime_mutex_) = nullptr;
   ConcurrencyLimiter::WaitId wait_ ABSL_GUARDED_BY(lifetime_mutex_) = 0;
+  std::shared_ptr<PrepareStage::Ticket> prepare_ticket_ ABSL_GUARDED_BY(lifetime_mutex_);
 };
 
 // A server-streaming call fed by a Generation: deltas are merged while a write is in flight, so
@@ -399,16 +401,16 @@ void RequestAdmission::ChargeTokens(const Principal& principal, int64_t tokens) 
 }
 
 InferenceService::InferenceService(WorkerPool* pool, ModelCatalog* catalog,
-                                   const RequestAdmission* admission, ChatRenderer render_chat,
+                                   const RequestAdmission* admission, PrepareStage* prepare,
                                    InferenceServiceOptions options)
     : pool_(pool),
       catalog_(catalog),
       admission_(admission),
-      render_chat_(std::move(render_chat)),
+      prepare_(prepare),
       options_(std::move(options)) {}
 
-absl::StatusOr<InferenceService::Started> InferenceService::Prepare(
-    grpc::CallbackServerContext* context, const ::llmserve::v1::GenerateRequest& request) {
+absl::StatusOr<InferenceService::Accepted> InferenceService::Accept(
+    grpc::CallbackServerContext* context, ::llmserve::v1::GenerateRequest& request) {
   if (draining_) {
     return absl::UnavailableError("the gateway is draining (shutting down); retry elsewhere");
   }
@@ -416,14 +418,22 @@ absl::StatusOr<InferenceService::Started> InferenceService::Prepare(
   if (!principal.ok()) return principal.status();
   absl::StatusOr<std::shared_ptr<const ServedModel>> model = catalog_->Resolve(request.model());
   if (!model.ok()) return model.status();
-  absl::StatusOr<PreparedRequest> prepared =
-      PrepareRequest(request, *std::move(model), options_.limits, render_chat_);
-  if (!prepared.ok()) return prepared.status();
-  const int64_t tokens = prepared->worker_request.prompt_token_ids_size() +
-                         static_cast<int64_t>(prepared->worker_request.max_tokens());
-  Started started{.request = *std::move(prepared), .principal = *principal, .tokens = tokens};
-  const absl::Time client_deadline = absl::FromChrono(context->deadline());
-  started.generation.deadline = std::min(client_deadline, absl::Now() + options_.request_timeout);
+  // Resolved here, so that the call knows its id before the prompt is prepared.
+  absl::StatusOr<std::string> id = ResolveRequestId(request.request_id());
+  if (!id.ok()) return id.status();
+  request.set_request_id(*std::move(id));
+  return Accepted{.principal = *std::move(principal),
+                  .model = *std::move(model),
+                  .client_deadline = absl::FromChrono(context->deadline())};
+}
+
+InferenceService::Started InferenceService::MakeStarted(PreparedRequest request,
+                                                        const Accepted& accepted) const {
+  const int64_t tokens = request.worker_request.prompt_token_ids_size() +
+                         static_cast<int64_t>(request.worker_request.max_tokens());
+  Started started{.request = std::move(request), .principal = accepted.principal, .tokens = tokens};
+  started.generation.deadline =
+      std::min(accepted.client_deadline, accepted.arrival + options_.request_timeout);
   started.generation.max_attempts = options_.max_attempts;
   started.generation.metrics = options_.metrics;
   started.generation.api = "grpc";
@@ -433,19 +443,70 @@ absl::StatusOr<InferenceService::Started> InferenceService::Prepare(
   return started;
 }
 
+template <typename Call>
+void InferenceService::FailCall(Call* call, grpc::CallbackServerContext* context,
+                                const absl::Status& status, absl::Duration retry_after,
+                                absl::string_view model, absl::Time arrival) {
+  RecordDone(model, status.code(), arrival);
+  if (retry_after > absl::ZeroDuration() && context != nullptr) {
+    context->AddTrailingMetadata(
+        "retry-after",
+        absl::StrCat(absl::ToInt64Seconds(absl::Ceil(retry_after, absl::Seconds(1)))));
+  }
+  call->observer()->OnError(status);
+}
+
+template <typename Call>
+void InferenceService::PrepareThenLaunch(Call* call, grpc::CallbackServerContext* context,
+                                         ::llmserve::v1::GenerateRequest request,
+                                         Accepted accepted) {
+  std::shared_ptr<const ServedModel> model = accepted.model;
+  const std::string model_name = model->name();
+  const absl::Time arrival = accepted.arrival;
+  // Stored before the work is queued, so that a cancel at any time reaches it.
+  auto ticket = std::make_shared<PrepareStage::Ticket>();
+  call->set_prepare_ticket(ticket);
+  call->Ref();  // the prepare callback's, dropped when it ran
+  const absl::Status submitted = prepare_->Submit(
+      std::move(request), std::move(model), /*n=*/1, ticket,
+      [this, call, context, accepted = std::move(accepted)](
+          absl::StatusOr<std::vector<PreparedRequest>> prepared) mutable {
+        // The context may be gone once the call was cancelled: it is used only when it was not.
+        if (prepared.ok() && call->cancelled()) {
+          prepared = absl::CancelledError("the call was cancelled");
+        }
+        if (!prepared.ok()) {
+          FailCall(call, nullptr, prepared.status(), absl::ZeroDuration(), accepted.model->name(),
+                   accepted.arrival);
+        } else {
+          Launch(call, context, MakeStarted(std::move(prepared->front()), accepted),
+                 accepted.arrival);
+        }
+        call->Unref();
+      });
+  if (!submitted.ok()) {
+    // Refused at once (the prepare queue is full, or shutdown): the callback will never run.
+    call->Unref();
+    FailCall(call, context, submitted,
+             absl::IsResourceExhausted(submitted) ? absl::Seconds(1) : absl::ZeroDuration(),
+             model_name, arrival);
+  }
+}
+
 grpc::ServerWriteReactor<grpc::ByteBuffer>* InferenceService::GenerateStream(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* bytes) {
   const absl::Time arrival = absl::Now();
   ::llmserve::v1::GenerateRequest request;
   absl::Status parsed = common::ParseRawRequest(*bytes, &request);
-  absl::StatusOr<Started> started =
-      parsed.ok() ? Prepare(context, request) : absl::StatusOr<Started>(parsed);
-  if (!started.ok()) {
-    RecordDone(request.model(), started.status().code(), arrival);
-    return new RefusedStream(common::ToGrpcStatus(started.status()));
+  absl::StatusOr<Accepted> accepted =
+      parsed.ok() ? Accept(context, request) : absl::StatusOr<Accepted>(parsed);
+  if (!accepted.ok()) {
+    RecordDone(request.model(), accepted.status().code(), arrival);
+    return new RefusedStream(common::ToGrpcStatus(accepted.status()));
   }
-  auto* call = new StreamCall(started->request.request_id, started->request.model->name(), active_);
-  Launch(call, context, *std::move(started), arrival);
+  accepted->arrival = arrival;
+  auto* call = new StreamCall(request.request_id(), accepted->model->name(), active_);
+  PrepareThenLaunch(call, context, std::move(request), *std::move(accepted));
   return call;
 }
 
@@ -455,17 +516,17 @@ grpc::ServerUnaryReactor* InferenceService::Generate(grpc::CallbackServerContext
   const absl::Time arrival = absl::Now();
   ::llmserve::v1::GenerateRequest request;
   absl::Status parsed = common::ParseRawRequest(*bytes, &request);
-  absl::StatusOr<Started> started =
-      parsed.ok() ? Prepare(context, request) : absl::StatusOr<Started>(parsed);
-  if (!started.ok()) {
-    RecordDone(request.model(), started.status().code(), arrival);
+  absl::StatusOr<Accepted> accepted =
+      parsed.ok() ? Accept(context, request) : absl::StatusOr<Accepted>(parsed);
+  if (!accepted.ok()) {
+    RecordDone(request.model(), accepted.status().code(), arrival);
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(common::ToGrpcStatus(started.status()));
+    reactor->Finish(common::ToGrpcStatus(accepted.status()));
     return reactor;
   }
-  auto* call =
-      new UnaryCall(response, started->request.request_id, started->request.model->name(), active_);
-  Launch(call, context, *std::move(started), arrival);
+  accepted->arrival = arrival;
+  auto* call = new UnaryCall(response, request.request_id(), accepted->model->name(), active_);
+  PrepareThenLaunch(call, context, std::move(request), *std::move(accepted));
   return call;
 }
 
@@ -544,7 +605,7 @@ grpc::ServerUnaryReactor* InferenceService::Tokenize(grpc::CallbackServerContext
     if ((*model)->tokenizer() == nullptr) {
       return fail(absl::FailedPreconditionError((*model)->tokenizer_error()));
     }
-    absl::StatusOr<std::string> text = render_chat_(**model, request->chat());
+    absl::StatusOr<std::string> text = prepare_->render_chat()(**model, request->chat());
     if (!text.ok()) return fail(text.status());
     ids = TokenizeText(**model, *text, /*add_special_tokens=*/false, options_.limits);
   } else if (request->has_text()) {

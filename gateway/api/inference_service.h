@@ -1,8 +1,9 @@
 // The public gRPC service llmserve.v1.Inference (callback API: no thread per call, nothing
 // blocks): authenticates each call from its `authorization` metadata, applies rate and
-// concurrency limits, prepares the prompt (prompt_builder.h) and runs a Generation, streaming
-// its deltas (GenerateStream) or collecting them (Generate). Cancelling a call cancels the
-// worker's request.
+// concurrency limits, has the prompt prepared on the prepare stage's threads
+// (gateway/pipeline/prepare_stage.h; gRPC's own threads only parse and authenticate) and runs a
+// Generation, streaming its deltas (GenerateStream) or collecting them (Generate). Cancelling a
+// call cancels its prompt's preparation (while it waits for a thread) or the worker's request.
 //
 // Thread-safe.
 
@@ -26,6 +27,7 @@
 #include "gateway/auth/authenticator.h"
 #include "gateway/auth/concurrency_limiter.h"
 #include "gateway/auth/rate_limiter.h"
+#include "gateway/pipeline/prepare_stage.h"
 #include "gateway/router/worker_pool.h"
 #include "llmserve/v1/inference.grpc.pb.h"
 
@@ -94,8 +96,10 @@ using RawInferenceService = ::llmserve::v1::Inference::WithRawCallbackMethod_Gen
 
 class InferenceService final : public RawInferenceService {
  public:
+  // `prepare` must stop (PrepareStage::Shutdown) before this service is destroyed: its callbacks
+  // come back here. Its chat renderer also serves Tokenize.
   InferenceService(WorkerPool* pool, ModelCatalog* catalog, const RequestAdmission* admission,
-                   ChatRenderer render_chat, InferenceServiceOptions options);
+                   PrepareStage* prepare, InferenceServiceOptions options);
 
   grpc::ServerUnaryReactor* Generate(grpc::CallbackServerContext* context,
                                      const grpc::ByteBuffer* request,
@@ -113,6 +117,13 @@ class InferenceService final : public RawInferenceService {
   void StartDrain() { draining_ = true; }
   int active_requests() const { return active_->load(); }
 
+  // What a generation call knows before its prompt is prepared.
+  struct Accepted {
+    Principal principal;
+    std::shared_ptr<const ServedModel> model;
+    absl::Time client_deadline = absl::InfiniteFuture();
+    absl::Time arrival;
+  };
   // Everything a generation call needs before admission: caller, model, prompt.
   struct Started {
     PreparedRequest request;
@@ -123,8 +134,20 @@ class InferenceService final : public RawInferenceService {
   };
 
  private:
-  absl::StatusOr<Started> Prepare(grpc::CallbackServerContext* context,
-                                  const ::llmserve::v1::GenerateRequest& request);
+  // Draining, authentication, the model and the request id (set into `request`), on gRPC's
+  // thread: what a call needs before its prompt goes to the prepare stage.
+  absl::StatusOr<Accepted> Accept(grpc::CallbackServerContext* context,
+                                  ::llmserve::v1::GenerateRequest& request);
+  Started MakeStarted(PreparedRequest request, const Accepted& accepted) const;
+  // Hands the prompt to the prepare stage; when it comes back, Launch, or the error ends the call.
+  template <typename Call>
+  void PrepareThenLaunch(Call* call, grpc::CallbackServerContext* context,
+                         ::llmserve::v1::GenerateRequest request, Accepted accepted);
+  // Ends a call that never reached admission with `status` (counted); `context` only from the
+  // call's own thread (null otherwise), for the retry-after metadata.
+  template <typename Call>
+  void FailCall(Call* call, grpc::CallbackServerContext* context, const absl::Status& status,
+                absl::Duration retry_after, absl::string_view model, absl::Time arrival);
   void RecordDone(absl::string_view model, absl::StatusCode code, absl::Time arrival) const;
   // Admits the call (possibly after a wait in the concurrency queue), then starts its Generation.
   template <typename Call>
@@ -134,7 +157,7 @@ class InferenceService final : public RawInferenceService {
   WorkerPool* const pool_;
   ModelCatalog* const catalog_;
   const RequestAdmission* const admission_;
-  const ChatRenderer render_chat_;
+  PrepareStage* const prepare_;
   const InferenceServiceOptions options_;
   std::atomic<bool> draining_{false};
   std::shared_ptr<std::atomic<int>> active_ = std::make_shared<std::atomic<int>>(0);

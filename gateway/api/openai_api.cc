@@ -374,10 +374,12 @@ void SendOpenAiError(http::ResponseWriter& writer, const absl::Status& status,
 }
 
 OpenAiApi::OpenAiApi(WorkerPool* pool, ModelCatalog* catalog, const RequestAdmission* admission,
-                     InferenceServiceOptions options, std::function<std::string()> metrics_text)
+                     PrepareStage* prepare, InferenceServiceOptions options,
+                     std::function<std::string()> metrics_text)
     : pool_(pool),
       catalog_(catalog),
       admission_(admission),
+      prepare_(prepare),
       options_(std::move(options)),
       metrics_text_(std::move(metrics_text)) {}
 
@@ -443,11 +445,7 @@ void OpenAiApi::HandleGeneration(OpenAiEndpoint endpoint, const http::HttpReques
   std::string model_name;
   // Refusals are counted like finished requests.
   auto refuse = [&](const absl::Status& status, absl::Duration retry_after = absl::ZeroDuration()) {
-    if (options_.metrics != nullptr) {
-      options_.metrics->OnRequestDone("http", model_name, status.code(),
-                                      absl::ToDoubleSeconds(absl::Now() - arrival));
-    }
-    SendOpenAiError(*writer, status, retry_after);
+    RefuseGeneration(*writer, model_name, arrival, status, retry_after);
   };
   if (draining_) {
     return SendOpenAiError(
@@ -463,18 +461,52 @@ void OpenAiApi::HandleGeneration(OpenAiEndpoint endpoint, const http::HttpReques
       catalog_->Resolve(parsed->request.model());
   if (!model.ok()) return refuse(model.status());
   model_name = (*model)->name();
-  std::vector<PreparedRequest> requests;
-  for (int i = 0; i < parsed->n; ++i) {
-    ::llmserve::v1::GenerateRequest choice = parsed->request;
-    if (i > 0 && choice.sampling().has_seed()) {
-      // Distinct but reproducible choices.
-      choice.mutable_sampling()->set_seed(choice.sampling().seed() + i);
-    }
-    absl::StatusOr<PreparedRequest> prepared =
-        PrepareRequest(choice, *model, options_.limits, RenderChatPrompt);
-    if (!prepared.ok()) return refuse(prepared.status());
-    requests.push_back(*std::move(prepared));
+  // The prompt's template and tokenizer run on the prepare stage's threads, not on this I/O
+  // thread, which also writes every other stream of its connections. The request counts as
+  // active (the drain waits for it) from here.
+  const int n = parsed->n;
+  ::llmserve::v1::GenerateRequest generate = std::move(parsed->request);
+  parsed->request.Clear();
+  auto pending =
+      std::make_unique<PendingGeneration>(PendingGeneration{.endpoint = endpoint,
+                                                            .parsed = *std::move(parsed),
+                                                            .model = *model,
+                                                            .principal = *std::move(principal),
+                                                            .writer = writer,
+                                                            .arrival = arrival,
+                                                            .active = ActiveGuard(active_)});
+  // A client that leaves while its prompt waits for a thread spares the work. (The job replaces
+  // this hook once it exists, later on the prepare thread.)
+  auto ticket = std::make_shared<PrepareStage::Ticket>();
+  writer->SetOnClose([ticket] { ticket->Cancel(); });
+  absl::Status submitted =
+      prepare_->Submit(std::move(generate), *std::move(model), n, ticket,
+                       [this, pending = std::move(pending)](
+                           absl::StatusOr<std::vector<PreparedRequest>> choices) mutable {
+                         if (!choices.ok()) {
+                           return RefuseGeneration(*pending->writer, pending->model->name(),
+                                                   pending->arrival, choices.status());
+                         }
+                         StartGeneration(std::move(*pending), *std::move(choices));
+                       });
+  // A full queue is a busy gateway: retry soon (429).
+  if (!submitted.ok()) {
+    return refuse(submitted,
+                  absl::IsResourceExhausted(submitted) ? absl::Seconds(1) : absl::ZeroDuration());
   }
+}
+
+void OpenAiApi::RefuseGeneration(http::ResponseWriter& writer, absl::string_view model_name,
+                                 absl::Time arrival, const absl::Status& status,
+                                 absl::Duration retry_after) const {
+  if (options_.metrics != nullptr) {
+    options_.metrics->OnRequestDone("http", model_name, status.code(),
+                                    absl::ToDoubleSeconds(absl::Now() - arrival));
+  }
+  SendOpenAiError(writer, status, retry_after);
+}
+
+void OpenAiApi::StartGeneration(PendingGeneration pending, std::vector<PreparedRequest> requests) {
   const int prompt_tokens = requests[0].worker_request.prompt_token_ids_size();
   const int64_t max_tokens = requests[0].worker_request.max_tokens();
   GenerationOptions generation;
@@ -482,17 +514,21 @@ void OpenAiApi::HandleGeneration(OpenAiEndpoint endpoint, const http::HttpReques
   generation.max_attempts = options_.max_attempts;
   generation.metrics = options_.metrics;
   generation.api = "http";
-  if (options_.isolate_cache_per_principal) generation.cache_salt = principal->name;
-  const std::string id = absl::StrCat(
-      endpoint == OpenAiEndpoint::kChatCompletions ? "chatcmpl-" : "cmpl-", requests[0].request_id);
+  if (options_.isolate_cache_per_principal) generation.cache_salt = pending.principal.name;
+  const std::string id =
+      absl::StrCat(pending.endpoint == OpenAiEndpoint::kChatCompletions ? "chatcmpl-" : "cmpl-",
+                   requests[0].request_id);
   const RequestAdmission* admission = admission_;
   // Set once admitted; the permit is released and unused tokens refunded when the job ends.
   auto admitted = std::make_shared<std::shared_ptr<RequestAdmission::Admitted>>();
-  const int64_t reserved = parsed->n * max_tokens;
-  const int n = parsed->n;
+  const int n = pending.parsed.n;
+  const int64_t reserved = n * max_tokens;
+  const absl::Time arrival = pending.arrival;
+  const std::string model_name = pending.model->name();
+  const Principal principal = pending.principal;
   auto job = std::make_shared<OpenAiJob>(
-      endpoint, *std::move(parsed), *std::move(model), std::move(writer), id, prompt_tokens,
-      active_,
+      pending.endpoint, std::move(pending.parsed), std::move(pending.model),
+      std::move(pending.writer), id, prompt_tokens, active_,
       [admission, admitted, reserved, arrival, model_name, metrics = options_.metrics](
           int64_t completion_tokens, absl::StatusCode code) {
         if (metrics != nullptr) {
@@ -505,7 +541,7 @@ void OpenAiApi::HandleGeneration(OpenAiEndpoint endpoint, const http::HttpReques
       });
   job->WatchClose(admission_);
   const ConcurrencyLimiter::WaitId wait = admission_->Admit(
-      *principal, prompt_tokens + n * max_tokens,
+      principal, prompt_tokens + n * max_tokens,
       [job, admitted, pool = pool_, requests = std::move(requests), generation](
           absl::StatusOr<RequestAdmission::Admitted> result, absl::Duration retry_after) {
         if (!result.ok()) return job->Refuse(result.status(), retry_after);

@@ -3,13 +3,16 @@
 //   GET  /v1/models
 //   GET  /healthz (liveness), /readyz (a worker is ready and the gateway is not draining),
 //        /metrics (Prometheus text)
-// Requests go through the same admission, prompt preparation and Generation as the gRPC API;
-// `n` choices run as n generations (seeds seed, seed+1, ... when a seed is given). Errors use
-// OpenAI's JSON shape with the HTTP status of common/status/http_error.h; 429 carries
+// Requests go through the same admission, prompt preparation and Generation as the gRPC API:
+// the I/O thread parses, authenticates and resolves the model, the prompt is rendered and
+// tokenized on the prepare stage's threads (gateway/pipeline/prepare_stage.h), once for all `n`
+// choices, which then run as n generations (seeds seed, seed+1, ... when a seed is given).
+// Errors use OpenAI's JSON shape with the HTTP status of common/status/http_error.h; 429 carries
 // retry-after. A streamed response's status and headers go out with its first output, so that
-// what fails before (no ready worker, a worker refusing the request) gets its real status, as
-// without streaming; only later errors are SSE error events. A client that disconnects cancels
-// its generations, which frees the workers' blocks at once.
+// what fails before (a bad prompt, no ready worker, a worker refusing the request) gets its real
+// status, as without streaming; only later errors are SSE error events. A client that
+// disconnects cancels its generations (or its prompt's preparation, when still waiting), which
+// frees the workers' blocks at once.
 //
 // Thread-safe: Handle is called on the HTTP server's I/O threads and never blocks.
 
@@ -20,12 +23,15 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gateway/api/inference_service.h"
 #include "gateway/api/model_catalog.h"
 #include "gateway/api/openai_request.h"
 #include "gateway/http/http_request.h"
 #include "gateway/http/response_writer.h"
+#include "gateway/pipeline/active_guard.h"
+#include "gateway/pipeline/prepare_stage.h"
 #include "gateway/router/worker_pool.h"
 
 namespace llmserve::gateway {
@@ -33,8 +39,11 @@ namespace llmserve::gateway {
 class OpenAiApi {
  public:
   // `metrics_text` renders /metrics (may be null: 404).
+  // `prepare` runs the prompts' CPU work; it must stop (PrepareStage::Shutdown) before this API
+  // is destroyed, since its callbacks come back here.
   OpenAiApi(WorkerPool* pool, ModelCatalog* catalog, const RequestAdmission* admission,
-            InferenceServiceOptions options, std::function<std::string()> metrics_text);
+            PrepareStage* prepare, InferenceServiceOptions options,
+            std::function<std::string()> metrics_text);
 
   void Handle(http::HttpRequest request, std::shared_ptr<http::ResponseWriter> writer);
 
@@ -46,9 +55,28 @@ class OpenAiApi {
                         std::shared_ptr<http::ResponseWriter> writer);
   void HandleModels(const http::HttpRequest& request, http::ResponseWriter& writer);
 
+  // A generation request between its parsing (on the I/O thread) and its prepared prompt (on a
+  // prepare thread).
+  struct PendingGeneration {
+    OpenAiEndpoint endpoint;
+    OpenAiRequest parsed;  // its `request` moved to the prepare stage
+    std::shared_ptr<const ServedModel> model;
+    Principal principal;
+    std::shared_ptr<http::ResponseWriter> writer;
+    absl::Time arrival;
+    ActiveGuard active;
+  };
+  // The prompt is ready: admission, then the n generations.
+  void StartGeneration(PendingGeneration pending, std::vector<PreparedRequest> requests);
+  // Answers `status` (counted like a finished request).
+  void RefuseGeneration(http::ResponseWriter& writer, absl::string_view model_name,
+                        absl::Time arrival, const absl::Status& status,
+                        absl::Duration retry_after = absl::ZeroDuration()) const;
+
   WorkerPool* const pool_;
   ModelCatalog* const catalog_;
   const RequestAdmission* const admission_;
+  PrepareStage* const prepare_;
   const InferenceServiceOptions options_;
   const std::function<std::string()> metrics_text_;
   std::atomic<bool> draining_{false};

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/cgroup_limits.h"
 #include "common/base/logging.h"
 
 namespace llmserve::gateway {
@@ -14,6 +15,10 @@ namespace {
 
 constexpr absl::Duration kHealthInterval = absl::Milliseconds(200);
 constexpr absl::Duration kKeyReloadInterval = absl::Seconds(2);
+// --prepare_threads=0: the usable CPUs up to this many. Tokenizing is the gateway's main CPU
+// work besides the I/O threads; more threads than this only help a gateway that does nothing
+// else, and a gateway that does is scaled out rather than up.
+constexpr int kMaxDefaultPrepareThreads = 4;
 // After a drain: the least time HTTP connections get to send their last bytes and close.
 constexpr absl::Duration kHttpFlushGrace = absl::Seconds(1);
 
@@ -108,8 +113,17 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(
       std::make_unique<RequestAdmission>(server->authenticator_.get(), server->rate_limiter_.get(),
                                          server->concurrency_.get(), server->metrics_.get());
   server->catalog_ = std::make_unique<ModelCatalog>(server->pool_.get());
+  absl::StatusOr<std::unique_ptr<PrepareStage>> prepare = PrepareStage::Create(
+      {.threads = options.prepare_threads > 0
+                      ? options.prepare_threads
+                      : std::min(common::UsableCpusOfThisProcess(), kMaxDefaultPrepareThreads),
+       .max_queued = options.prepare_queue,
+       .limits = options.inference.limits,
+       .render_chat = options.render_chat});
+  if (!prepare.ok()) return prepare.status();
+  server->prepare_ = *std::move(prepare);
   server->inference_ = std::make_unique<InferenceService>(
-      server->pool_.get(), server->catalog_.get(), server->admission_.get(), RenderChatPrompt,
+      server->pool_.get(), server->catalog_.get(), server->admission_.get(), server->prepare_.get(),
       server->options_.inference);
 
   if (options.http_port >= 0) {
@@ -118,7 +132,7 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(
     std::function<std::string()> metrics_text;
     if (options.metrics_port < 0) metrics_text = [raw] { return raw->metrics_->Render(); };
     server->openai_ = std::make_unique<OpenAiApi>(server->pool_.get(), server->catalog_.get(),
-                                                  server->admission_.get(),
+                                                  server->admission_.get(), server->prepare_.get(),
                                                   server->options_.inference, metrics_text);
     absl::StatusOr<std::unique_ptr<http::HttpServer>> http = http::HttpServer::Start(
         {.host = options.host,
@@ -224,6 +238,9 @@ int GatewayServer::Drain() {
   // gRPC calls still running are cancelled by the shutdown (and so are their worker requests).
   grpc_server_->Shutdown(absl::ToChronoTime(absl::Now()));
   grpc_server_->Wait();
+  // Prompts still waiting for a prepare thread end with UNAVAILABLE (their clients are gone by
+  // now); the ones being prepared finish. Their callbacks use the APIs, which outlive this.
+  prepare_->Shutdown();
   if (!stop_health_.HasBeenNotified()) stop_health_.Notify();
   if (health_thread_.joinable()) health_thread_.join();
   LLMSERVE_LOG(INFO) << "gateway: drained" << (left > 0 ? absl::StrCat(", cancelled ", left) : "");
@@ -234,6 +251,8 @@ GatewayServer::~GatewayServer() {
   if (grpc_server_ != nullptr) Drain();
   if (!stop_health_.HasBeenNotified()) stop_health_.Notify();
   if (health_thread_.joinable()) health_thread_.join();
+  // Also when Start failed before the servers existed: no callback may outlive the APIs.
+  if (prepare_ != nullptr) prepare_->Shutdown();
   // Calls are done; generations still finishing hold the pool: it waits for its own streams.
   exposer_.reset();
   http_server_.reset();

@@ -34,6 +34,7 @@
 #include "gateway/auth/jwt_verifier.h"
 #include "gateway/auth/rate_limiter.h"
 #include "gateway/http/http_server.h"
+#include "gateway/pipeline/prepare_stage.h"
 #include "gateway/router/worker_pool.h"
 
 namespace llmserve::gateway {
@@ -45,6 +46,13 @@ struct GatewayServerOptions {
   // The OpenAI-compatible HTTP API with /healthz, /readyz and /metrics; -1: off.
   int http_port = 8080;
   int http_threads = 1;
+  // Threads that prepare prompts (chat template, tokenizer) off the I/O threads; 0: the usable
+  // CPUs, at most 4. Up to prepare_queue requests wait for one; beyond that, 429 /
+  // RESOURCE_EXHAUSTED (gateway/pipeline/prepare_stage.h).
+  int prepare_threads = 0;
+  int prepare_queue = 256;
+  // Renders chats into prompt text (tests count or hold the calls).
+  ChatRenderer render_chat = RenderChatPrompt;
   // A separate Prometheus port (0 picks a free one; metrics_port() tells which). /metrics names
   // every worker's address, so with this port it is served here only (404 on the HTTP port); -1:
   // /metrics on the HTTP port.
@@ -114,6 +122,8 @@ class GatewayServer {
   std::unique_ptr<RequestAdmission> admission_;
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<ModelCatalog> catalog_;
+  // Shut down before the APIs whose callbacks it runs are destroyed.
+  std::unique_ptr<PrepareStage> prepare_;
   std::unique_ptr<InferenceService> inference_;
   std::unique_ptr<OpenAiApi> openai_;
   std::unique_ptr<http::HttpServer> http_server_;

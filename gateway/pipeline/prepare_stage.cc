@@ -1,0 +1,83 @@
+#include "gateway/pipeline/prepare_stage.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace llmserve::gateway {
+
+absl::StatusOr<std::vector<PreparedRequest>> PrepareChoices(
+    const ::llmserve::v1::GenerateRequest& request, std::shared_ptr<const ServedModel> model, int n,
+    const PromptLimits& limits, const ChatRenderer& render_chat) {
+  if (n < 1) return absl::InvalidArgumentError(absl::StrCat("n: ", n, " is below 1"));
+  absl::StatusOr<PreparedRequest> first =
+      PrepareRequest(request, std::move(model), limits, render_chat);
+  if (!first.ok()) return first.status();
+  std::vector<PreparedRequest> choices;
+  choices.reserve(n);
+  choices.push_back(*std::move(first));
+  for (int i = 1; i < n; ++i) {
+    PreparedRequest choice = choices.front();
+    // Each choice is its own request on the workers, which refuse duplicate ids.
+    absl::StatusOr<std::string> id = ResolveRequestId("");
+    if (!id.ok()) return id.status();
+    choice.request_id = *std::move(id);
+    worker::v1::GenerateRequest& worker_request = choice.worker_request;
+    if (worker_request.sampling().has_seed()) {
+      worker_request.mutable_sampling()->set_seed(request.sampling().seed() + i);
+    }
+    choices.push_back(std::move(choice));
+  }
+  return choices;
+}
+
+absl::StatusOr<std::unique_ptr<PrepareStage>> PrepareStage::Create(PrepareStageOptions options) {
+  if (options.threads < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--prepare_threads=", options.threads, " must be at least 1"));
+  }
+  if (options.max_queued < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--prepare_queue=", options.max_queued, " must be at least 0"));
+  }
+  if (!options.render_chat) options.render_chat = RenderChatPrompt;
+  return std::unique_ptr<PrepareStage>(new PrepareStage(std::move(options)));
+}
+
+PrepareStage::PrepareStage(PrepareStageOptions options)
+    : options_(std::move(options)), pool_(options_.threads, options_.max_queued) {}
+
+PrepareStage::~PrepareStage() { Shutdown(); }
+
+absl::Status PrepareStage::Submit(::llmserve::v1::GenerateRequest request,
+                                  std::shared_ptr<const ServedModel> model, int n,
+                                  std::shared_ptr<const Ticket> ticket, Done done) {
+  if (shutting_down_.load()) return absl::UnavailableError("the gateway is shutting down");
+  absl::Status queued =
+      pool_.Submit([this, ticket, request = std::move(request), model = std::move(model), n,
+                    done = std::move(done)]() mutable {
+        if (shutting_down_.load()) {
+          return std::move(done)(absl::UnavailableError(
+              "the gateway shut down before the request's prompt was prepared"));
+        }
+        if (ticket != nullptr && ticket->cancelled()) {
+          return std::move(done)(absl::CancelledError("the request was cancelled"));
+        }
+        std::move(done)(
+            PrepareChoices(request, std::move(model), n, options_.limits, options_.render_chat));
+      });
+  if (absl::IsResourceExhausted(queued)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the gateway is busy preparing prompts (", queued.message(), "; --prepare_threads=",
+        options_.threads, ", --prepare_queue=", options_.max_queued, "); retry later"));
+  }
+  if (!queued.ok()) return absl::UnavailableError("the gateway is shutting down");
+  return absl::OkStatus();
+}
+
+void PrepareStage::Shutdown() {
+  shutting_down_.store(true);
+  pool_.Shutdown();
+}
+
+}  // namespace llmserve::gateway
