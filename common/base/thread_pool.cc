@@ -18,22 +18,22 @@ ThreadPool::ThreadPool(int num_threads, int max_queued)
 
 ThreadPool::~ThreadPool() { Shutdown(); }
 
-absl::Status ThreadPool::Submit(Task task) {
+absl::Status ThreadPool::Submit(Task task, Priority priority) {
   absl::MutexLock lock(&mutex_);
   if (stopping_) return absl::UnavailableError("the thread pool is shutting down");
   // A task waits only when every thread is busy: the queue bound counts those.
-  const int waiting = static_cast<int>(queue_.size()) + busy_ - num_threads_ + 1;
+  const int waiting = static_cast<int>(high_.size() + normal_.size()) + busy_ - num_threads_ + 1;
   if (waiting > max_queued_) {
     return absl::ResourceExhaustedError(
         absl::StrCat(num_threads_, " threads are busy and ", max_queued_, " tasks wait"));
   }
-  queue_.push_back(std::move(task));
+  (priority == Priority::kHigh ? high_ : normal_).push_back(std::move(task));
   return absl::OkStatus();
 }
 
 int ThreadPool::queued() const {
   absl::MutexLock lock(&mutex_);
-  return static_cast<int>(queue_.size());
+  return static_cast<int>(high_.size() + normal_.size());
 }
 
 void ThreadPool::Shutdown() {
@@ -55,13 +55,14 @@ void ThreadPool::Loop() {
       absl::MutexLock lock(&mutex_);
       mutex_.Await(absl::Condition(
           +[](ThreadPool* pool) ABSL_EXCLUSIVE_LOCKS_REQUIRED(pool->mutex_) {
-            return !pool->queue_.empty() || pool->stopping_;
+            return !pool->high_.empty() || !pool->normal_.empty() || pool->stopping_;
           },
           this));
       // Accepted tasks run even when stopping: their owners wait for them.
-      if (queue_.empty()) return;
-      task = std::move(queue_.front());
-      queue_.pop_front();
+      std::deque<Task>& queue = !high_.empty() ? high_ : normal_;
+      if (queue.empty()) return;
+      task = std::move(queue.front());
+      queue.pop_front();
       ++busy_;
     }
     std::move(task)();

@@ -4,9 +4,11 @@
 // (worker/engine/cpu/thread_pool.h), which splits one data-parallel loop over its threads.
 //
 // Submit never blocks: a full queue or a pool that is shutting down refuses the task, and the
-// caller decides what that means (the gateway answers 429 or 503). Shutdown runs every task
-// already accepted, then joins the threads: a task's owner can rely on it running exactly once
-// when Submit returned OK. Tasks that must end quickly at shutdown check their own flag.
+// caller decides what that means (the gateway answers 429 or 503). A kHigh task runs before every
+// kNormal one still waiting (the gateway's short prompts do not wait behind megabyte ones).
+// Shutdown runs every task already accepted, then joins the threads: a task's owner can rely on it
+// running exactly once when Submit returned OK. Tasks that must end quickly at shutdown check their
+// own flag.
 //
 // Thread-safe.
 
@@ -28,6 +30,7 @@ namespace llmserve::common {
 class ThreadPool {
  public:
   using Task = absl::AnyInvocable<void() &&>;
+  enum class Priority { kNormal, kHigh };
 
   // `num_threads` >= 1 run tasks; up to `max_queued` >= 0 more wait for one of them.
   ThreadPool(int num_threads, int max_queued);
@@ -35,10 +38,10 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
   ~ThreadPool();  // Shutdown()
 
-  // Queues `task` to run on a pool thread. RESOURCE_EXHAUSTED when `max_queued` tasks already
-  // wait (every thread busy), UNAVAILABLE after Shutdown began; the task is then destroyed
-  // without running.
-  absl::Status Submit(Task task);
+  // Queues `task` to run on a pool thread, in arrival order within its priority.
+  // RESOURCE_EXHAUSTED when `max_queued` tasks (of either priority) already wait (every thread
+  // busy), UNAVAILABLE after Shutdown began; the task is then destroyed without running.
+  absl::Status Submit(Task task, Priority priority = Priority::kNormal);
 
   // Refuses new tasks, waits for the accepted ones to run, joins the threads. Idempotent; not
   // from a pool thread.
@@ -55,7 +58,8 @@ class ThreadPool {
   const int num_threads_;
   const int max_queued_;
   mutable absl::Mutex mutex_;
-  std::deque<Task> queue_ ABSL_GUARDED_BY(mutex_);
+  std::deque<Task> high_ ABSL_GUARDED_BY(mutex_);
+  std::deque<Task> normal_ ABSL_GUARDED_BY(mutex_);
   // Threads running a task now.
   int busy_ ABSL_GUARDED_BY(mutex_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;

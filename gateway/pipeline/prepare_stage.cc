@@ -5,6 +5,33 @@
 #include "absl/strings/str_cat.h"
 
 namespace llmserve::gateway {
+namespace {
+
+// Prompts up to this size (text, or the chat messages' contents) are prepared before larger ones
+// still waiting: they take a few milliseconds, so a burst of megabyte prompts (a tenth of a
+// second each) does not hold up every short request behind it. Token-id prompts need no
+// tokenizer and always go first.
+constexpr size_t kShortPromptBytes = 64 << 10;
+
+common::ThreadPool::Priority PriorityOf(const ::llmserve::v1::GenerateRequest& request) {
+  size_t bytes = 0;
+  switch (request.prompt_case()) {
+    case ::llmserve::v1::GenerateRequest::kText:
+      bytes = request.text().size();
+      break;
+    case ::llmserve::v1::GenerateRequest::kChat:
+      for (const ::llmserve::v1::ChatMessage& message : request.chat().messages()) {
+        bytes += message.content().size();
+      }
+      break;
+    default:
+      break;
+  }
+  return bytes <= kShortPromptBytes ? common::ThreadPool::Priority::kHigh
+                                    : common::ThreadPool::Priority::kNormal;
+}
+
+}  // namespace
 
 absl::StatusOr<std::vector<PreparedRequest>> PrepareChoices(
     const ::llmserve::v1::GenerateRequest& request, std::shared_ptr<const ServedModel> model, int n,
@@ -53,9 +80,10 @@ absl::Status PrepareStage::Submit(::llmserve::v1::GenerateRequest request,
                                   std::shared_ptr<const ServedModel> model, int n,
                                   std::shared_ptr<const Ticket> ticket, Done done) {
   if (shutting_down_.load()) return absl::UnavailableError("the gateway is shutting down");
-  absl::Status queued =
-      pool_.Submit([this, ticket, request = std::move(request), model = std::move(model), n,
-                    done = std::move(done)]() mutable {
+  const common::ThreadPool::Priority priority = PriorityOf(request);
+  absl::Status queued = pool_.Submit(
+      [this, ticket, request = std::move(request), model = std::move(model), n,
+       done = std::move(done)]() mutable {
         if (shutting_down_.load()) {
           return std::move(done)(absl::UnavailableError(
               "the gateway shut down before the request's prompt was prepared"));
@@ -65,7 +93,8 @@ absl::Status PrepareStage::Submit(::llmserve::v1::GenerateRequest request,
         }
         std::move(done)(
             PrepareChoices(request, std::move(model), n, options_.limits, options_.render_chat));
-      });
+      },
+      priority);
   if (absl::IsResourceExhausted(queued)) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "the gateway is busy preparing prompts (", queued.message(), "; --prepare_threads=",

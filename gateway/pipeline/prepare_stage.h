@@ -10,6 +10,10 @@
 // for a streamed request. With n > 1 choices the prompt is rendered and tokenized once and the
 // choices share it (PrepareChoices).
 //
+// Order: first come, first served, except that short prompts (up to 64 KiB of text, and token
+// ids) go before long ones still waiting, so that a burst of megabyte prompts delays a short
+// request by at most the one long prompt each thread is busy with.
+//
 // Bounds: at most `threads` prompts are prepared at once and `max_queued` more wait; beyond that
 // Submit refuses with RESOURCE_EXHAUSTED (the frontends answer 429 with retry-after). The
 // concurrency limit (--max_concurrency) is applied after this stage, because it needs the prompt's

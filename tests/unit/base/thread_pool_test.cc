@@ -1,9 +1,11 @@
 #include "common/base/thread_pool.h"
 
 #include <atomic>
+#include <string>
 #include <thread>
 
 #include "absl/synchronization/blocking_counter.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
@@ -57,6 +59,33 @@ TEST(ThreadPoolTest, AFullQueueRefusesWithoutBlocking) {
   ASSERT_TRUE(second_ran.WaitForNotificationWithTimeout(kPatience));
   pool.Shutdown();
   EXPECT_EQ(ran.load(), 1);
+}
+
+TEST(ThreadPoolTest, HighPriorityTasksRunBeforeWaitingNormalOnes) {
+  ThreadPool pool(1, 10);
+  absl::Notification started;
+  absl::Notification release;
+  ASSERT_TRUE(pool.Submit([&] {
+                    started.Notify();
+                    release.WaitForNotificationWithTimeout(kPatience);
+                  })
+                  .ok());
+  ASSERT_TRUE(started.WaitForNotificationWithTimeout(kPatience));
+  absl::Mutex mutex;
+  std::string order;
+  auto append = [&](char c) {
+    return [&, c] {
+      absl::MutexLock lock(&mutex);
+      order.push_back(c);
+    };
+  };
+  ASSERT_TRUE(pool.Submit(append('a')).ok());
+  ASSERT_TRUE(pool.Submit(append('X'), ThreadPool::Priority::kHigh).ok());
+  ASSERT_TRUE(pool.Submit(append('b')).ok());
+  ASSERT_TRUE(pool.Submit(append('Y'), ThreadPool::Priority::kHigh).ok());
+  release.Notify();
+  pool.Shutdown();
+  EXPECT_EQ(order, "XYab");
 }
 
 TEST(ThreadPoolTest, ShutdownRunsWhatWasAcceptedThenRefuses) {

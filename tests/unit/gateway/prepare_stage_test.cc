@@ -148,6 +148,35 @@ TEST(PrepareStageTest, ACancelledRequestIsSkippedWhileItWaits) {
   EXPECT_EQ(renderer.calls.load(), 1);
 }
 
+// A short prompt does not wait behind a long one queued before it.
+TEST(PrepareStageTest, ShortPromptsGoBeforeLongOnesWaiting) {
+  Renderer renderer;
+  std::unique_ptr<PrepareStage> stage = MakeStage(renderer, 1, 8);
+  Outcome held;
+  ASSERT_TRUE(stage->Submit(Chat("hold"), TestModel(), 1, nullptr, held.Callback()).ok());
+  ASSERT_TRUE(renderer.held.WaitForNotificationWithTimeout(kPatience));
+  absl::Mutex mutex;
+  std::vector<std::string> order;
+  auto record = [&](std::string name) {
+    return [&, name](absl::StatusOr<std::vector<PreparedRequest>>) {
+      absl::MutexLock lock(&mutex);
+      order.push_back(name);
+    };
+  };
+  ::llmserve::v1::GenerateRequest long_text;
+  std::string text;
+  while (text.size() <= (64 << 10)) text += "many words ";
+  long_text.set_text(text);
+  ::llmserve::v1::GenerateRequest ids;
+  ids.mutable_token_ids()->add_ids(1);
+  ASSERT_TRUE(stage->Submit(long_text, TestModel(), 1, nullptr, record("long")).ok());
+  ASSERT_TRUE(stage->Submit(Chat("short"), TestModel(), 1, nullptr, record("short")).ok());
+  ASSERT_TRUE(stage->Submit(ids, TestModel(), 1, nullptr, record("ids")).ok());
+  renderer.release.Notify();
+  stage->Shutdown();
+  EXPECT_EQ(order, (std::vector<std::string>{"short", "ids", "long"}));
+}
+
 TEST(PrepareStageTest, AFullQueueRefusesAtOnceAndNeverCallsDone) {
   Renderer renderer;
   std::unique_ptr<PrepareStage> stage = MakeStage(renderer, 1, 1);
