@@ -33,6 +33,12 @@ ABSL_FLAG(int, prepare_threads, 0,
 ABSL_FLAG(int, prepare_queue, 256,
           "requests that may wait for a --prepare_threads thread; beyond them, 429");
 ABSL_FLAG(int64_t, max_body_bytes, 4 << 20, "largest HTTP request body (413 beyond)");
+ABSL_FLAG(absl::Duration, http_idle_timeout, absl::Seconds(60),
+          "an HTTP connection is closed when a kept-alive one sits idle this long, or when reading "
+          "a body or a write to the client (e.g. an SSE stream it stopped reading) makes no "
+          "progress for this long");
+ABSL_FLAG(absl::Duration, http_header_timeout, absl::Seconds(10),
+          "an HTTP request's headers (and a TLS handshake) must arrive within this");
 ABSL_FLAG(std::vector<std::string>, workers, {},
           "workers as host:port, comma-separated (static list)");
 ABSL_FLAG(std::vector<std::string>, worker_dns, {},
@@ -110,6 +116,15 @@ absl::StatusOr<llmserve::gateway::GatewayServerOptions> OptionsFromFlags() {
     return absl::InvalidArgumentError("--max_body_bytes must be in [1KiB, 1GiB]");
   }
   options.max_body_bytes = static_cast<size_t>(max_body_bytes);
+  options.http_idle_timeout = absl::GetFlag(FLAGS_http_idle_timeout);
+  if (options.http_idle_timeout < absl::Seconds(1) || options.http_idle_timeout > absl::Hours(24)) {
+    return absl::InvalidArgumentError("--http_idle_timeout must be in [1s, 24h]");
+  }
+  options.http_header_timeout = absl::GetFlag(FLAGS_http_header_timeout);
+  if (options.http_header_timeout < absl::Seconds(1) ||
+      options.http_header_timeout > absl::Minutes(10)) {
+    return absl::InvalidArgumentError("--http_header_timeout must be in [1s, 10m]");
+  }
   options.pool.workers = absl::GetFlag(FLAGS_workers);
   options.pool.worker_dns = absl::GetFlag(FLAGS_worker_dns);
   options.pool.dns_refresh = absl::GetFlag(FLAGS_dns_refresh);

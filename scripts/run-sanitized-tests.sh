@@ -2,7 +2,8 @@
 # `make test-sanitize`: builds the whole project with clang, AddressSanitizer,
 # UndefinedBehaviorSanitizer and LeakSanitizer in BUILD_DIR (the tree `make fuzz` uses too) and
 # runs the whole ctest suite in it, the binaries that the integration and end-to-end tests start
-# included. Ends with "sanitize tests: N passed, N failed, N skipped".
+# included (those one at a time). Prints "sanitize tests: N passed, N failed, N skipped" for
+# the rest, then "sanitize end-to-end tests: ..." for those.
 #
 #   scripts/run-sanitized-tests.sh BUILD_DIR [JOBS]
 #
@@ -65,10 +66,19 @@ export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$logs/ubsan:lo
 # this (tests/e2e/e2e_support.py; the C++ tests read tests/testing/sanitizers.h instead).
 export LLMSERVE_SANITIZER_SLOWDOWN=8
 
+# The end-to-end and reliability tests each start several servers and keep them busy, and they
+# judge the servers by wall time (heartbeats, drain deadlines): two of them at once, eight times
+# slower, on two cores, starved a worker's threads long enough for the gateway to take it for
+# dead. They run one at a time after the rest.
+serial_labels='^(e2e|reliability)$'
 test_start=$(date +%s)
-LLMSERVE_CTEST_ARGS="-E $skip_regex" LLMSERVE_TEST_SUMMARY="sanitize tests" \
+LLMSERVE_CTEST_ARGS="-E $skip_regex -LE $serial_labels" LLMSERVE_TEST_SUMMARY="sanitize tests" \
   bash scripts/run-tests.sh "$build_dir" "$jobs"
 status=$?
+LLMSERVE_CTEST_ARGS="-E $skip_regex -L $serial_labels" \
+  LLMSERVE_TEST_SUMMARY="sanitize end-to-end tests" bash scripts/run-tests.sh "$build_dir" 1
+serial_status=$?
+((status == 0)) && status=$serial_status
 echo "test-sanitize: the suite took $(($(date +%s) - test_start)) s"
 
 mapfile -t reports < <(find "$logs" -type f | sort)

@@ -139,6 +139,8 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(
          .port = options.http_port,
          .io_threads = options.http_threads,
          .max_body_bytes = options.max_body_bytes,
+         .idle_timeout = options.http_idle_timeout,
+         .header_timeout = options.http_header_timeout,
          .tls_cert_file = options.tls.cert_file,
          .tls_key_file = options.tls.key_file,
          // A browser may POST text/plain to a gateway on localhost without a CORS preflight.

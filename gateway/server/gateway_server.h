@@ -58,6 +58,10 @@ struct GatewayServerOptions {
   // /metrics on the HTTP port.
   int metrics_port = -1;
   size_t max_body_bytes = size_t{4} << 20;
+  // HTTP connections (http::HttpServerOptions): idle keep-alive, body reads and writes to a client
+  // that stopped reading end after http_idle_timeout; request headers get http_header_timeout.
+  absl::Duration http_idle_timeout = absl::Seconds(60);
+  absl::Duration http_header_timeout = absl::Seconds(10);
   WorkerPoolOptions pool;
   // Auth: none configured means anonymous access, allowed only on a loopback host unless
   // allow_unauthenticated.

@@ -672,7 +672,12 @@ def run(binaries):
         try:
             cluster.make_model()
             worker = cluster.start_worker("worker-0")
-            gateway = cluster.start_gateway([worker], f"--max_body_bytes={MAX_BODY_BYTES}")
+            # The clients that do not read keep a write to them pending while every stream is
+            # generated: it must not outlast the gateway's write timeout (--http_idle_timeout,
+            # 60 s by default), which a sanitizer build, several times slower, would exceed.
+            gateway = cluster.start_gateway(
+                [worker], f"--max_body_bytes={MAX_BODY_BYTES}",
+                f"--http_idle_timeout={60 * SANITIZER_SLOWDOWN}s")
             cluster.wait_ready(gateway, [worker])
             channels = {"gateway": grpc_channel(gateway.grpc_port, max_message_bytes=64 << 20),
                         "worker": grpc_channel(worker.port, max_message_bytes=64 << 20)}

@@ -422,6 +422,25 @@ TEST_F(GatewayBinaryTest, ARollingRestartOfOneWorkerUnderLoadLosesNoRequest) {
   EXPECT_EQ(worker_b->WaitForExit(kPatience), 0);
 }
 
+TEST_F(GatewayBinaryTest, HttpHeaderTimeoutFlagClosesASilentConnection) {
+  int worker_port = -1, grpc_port = -1, http_port = -1;
+  std::unique_ptr<Subprocess> worker = StartWorker(&worker_port);
+  ASSERT_GT(worker_port, 0);
+  std::unique_ptr<Subprocess> gateway =
+      StartGateway({absl::StrCat("--workers=127.0.0.1:", worker_port), "--http_header_timeout=1s"},
+                   &grpc_port, &http_port);
+  ASSERT_GT(http_port, 0);
+  // Headers that never end: the default timeout (10 s) would keep the connection past 8 s.
+  const absl::Time start = absl::Now();
+  const std::string response = ::llmserve::testing::HttpExchange(
+      http_port, "GET /healthz HTTP/1.1\r\nHost: x\r\n", /*timeout_seconds=*/30);
+  const absl::Duration open_for = absl::Now() - start;
+  EXPECT_GE(open_for, absl::Milliseconds(900));
+  EXPECT_LT(open_for, absl::Seconds(8)) << "response: " << response;
+  // The gateway still serves.
+  EXPECT_NE(::llmserve::testing::HttpGet(http_port, "/healthz"), "");
+}
+
 TEST_F(GatewayBinaryTest, BadFlagsFailWithAClearMessage) {
   {
     Subprocess gateway({LLMSERVE_GATEWAY_BINARY, "--workers=nohost"});
@@ -433,6 +452,19 @@ TEST_F(GatewayBinaryTest, BadFlagsFailWithAClearMessage) {
     Subprocess gateway({LLMSERVE_GATEWAY_BINARY, "--workers=a:1", "--routing=random"});
     EXPECT_EQ(gateway.WaitForExit(kPatience), 2);
     EXPECT_NE(gateway.output().find("--routing"), std::string::npos) << gateway.output();
+  }
+  {
+    Subprocess gateway({LLMSERVE_GATEWAY_BINARY, "--workers=a:1", "--http_idle_timeout=0s"});
+    EXPECT_EQ(gateway.WaitForExit(kPatience), 2);
+    EXPECT_NE(gateway.output().find("--http_idle_timeout must be in [1s, 24h]"), std::string::npos)
+        << gateway.output();
+  }
+  {
+    Subprocess gateway({LLMSERVE_GATEWAY_BINARY, "--workers=a:1", "--http_header_timeout=1h"});
+    EXPECT_EQ(gateway.WaitForExit(kPatience), 2);
+    EXPECT_NE(gateway.output().find("--http_header_timeout must be in [1s, 10m]"),
+              std::string::npos)
+        << gateway.output();
   }
   {
     Subprocess gateway({LLMSERVE_GATEWAY_BINARY, "--workers=a:1", "--host=0.0.0.0", "--grpc-port=0",
