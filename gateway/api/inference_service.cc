@@ -587,43 +587,64 @@ grpc::ServerUnaryReactor* InferenceService::Tokenize(grpc::CallbackServerContext
     reactor->Finish(common::ToGrpcStatus(status));
     return reactor;
   };
-  ::llmserve::v1::TokenizeRequest parsed;
-  if (absl::Status status = common::ParseRawRequest(*bytes, &parsed); !status.ok()) {
+  auto request = std::make_shared<::llmserve::v1::TokenizeRequest>();
+  if (absl::Status status = common::ParseRawRequest(*bytes, request.get()); !status.ok()) {
     return fail(status);
   }
-  const ::llmserve::v1::TokenizeRequest* request = &parsed;
-  ::llmserve::v1::TokenizeResponse message;
-  ::llmserve::v1::TokenizeResponse* response = &message;
   absl::StatusOr<Principal> principal = admission_->Authenticate(AuthorizationOf(*context));
   if (!principal.ok()) return fail(principal.status());
   absl::StatusOr<std::shared_ptr<const ServedModel>> model = catalog_->Resolve(request->model());
   if (!model.ok()) return fail(model.status());
+  size_t prompt_bytes = request->text().size();
+  for (const ::llmserve::v1::ChatMessage& message : request->chat().messages()) {
+    prompt_bytes += message.content().size();
+  }
+  // The template and tokenizer run on the prepare stage, like Generate's. The call is finished
+  // from there (gRPC keeps `context` and `raw_response` until then).
+  const absl::Status submitted = prepare_->Run(
+      prompt_bytes, nullptr,
+      [this, reactor, raw_response, request, model = *std::move(model)](absl::Status ready) {
+        absl::StatusOr<::llmserve::v1::TokenizeResponse> response =
+            ready.ok() ? TokenizePrompt(*request, *model)
+                       : absl::StatusOr<::llmserve::v1::TokenizeResponse>(ready);
+        if (!response.ok()) return reactor->Finish(common::ToGrpcStatus(response.status()));
+        common::SerializeRawResponse(*response, raw_response);
+        reactor->Finish(grpc::Status::OK);
+      });
+  if (!submitted.ok()) {
+    if (absl::IsResourceExhausted(submitted)) context->AddTrailingMetadata("retry-after", "1");
+    return fail(submitted);
+  }
+  return reactor;
+}
+
+absl::StatusOr<::llmserve::v1::TokenizeResponse> InferenceService::TokenizePrompt(
+    const ::llmserve::v1::TokenizeRequest& request, const ServedModel& model) const {
   absl::StatusOr<std::vector<int32_t>> ids;
-  if (request->has_chat()) {
+  if (request.has_chat()) {
     // The chat checks Generate applies (PrepareRequest), in the same order.
-    if (absl::Status valid = ValidateChatPrompt(request->chat()); !valid.ok()) return fail(valid);
-    if ((*model)->tokenizer() == nullptr) {
-      return fail(absl::FailedPreconditionError((*model)->tokenizer_error()));
+    if (absl::Status valid = ValidateChatPrompt(request.chat()); !valid.ok()) return valid;
+    if (model.tokenizer() == nullptr) {
+      return absl::FailedPreconditionError(model.tokenizer_error());
     }
-    absl::StatusOr<std::string> text = prepare_->render_chat()(**model, request->chat());
-    if (!text.ok()) return fail(text.status());
-    ids = TokenizeText(**model, *text, /*add_special_tokens=*/false, options_.limits);
-  } else if (request->has_text()) {
-    ids = TokenizeText(**model, request->text(),
-                       request->has_add_special_tokens() ? request->add_special_tokens() : true,
+    absl::StatusOr<std::string> text = prepare_->render_chat()(model, request.chat());
+    if (!text.ok()) return text.status();
+    ids = TokenizeText(model, *text, /*add_special_tokens=*/false, options_.limits);
+  } else if (request.has_text()) {
+    ids = TokenizeText(model, request.text(),
+                       request.has_add_special_tokens() ? request.add_special_tokens() : true,
                        options_.limits);
   } else {
-    return fail(absl::InvalidArgumentError("input: set one of text or chat"));
+    return absl::InvalidArgumentError("input: set one of text or chat");
   }
-  if (!ids.ok()) return fail(ids.status());
+  if (!ids.ok()) return ids.status();
+  ::llmserve::v1::TokenizeResponse response;
   for (int32_t id : *ids) {
-    response->add_token_ids(id);
-    response->add_tokens((*model)->tokenizer()->IdToToken(id).value_or(""));
+    response.add_token_ids(id);
+    response.add_tokens(model.tokenizer()->IdToToken(id).value_or(""));
   }
-  response->set_max_model_len((*model)->max_model_len());
-  common::SerializeRawResponse(message, raw_response);
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  response.set_max_model_len(model.max_model_len());
+  return response;
 }
 
 grpc::ServerUnaryReactor* InferenceService::ListModels(grpc::CallbackServerContext* context,

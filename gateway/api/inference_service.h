@@ -97,7 +97,7 @@ using RawInferenceService = ::llmserve::v1::Inference::WithRawCallbackMethod_Gen
 class InferenceService final : public RawInferenceService {
  public:
   // `prepare` must stop (PrepareStage::Shutdown) before this service is destroyed: its callbacks
-  // come back here. Its chat renderer also serves Tokenize.
+  // come back here. Tokenize runs there too, with its chat renderer.
   InferenceService(WorkerPool* pool, ModelCatalog* catalog, const RequestAdmission* admission,
                    PrepareStage* prepare, InferenceServiceOptions options);
 
@@ -149,6 +149,9 @@ class InferenceService final : public RawInferenceService {
   void FailCall(Call* call, grpc::CallbackServerContext* context, const absl::Status& status,
                 absl::Duration retry_after, absl::string_view model, absl::Time arrival);
   void RecordDone(absl::string_view model, absl::StatusCode code, absl::Time arrival) const;
+  // Tokenize's work, on a prepare thread.
+  absl::StatusOr<::llmserve::v1::TokenizeResponse> TokenizePrompt(
+      const ::llmserve::v1::TokenizeRequest& request, const ServedModel& model) const;
   // Admits the call (possibly after a wait in the concurrency queue), then starts its Generation.
   template <typename Call>
   void Launch(Call* call, grpc::CallbackServerContext* context, Started started,

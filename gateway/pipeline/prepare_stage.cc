@@ -13,7 +13,7 @@ namespace {
 // tokenizer and always go first.
 constexpr size_t kShortPromptBytes = 64 << 10;
 
-common::ThreadPool::Priority PriorityOf(const ::llmserve::v1::GenerateRequest& request) {
+size_t PromptBytes(const ::llmserve::v1::GenerateRequest& request) {
   size_t bytes = 0;
   switch (request.prompt_case()) {
     case ::llmserve::v1::GenerateRequest::kText:
@@ -27,8 +27,7 @@ common::ThreadPool::Priority PriorityOf(const ::llmserve::v1::GenerateRequest& r
     default:
       break;
   }
-  return bytes <= kShortPromptBytes ? common::ThreadPool::Priority::kHigh
-                                    : common::ThreadPool::Priority::kNormal;
+  return bytes;
 }
 
 }  // namespace
@@ -79,22 +78,32 @@ PrepareStage::~PrepareStage() { Shutdown(); }
 absl::Status PrepareStage::Submit(::llmserve::v1::GenerateRequest request,
                                   std::shared_ptr<const ServedModel> model, int n,
                                   std::shared_ptr<const Ticket> ticket, Done done) {
+  const size_t bytes = PromptBytes(request);
+  return Run(bytes, std::move(ticket),
+             [this, request = std::move(request), model = std::move(model), n,
+              done = std::move(done)](absl::Status ready) mutable {
+               if (!ready.ok()) return std::move(done)(ready);
+               std::move(done)(PrepareChoices(request, std::move(model), n, options_.limits,
+                                              options_.render_chat));
+             });
+}
+
+absl::Status PrepareStage::Run(size_t prompt_bytes, std::shared_ptr<const Ticket> ticket,
+                               Work work) {
   if (shutting_down_.load()) return absl::UnavailableError("the gateway is shutting down");
-  const common::ThreadPool::Priority priority = PriorityOf(request);
   absl::Status queued = pool_.Submit(
-      [this, ticket, request = std::move(request), model = std::move(model), n,
-       done = std::move(done)]() mutable {
+      [this, ticket = std::move(ticket), work = std::move(work)]() mutable {
         if (shutting_down_.load()) {
-          return std::move(done)(absl::UnavailableError(
+          return std::move(work)(absl::UnavailableError(
               "the gateway shut down before the request's prompt was prepared"));
         }
         if (ticket != nullptr && ticket->cancelled()) {
-          return std::move(done)(absl::CancelledError("the request was cancelled"));
+          return std::move(work)(absl::CancelledError("the request was cancelled"));
         }
-        std::move(done)(
-            PrepareChoices(request, std::move(model), n, options_.limits, options_.render_chat));
+        std::move(work)(absl::OkStatus());
       },
-      priority);
+      prompt_bytes <= kShortPromptBytes ? common::ThreadPool::Priority::kHigh
+                                        : common::ThreadPool::Priority::kNormal);
   if (absl::IsResourceExhausted(queued)) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "the gateway is busy preparing prompts (", queued.message(), "; --prepare_threads=",

@@ -82,6 +82,12 @@ class PrepareStage {
                       std::shared_ptr<const ServedModel> model, int n,
                       std::shared_ptr<const Ticket> ticket, Done done);
 
+  // Other prompt work (gRPC Tokenize) under the same bounds and order, a prompt of
+  // `prompt_bytes` (text or chat contents): `work` runs once on a pool thread with OK, or with
+  // CANCELLED / UNAVAILABLE (as `done` above) when it should only answer. Submit's refusals.
+  using Work = absl::AnyInvocable<void(absl::Status ready) &&>;
+  absl::Status Run(size_t prompt_bytes, std::shared_ptr<const Ticket> ticket, Work work);
+
   // Requests still waiting end with UNAVAILABLE at once, without their work; running ones
   // finish; returns when every `done` has run. New requests are refused. Idempotent.
   void Shutdown();

@@ -174,7 +174,7 @@ TEST_F(GatewayPrepareTest, ClientsThatLeaveWhileQueuedCostNothing) {
 }
 
 // Beyond --prepare_queue waiting prompts, requests are refused at once: 429 with retry-after,
-// RESOURCE_EXHAUSTED on gRPC.
+// RESOURCE_EXHAUSTED on gRPC (Generate and Tokenize).
 TEST_F(GatewayPrepareTest, AFullPrepareQueueRefusesWithRetryAfter) {
   StartWith(/*prepare_threads=*/1, /*prepare_queue=*/0);
   const int port = gateway_->http_port();
@@ -187,6 +187,14 @@ TEST_F(GatewayPrepareTest, AFullPrepareQueueRefusesWithRetryAfter) {
   EXPECT_EQ(refused.Header("retry-after"), "1");
   EXPECT_NE(refused.body.find("--prepare_queue=0"), std::string::npos) << refused.body;
   EXPECT_EQ(Stream(TextRequest("x", 2)).status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  // Tokenize goes through the same stage.
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
+  ::llmserve::v1::TokenizeRequest tokenize;
+  tokenize.set_text("x");
+  ::llmserve::v1::TokenizeResponse tokens;
+  EXPECT_EQ(stub_->Tokenize(&context, tokenize, &tokens).error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
   Release();
   held.join();
   EXPECT_EQ(held_response.status, 200) << held_response.body;
