@@ -17,18 +17,18 @@ int32_t KvCacheManager::BlocksFor(int64_t num_tokens) const {
   return static_cast<int32_t>((num_tokens + block_size_ - 1) / block_size_);
 }
 
-PrefixHit KvCacheManager::FindCachedPrefix(absl::Span<const int32_t> prompt,
-                                           absl::string_view salt) const {
+PrefixHit KvCacheManager::FindCachedPrefix(absl::Span<const common::BlockHash> block_hashes,
+                                           int32_t num_tokens) const {
   PrefixHit hit;
-  hit.prompt_tokens = static_cast<int32_t>(prompt.size());
-  if (!enable_prefix_caching_ || prompt.empty()) return hit;
-  hit.prompt_hashes = common::HashFullBlocks(prompt, block_size_, salt);
-  // The last prompt token must be computed: at most (len - 1) tokens can come from the cache.
-  const size_t max_blocks = (prompt.size() - 1) / block_size_;
-  for (size_t b = 0; b < std::min(max_blocks, hit.prompt_hashes.size()); ++b) {
-    const std::optional<int32_t> block = pool_.FindCachedBlock(hit.prompt_hashes[b]);
+  hit.prompt_tokens = num_tokens;
+  if (!enable_prefix_caching_ || num_tokens <= 0) return hit;
+  // The last token must be computed: at most (len - 1) tokens can come from the cache.
+  const size_t max_blocks = static_cast<size_t>(num_tokens - 1) / block_size_;
+  for (size_t b = 0; b < std::min(max_blocks, block_hashes.size()); ++b) {
+    const std::optional<int32_t> block = pool_.FindCachedBlock(block_hashes[b]);
     if (!block) break;
     hit.blocks.push_back(*block);
+    hit.hashes.push_back(block_hashes[b]);
   }
   hit.num_tokens = static_cast<int32_t>(hit.blocks.size()) * block_size_;
   return hit;
@@ -36,8 +36,7 @@ PrefixHit KvCacheManager::FindCachedPrefix(absl::Span<const int32_t> prompt,
 
 std::optional<std::vector<int32_t>> KvCacheManager::AllocateSlots(RequestId id,
                                                                   int32_t num_new_tokens,
-                                                                  const PrefixHit* hit,
-                                                                  absl::string_view salt) {
+                                                                  const PrefixHit* hit) {
   const auto existing = requests_.find(id);
   const bool admitting = existing == requests_.end();
   const int32_t hit_tokens = admitting && hit != nullptr ? hit->num_tokens : 0;
@@ -56,16 +55,13 @@ std::optional<std::vector<int32_t>> KvCacheManager::AllocateSlots(RequestId id,
   // Commit.
   RequestBlocks& request = requests_[id];
   if (admitting) {
-    request.salt = std::string(salt);
     if (hit != nullptr) {
       for (int32_t b = 0; b < hit_blocks; ++b) {
-        LLMSERVE_CHECK(pool_.FindCachedBlock(hit->prompt_hashes[b]) == hit->blocks[b])
+        LLMSERVE_CHECK(pool_.FindCachedBlock(hit->hashes[b]) == hit->blocks[b])
             << "stale prefix hit: block " << hit->blocks[b] << " was evicted since the lookup";
       }
       pool_.Touch(hit->blocks);
       request.blocks = hit->blocks;
-      request.hashes.assign(hit->prompt_hashes.begin(),
-                            hit->prompt_hashes.begin() + hit->blocks.size());
       request.num_cached = hit_blocks;
       prefix_hits_ += hit_tokens;
       prefix_queries_ += hit->prompt_tokens;
@@ -80,19 +76,18 @@ std::optional<std::vector<int32_t>> KvCacheManager::AllocateSlots(RequestId id,
   return added;
 }
 
-void KvCacheManager::CacheComputedBlocks(RequestId id, absl::Span<const int32_t> tokens,
+void KvCacheManager::CacheComputedBlocks(RequestId id,
+                                         absl::Span<const common::BlockHash> block_hashes,
                                          int32_t num_computed) {
   if (!enable_prefix_caching_) return;
   const auto it = requests_.find(id);
   if (it == requests_.end()) return;
   RequestBlocks& request = it->second;
   const int32_t full =
-      std::min<int32_t>(num_computed / block_size_, static_cast<int32_t>(request.blocks.size()));
+      std::min({num_computed / block_size_, static_cast<int32_t>(request.blocks.size()),
+                static_cast<int32_t>(block_hashes.size())});
   for (int32_t b = request.num_cached; b < full; ++b) {
-    const common::BlockHash* parent = b == 0 ? nullptr : &request.hashes[b - 1];
-    request.hashes.push_back(common::HashBlock(
-        parent, tokens.subspan(static_cast<size_t>(b) * block_size_, block_size_), request.salt));
-    pool_.CacheBlock(request.blocks[b], request.hashes.back());
+    pool_.CacheBlock(request.blocks[b], block_hashes[b]);
   }
   request.num_cached = std::max(request.num_cached, full);
 }
@@ -100,10 +95,7 @@ void KvCacheManager::CacheComputedBlocks(RequestId id, absl::Span<const int32_t>
 void KvCacheManager::ClearPrefixCache() {
   pool_.ClearCache();
   // Requests keep their blocks but must register them again if they are to be shared.
-  for (auto& [id, request] : requests_) {
-    request.num_cached = 0;
-    request.hashes.clear();
-  }
+  for (auto& [id, request] : requests_) request.num_cached = 0;
 }
 
 void KvCacheManager::Free(RequestId id) {

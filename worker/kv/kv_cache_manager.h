@@ -1,13 +1,15 @@
 // Per-request block tables over a BlockPool, with prefix caching.
 //
 // The lifecycle of a request, as the scheduler drives it:
-//   1. FindCachedPrefix(prompt): the longest run of cached full blocks of the prompt (no change).
+//   1. FindCachedPrefix(block_hashes, num_tokens): the longest run of cached full blocks of the
+//      request's tokens (no change). The hashes are the request's own, computed once as its tokens
+//      arrive (Request::block_hashes), not on every admission attempt.
 //   2. AllocateSlots(id, num_new_tokens, &hit): on admission, takes the hit's blocks and enough
 //      new blocks for the tokens to compute. Later steps call it again to grow the table.
 //      Prepare-then-commit: when blocks are short it returns nullopt and changes nothing.
-//   3. CacheComputedBlocks(id, tokens, num_computed): every block full once num_computed tokens
-//      are in the cache is hashed and registered for reuse. The scheduler calls it when it
-//      schedules the tokens, so that a request admitted later in the same step can share them:
+//   3. CacheComputedBlocks(id, block_hashes, num_computed): every block full once num_computed
+//      tokens are in the cache is registered for reuse under its hash. The scheduler calls it when
+//      it schedules the tokens, so that a request admitted later in the same step can share them:
 //      backends write every new token's K/V before any attention of the same layer reads it.
 //   4. Free(id): on finish, abort or preemption; cached blocks stay reusable until evicted.
 //
@@ -39,10 +41,10 @@ struct PrefixHit {
   std::vector<int32_t> blocks;
   // Tokens covered: blocks.size() * block_size.
   int32_t num_tokens = 0;
-  // The prompt's length (counted as prefix-cache queries at admission).
+  // The tokens looked up (counted as prefix-cache queries at admission).
   int32_t prompt_tokens = 0;
-  // Hashes of the prompt's full blocks (all of them, hit or not), reused when caching.
-  std::vector<common::BlockHash> prompt_hashes;
+  // The hashes of `blocks`, to check at admission that none was evicted since the lookup.
+  std::vector<common::BlockHash> hashes;
 };
 
 // Counters since start.
@@ -62,8 +64,12 @@ class KvCacheManager {
   // Blocks a request of `num_tokens` tokens occupies.
   int32_t BlocksFor(int64_t num_tokens) const;
 
-  // The longest cached prefix of `prompt` under `salt` (empty when caching is off).
-  PrefixHit FindCachedPrefix(absl::Span<const int32_t> prompt, absl::string_view salt) const;
+  bool prefix_caching() const { return enable_prefix_caching_; }
+
+  // The longest cached prefix of a request's `num_tokens` tokens, given the hashes of their full
+  // blocks (common::HashFullBlocks under the request's cache salt; empty when caching is off).
+  PrefixHit FindCachedPrefix(absl::Span<const common::BlockHash> block_hashes,
+                             int32_t num_tokens) const;
 
   // Grows request `id`'s table to hold its computed tokens plus `num_new_tokens`. On the first
   // call for `id`, `hit` (may be null) gives its cached prefix, which counts as computed; it must
@@ -71,12 +77,13 @@ class KvCacheManager {
   // the blocks added to the table (possibly none), or nullopt, changing nothing, when the pool
   // cannot supply them.
   std::optional<std::vector<int32_t>> AllocateSlots(RequestId id, int32_t num_new_tokens,
-                                                    const PrefixHit* hit = nullptr,
-                                                    absl::string_view salt = "");
+                                                    const PrefixHit* hit = nullptr);
 
-  // Registers the request's blocks that are full once `num_computed` of `tokens` (its prompt and
-  // output so far) are in the cache.
-  void CacheComputedBlocks(RequestId id, absl::Span<const int32_t> tokens, int32_t num_computed);
+  // Registers the request's blocks that are full once `num_computed` of its tokens (prompt and
+  // output so far) are in the cache, under their hashes: `block_hashes` are those of the
+  // request's full blocks, as for FindCachedPrefix.
+  void CacheComputedBlocks(RequestId id, absl::Span<const common::BlockHash> block_hashes,
+                           int32_t num_computed);
 
   // Forgets the whole prefix cache (after a failed forward pass, whose blocks hold garbage).
   void ClearPrefixCache();
@@ -96,10 +103,8 @@ class KvCacheManager {
  private:
   struct RequestBlocks {
     std::vector<int32_t> blocks;
-    std::vector<common::BlockHash> hashes;  // of the first num_cached blocks
-    int32_t num_cached = 0;                 // leading blocks registered in the cache
-    int32_t capacity_tokens = 0;            // tokens the table is sized for
-    std::string salt;
+    int32_t num_cached = 0;       // leading blocks registered in the cache
+    int32_t capacity_tokens = 0;  // tokens the table is sized for
   };
 
   BlockPool pool_;

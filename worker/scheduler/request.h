@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/prefix_cache/block_hash.h"
 #include "worker/kv/kv_cache_manager.h"
 
 namespace llmserve::worker {
@@ -49,6 +50,12 @@ struct Request {
   // Lower is served first (priority policy); ties in arrival order.
   int32_t priority = 0;
   std::string cache_salt;
+  // The hashes of the full blocks of `tokens` under cache_salt, by which the prefix cache knows
+  // blocks (common/prefix_cache/block_hash.h). The scheduler computes them for the prompt when the
+  // request is added and extends them as output tokens fill blocks, so that admission attempts,
+  // preemptions and caching never hash the same tokens again (vLLM's request block hasher).
+  // Empty when prefix caching is off.
+  std::vector<common::BlockHash> block_hashes;
 
   RequestStatus status = RequestStatus::kWaiting;
   // Set by the scheduler on AddRequest: the order of arrival.

@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "common/base/logging.h"
+#include "common/prefix_cache/block_hash.h"
 #include "common/status/status_macros.h"
 
 namespace llmserve::worker {
@@ -47,6 +49,11 @@ absl::Status Scheduler::AddRequest(std::unique_ptr<Request> request) {
       CheckRequestFits(*request, config_, kv_->Stats().total_blocks, kv_->block_size()));
   if (requests_.contains(request->id)) {
     return absl::AlreadyExistsError(absl::StrCat("request ", request->id, " is already live"));
+  }
+  request->block_hashes.clear();
+  if (kv_->prefix_caching()) {
+    request->block_hashes =
+        common::HashFullBlocks(request->tokens, kv_->block_size(), request->cache_salt);
   }
   request->status = RequestStatus::kWaiting;
   request->arrival = next_arrival_++;
@@ -118,7 +125,7 @@ bool Scheduler::ScheduleRunning(int32_t* budget, SchedulerOutput* output) {
       if (victim == id) break;
     }
     if (!allocated) continue;  // this request itself was preempted; running_[i] is the next one
-    kv_->CacheComputedBlocks(id, request.tokens, request.num_computed_tokens + num_new);
+    kv_->CacheComputedBlocks(id, request.block_hashes, request.num_computed_tokens + num_new);
     output->scheduled.push_back({id, request.num_computed_tokens, num_new,
                                  request.num_computed_tokens + num_new == request.num_tokens()});
     *budget -= num_new;
@@ -132,9 +139,9 @@ void Scheduler::AdmitWaiting(int32_t* budget, SchedulerOutput* output) {
          static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
     const WaitingKey key = *waiting_.begin();
     Request& request = *requests_.at(key.id);
-    const PrefixHit hit = kv_->FindCachedPrefix(request.tokens, request.cache_salt);
+    const PrefixHit hit = kv_->FindCachedPrefix(request.block_hashes, request.num_tokens());
     const int32_t num_new = std::min(request.num_tokens() - hit.num_tokens, *budget);
-    if (!kv_->AllocateSlots(request.id, num_new, &hit, request.cache_salt)) break;
+    if (!kv_->AllocateSlots(request.id, num_new, &hit)) break;
     waiting_.erase(waiting_.begin());
     request.status = RequestStatus::kRunning;
     request.num_computed_tokens = hit.num_tokens;
@@ -144,7 +151,7 @@ void Scheduler::AdmitWaiting(int32_t* budget, SchedulerOutput* output) {
       output->first_scheduled.push_back(request.id);
     }
     InsertRunning(request);
-    kv_->CacheComputedBlocks(request.id, request.tokens, hit.num_tokens + num_new);
+    kv_->CacheComputedBlocks(request.id, request.block_hashes, hit.num_tokens + num_new);
     output->scheduled.push_back(
         {request.id, hit.num_tokens, num_new, hit.num_tokens + num_new == request.num_tokens()});
     *budget -= num_new;
@@ -162,6 +169,13 @@ SchedulerOutput Scheduler::Schedule() {
 
 RequestStatus Scheduler::AppendToken(Request& request, int32_t token) {
   request.tokens.push_back(token);
+  const int32_t block_size = kv_->block_size();
+  if (kv_->prefix_caching() && request.num_tokens() % block_size == 0) {
+    const common::BlockHash* parent =
+        request.block_hashes.empty() ? nullptr : &request.block_hashes.back();
+    request.block_hashes.push_back(common::HashBlock(
+        parent, absl::MakeConstSpan(request.tokens).last(block_size), request.cache_salt));
+  }
   const StoppingParams& stop = request.stopping;
   const int32_t generated = request.num_output_tokens();
   if (generated >= stop.min_tokens) {

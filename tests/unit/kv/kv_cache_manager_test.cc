@@ -8,6 +8,8 @@
 #include <random>
 #include <vector>
 
+#include "absl/strings/string_view.h"
+#include "common/prefix_cache/block_hash.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -23,12 +25,26 @@ std::vector<int32_t> Tokens(int32_t count, int32_t first = 100) {
   return tokens;
 }
 
+// The prefix cache of `tokens` under `salt`, the way the scheduler looks it up (with the hashes
+// of the request's full blocks).
+PrefixHit Find(const KvCacheManager& kv, const std::vector<int32_t>& tokens,
+               absl::string_view salt = "") {
+  return kv.FindCachedPrefix(common::HashFullBlocks(tokens, kv.block_size(), salt),
+                             static_cast<int32_t>(tokens.size()));
+}
+
+// Registers request `id`'s full blocks once `num_computed` of `tokens` are computed.
+void Cache(KvCacheManager& kv, RequestId id, const std::vector<int32_t>& tokens,
+           int32_t num_computed, absl::string_view salt = "") {
+  kv.CacheComputedBlocks(id, common::HashFullBlocks(tokens, kv.block_size(), salt), num_computed);
+}
+
 // Admits `id` with `prompt` the way the scheduler does: look up, then allocate for the rest.
 std::optional<std::vector<int32_t>> Admit(KvCacheManager& kv, RequestId id,
                                           const std::vector<int32_t>& prompt,
                                           absl::string_view salt = "") {
-  const PrefixHit hit = kv.FindCachedPrefix(prompt, salt);
-  return kv.AllocateSlots(id, static_cast<int32_t>(prompt.size()) - hit.num_tokens, &hit, salt);
+  const PrefixHit hit = Find(kv, prompt, salt);
+  return kv.AllocateSlots(id, static_cast<int32_t>(prompt.size()) - hit.num_tokens, &hit);
 }
 
 TEST(BlockPoolTest, NullBlockIsNeverHandedOutAndFreeQueueIsFifo) {
@@ -69,15 +85,15 @@ TEST(KvCacheManagerTest, ClearingThePrefixCacheForgetsEveryHash) {
   KvCacheManager kv(11, 4, true);
   const auto prompt = Tokens(10);
   ASSERT_TRUE(Admit(kv, 1, prompt));
-  kv.CacheComputedBlocks(1, prompt, 10);
+  Cache(kv, 1, prompt, 10);
   kv.TakeEvents();
   kv.ClearPrefixCache();
-  EXPECT_THAT(kv.FindCachedPrefix(prompt, "").blocks, IsEmpty());
+  EXPECT_THAT(Find(kv, prompt, "").blocks, IsEmpty());
   const auto events = kv.TakeEvents();
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].kind, PrefixCacheEvent::Kind::kCleared);
-  kv.CacheComputedBlocks(1, prompt, 10);  // registered again
-  EXPECT_THAT(kv.FindCachedPrefix(prompt, "").blocks, ElementsAre(1, 2));
+  Cache(kv, 1, prompt, 10);  // registered again
+  EXPECT_THAT(Find(kv, prompt, "").blocks, ElementsAre(1, 2));
   kv.Free(1);
   EXPECT_EQ(kv.Stats().free_blocks, 10);
 }
@@ -86,7 +102,7 @@ TEST(KvCacheManagerTest, AllocatesOnDemandAndGrowsByBlocks) {
   KvCacheManager kv(11, 4, true);
   const auto prompt = Tokens(10);
   EXPECT_THAT(*Admit(kv, 1, prompt), ElementsAre(1, 2, 3));
-  kv.CacheComputedBlocks(1, prompt, 10);
+  Cache(kv, 1, prompt, 10);
   EXPECT_TRUE(kv.pool().is_cached(1) && kv.pool().is_cached(2) && !kv.pool().is_cached(3));
   EXPECT_THAT(*kv.AllocateSlots(1, 1), IsEmpty());  // 11 tokens
   EXPECT_THAT(*kv.AllocateSlots(1, 1), IsEmpty());  // 12 tokens
@@ -100,11 +116,11 @@ TEST(KvCacheManagerTest, PrefixHitsShareBlocksAndNeverCoverTheWholePrompt) {
   KvCacheManager kv(11, 4, true);
   const auto prompt = Tokens(10);
   ASSERT_TRUE(Admit(kv, 1, prompt));
-  kv.CacheComputedBlocks(1, prompt, 10);
+  Cache(kv, 1, prompt, 10);
 
   auto shared = Tokens(8);
   shared.insert(shared.end(), {7, 8, 9});
-  const PrefixHit hit = kv.FindCachedPrefix(shared, "");
+  const PrefixHit hit = Find(kv, shared, "");
   EXPECT_THAT(hit.blocks, ElementsAre(1, 2));
   EXPECT_EQ(hit.num_tokens, 8);
   EXPECT_THAT(*kv.AllocateSlots(2, 3, &hit), ElementsAre(4));
@@ -114,16 +130,16 @@ TEST(KvCacheManagerTest, PrefixHitsShareBlocksAndNeverCoverTheWholePrompt) {
   EXPECT_EQ(kv.Stats().prefix_queries, 10 + 11);
 
   // An 8-token prompt whose two blocks are cached still computes its last block.
-  EXPECT_THAT(kv.FindCachedPrefix(Tokens(8), "").blocks, ElementsAre(1));
+  EXPECT_THAT(Find(kv, Tokens(8), "").blocks, ElementsAre(1));
   // Another salt (tenant) sees nothing.
-  EXPECT_THAT(kv.FindCachedPrefix(shared, "tenant-b").blocks, IsEmpty());
+  EXPECT_THAT(Find(kv, shared, "tenant-b").blocks, IsEmpty());
 }
 
 TEST(KvCacheManagerTest, FreedBlocksStayCachedUntilEvictedTailFirst) {
   KvCacheManager kv(7, 4, true);  // 6 usable blocks
   const auto prompt = Tokens(12);
   ASSERT_TRUE(Admit(kv, 1, prompt));  // 1, 2, 3
-  kv.CacheComputedBlocks(1, prompt, 12);
+  Cache(kv, 1, prompt, 12);
   kv.Free(1);  // freed tail first: queue is 4 5 6 3 2 1
   EXPECT_EQ(kv.Stats().free_blocks, 6);
   EXPECT_FALSE(kv.HasRequest(1));
@@ -131,7 +147,7 @@ TEST(KvCacheManagerTest, FreedBlocksStayCachedUntilEvictedTailFirst) {
   EXPECT_THAT(*Admit(kv, 2, Tokens(16, 500)), ElementsAre(4, 5, 6, 3));
   kv.TakeEvents();
   auto again = Tokens(9);
-  const PrefixHit hit = kv.FindCachedPrefix(again, "");
+  const PrefixHit hit = Find(kv, again, "");
   EXPECT_THAT(hit.blocks, ElementsAre(1, 2));
   EXPECT_EQ(kv.Stats().evictions, 1);
 }
@@ -151,8 +167,8 @@ TEST(KvCacheManagerTest, CachingOffMeansNoHitsAndNoEvents) {
   KvCacheManager kv(11, 4, false);
   const auto prompt = Tokens(10);
   ASSERT_TRUE(Admit(kv, 1, prompt));
-  kv.CacheComputedBlocks(1, prompt, 10);
-  EXPECT_THAT(kv.FindCachedPrefix(prompt, "").blocks, IsEmpty());
+  Cache(kv, 1, prompt, 10);
+  EXPECT_THAT(Find(kv, prompt, "").blocks, IsEmpty());
   EXPECT_THAT(kv.TakeEvents(), IsEmpty());
 }
 
@@ -183,7 +199,7 @@ TEST(KvCacheManagerTest, RandomOperationsKeepTheInvariants) {
         if (p % bs == bs - 1) prefix.assign(request.tokens.begin(), request.tokens.begin() + p + 1);
       }
       request.computed += chunk;
-      kv.CacheComputedBlocks(id, request.tokens, request.computed);
+      Cache(kv, id, request.tokens, request.computed);
     };
     for (int op = 0; op < 3000; ++op) {
       const int kind = static_cast<int>(rng() % 10);
@@ -192,7 +208,7 @@ TEST(KvCacheManagerTest, RandomOperationsKeepTheInvariants) {
         const int32_t length = 1 + static_cast<int32_t>(rng() % (3 * bs + 4));
         for (int32_t i = 0; i < length; ++i) request.tokens.push_back(rng() % 2);
         request.target = length + static_cast<int32_t>(rng() % 6);
-        const PrefixHit hit = kv.FindCachedPrefix(request.tokens, "");
+        const PrefixHit hit = Find(kv, request.tokens, "");
         for (size_t b = 0; b < hit.blocks.size(); ++b) {
           const std::vector<int32_t> expected(request.tokens.begin(),
                                               request.tokens.begin() + (b + 1) * bs);

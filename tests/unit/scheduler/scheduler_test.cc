@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/prefix_cache/block_hash.h"
 #include "gtest/gtest.h"
 
 namespace llmserve::worker {
@@ -135,6 +136,37 @@ TEST_F(SchedulerTest, PrefixHitSkipsCachedBlocks) {
   ASSERT_EQ(outputs.size(), 1u);
   EXPECT_EQ(outputs[0].num_cached_prompt_tokens, 8);
   EXPECT_EQ(outputs[0].num_prompt_tokens, 9);
+}
+
+TEST_F(SchedulerTest, BlockHashesFollowTheTokensAndOutputBlocksAreSharedLikePromptOnes) {
+  Init(20, 4, 64, 4, 64);
+  auto first = MakeRequest(1, 4, 5);
+  first->cache_salt = "tenant";
+  ASSERT_TRUE(scheduler_->AddRequest(std::move(first)).ok());
+  // Prompt 100..103, then five 7s: the hashes always cover the full blocks of the tokens so far.
+  for (int step = 0; step < 4; ++step) {
+    Step();
+    const Request* request = scheduler_->Find(1);
+    ASSERT_NE(request, nullptr);
+    EXPECT_EQ(request->block_hashes, common::HashFullBlocks(request->tokens, 4, "tenant"))
+        << "step " << step;
+  }
+  Step();  // the fifth token: finished, with its first 8 tokens computed and cached
+  EXPECT_EQ(scheduler_->Find(1), nullptr);
+
+  // A follow-up whose prompt is that conversation finds both blocks, the second made of output.
+  auto follow_up = std::make_unique<Request>();
+  follow_up->id = 2;
+  follow_up->tokens = {100, 101, 102, 103, 7, 7, 7, 7, 7, 50};
+  follow_up->num_prompt_tokens = 10;
+  follow_up->stopping.max_tokens = 1;
+  follow_up->cache_salt = "tenant";
+  auto other_tenant = std::make_unique<Request>(*follow_up);
+  other_tenant->id = 3;
+  other_tenant->cache_salt = "other";
+  ASSERT_TRUE(scheduler_->AddRequest(std::move(follow_up)).ok());
+  ASSERT_TRUE(scheduler_->AddRequest(std::move(other_tenant)).ok());
+  EXPECT_EQ(Step(), "2:8+2* 3:0+10*");
 }
 
 TEST_F(SchedulerTest, RequestsAdmittedTogetherShareBlocksInTheSameStep) {
