@@ -209,15 +209,9 @@ void Engine::Finish(RequestId id, EngineOutput& output) {
 int64_t Engine::BuildBatch(const SchedulerOutput& plan) {
   batch_.Clear();
   int64_t prompt_tokens = 0;
-  std::vector<int32_t> chunk;
   for (const ScheduledRequest& step : plan.scheduled) {
-    const Request& request = *scheduler_.Find(step.id);
-    const auto begin = request.tokens.begin() + step.num_computed_tokens;
-    chunk.assign(begin, begin + step.num_new_tokens);
-    batch_.AddSequence(chunk, step.num_computed_tokens, kv_.BlockTable(step.id));
-    const int32_t end = step.num_computed_tokens + step.num_new_tokens;
-    prompt_tokens += std::max(0, std::min(end, request.num_prompt_tokens) -
-                                     std::min(step.num_computed_tokens, request.num_prompt_tokens));
+    batch_.AddSequence(step.new_token_ids, step.num_computed_tokens, step.block_table);
+    prompt_tokens += step.num_new_prompt_tokens;
   }
   return prompt_tokens;
 }

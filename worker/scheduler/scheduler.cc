@@ -126,8 +126,7 @@ bool Scheduler::ScheduleRunning(int32_t* budget, SchedulerOutput* output) {
     }
     if (!allocated) continue;  // this request itself was preempted; running_[i] is the next one
     kv_->CacheComputedBlocks(id, request.block_hashes, request.num_computed_tokens + num_new);
-    output->scheduled.push_back({id, request.num_computed_tokens, num_new,
-                                 request.num_computed_tokens + num_new == request.num_tokens()});
+    output->scheduled.push_back(PlanStep(request, request.num_computed_tokens, num_new));
     *budget -= num_new;
     ++i;
   }
@@ -152,10 +151,24 @@ void Scheduler::AdmitWaiting(int32_t* budget, SchedulerOutput* output) {
     }
     InsertRunning(request);
     kv_->CacheComputedBlocks(request.id, request.block_hashes, hit.num_tokens + num_new);
-    output->scheduled.push_back(
-        {request.id, hit.num_tokens, num_new, hit.num_tokens + num_new == request.num_tokens()});
+    output->scheduled.push_back(PlanStep(request, hit.num_tokens, num_new));
     *budget -= num_new;
   }
+}
+
+ScheduledRequest Scheduler::PlanStep(const Request& request, int32_t num_computed,
+                                     int32_t num_new) const {
+  ScheduledRequest step{.id = request.id,
+                        .num_computed_tokens = num_computed,
+                        .num_new_tokens = num_new,
+                        .samples = num_computed + num_new == request.num_tokens()};
+  const auto begin = request.tokens.begin() + num_computed;
+  step.new_token_ids.assign(begin, begin + num_new);
+  step.num_new_prompt_tokens =
+      std::max(0, std::min(num_computed + num_new, request.num_prompt_tokens) -
+                      std::min(num_computed, request.num_prompt_tokens));
+  step.block_table = kv_->BlockTable(request.id);
+  return step;
 }
 
 SchedulerOutput Scheduler::Schedule() {

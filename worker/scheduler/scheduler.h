@@ -55,6 +55,13 @@ struct ScheduledRequest {
   int32_t num_new_tokens = 0;
   // The new tokens reach the end of the request's known tokens: a token is to be sampled.
   bool samples = false;
+  // What the forward pass needs, copied so that the engine never reads the scheduler's or the KV
+  // cache manager's state: the tokens to compute (Request::tokens[num_computed_tokens,
+  // + num_new_tokens)), of which num_new_prompt_tokens are prompt tokens, and the request's whole
+  // block table after this step's allocation.
+  std::vector<int32_t> new_token_ids;
+  int32_t num_new_prompt_tokens = 0;
+  std::vector<int32_t> block_table;
 };
 
 // A step's plan: plain data for the engine and for tests.
@@ -132,6 +139,9 @@ class Scheduler {
   WaitingKey KeyOf(const Request& request) const;
 
   void InsertRunning(const Request& request);
+  // The plan's entry for `num_new` tokens of `request` from `num_computed` on (its blocks
+  // allocated).
+  ScheduledRequest PlanStep(const Request& request, int32_t num_computed, int32_t num_new) const;
   void Preempt(RequestId id, SchedulerOutput* output);
   bool ScheduleRunning(int32_t* budget, SchedulerOutput* output);
   void AdmitWaiting(int32_t* budget, SchedulerOutput* output);

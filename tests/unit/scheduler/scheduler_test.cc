@@ -91,6 +91,29 @@ TEST_F(SchedulerTest, ChunkedPrefillThenDecodeUnderOneTokenBudget) {
   EXPECT_EQ(kv_->Stats().free_blocks, 19);
 }
 
+TEST_F(SchedulerTest, ThePlanCarriesTheTokensAndBlockTablesToCompute) {
+  Init(20, 4, 8, 4, 64);
+  ASSERT_TRUE(scheduler_->AddRequest(MakeRequest(1, 10, 3)).ok());
+  SchedulerOutput out = scheduler_->Schedule();
+  ASSERT_EQ(out.scheduled.size(), 1u);
+  EXPECT_EQ(out.scheduled[0].new_token_ids,
+            (std::vector<int32_t>{100, 101, 102, 103, 104, 105, 106, 107}));
+  EXPECT_EQ(out.scheduled[0].num_new_prompt_tokens, 8);
+  EXPECT_EQ(out.scheduled[0].block_table, kv_->BlockTable(1));
+  EXPECT_EQ(out.scheduled[0].block_table.size(), 2u);
+  scheduler_->Update(out, std::vector<int32_t>{7});
+  out = scheduler_->Schedule();  // the prompt's last 2 tokens: a third block
+  ASSERT_EQ(out.scheduled.size(), 1u);
+  EXPECT_EQ(out.scheduled[0].new_token_ids, (std::vector<int32_t>{108, 109}));
+  EXPECT_EQ(out.scheduled[0].num_new_prompt_tokens, 2);
+  EXPECT_EQ(out.scheduled[0].block_table.size(), 3u);
+  scheduler_->Update(out, std::vector<int32_t>{7});
+  out = scheduler_->Schedule();  // a decode of the sampled token
+  ASSERT_EQ(out.scheduled.size(), 1u);
+  EXPECT_EQ(out.scheduled[0].new_token_ids, (std::vector<int32_t>{7}));
+  EXPECT_EQ(out.scheduled[0].num_new_prompt_tokens, 0);
+}
+
 TEST_F(SchedulerTest, NewestRunningRequestIsPreemptedAndRecomputedLater) {
   // 4 usable blocks of 2 tokens: two requests of 3-token prompts fit, but not their growth.
   Init(5, 2, 16, 4, 64);
