@@ -483,11 +483,7 @@ void OpenAiApi::HandleGeneration(OpenAiEndpoint endpoint, const http::HttpReques
       prepare_->Submit(std::move(generate), *std::move(model), n, ticket,
                        [this, pending = std::move(pending)](
                            absl::StatusOr<std::vector<PreparedRequest>> choices) mutable {
-                         if (!choices.ok()) {
-                           return RefuseGeneration(*pending->writer, pending->model->name(),
-                                                   pending->arrival, choices.status());
-                         }
-                         StartGeneration(std::move(*pending), *std::move(choices));
+                         OnPrepared(std::move(*pending), std::move(choices));
                        });
   // A full queue is a busy gateway: retry soon (429).
   if (!submitted.ok()) {
@@ -504,6 +500,19 @@ void OpenAiApi::RefuseGeneration(http::ResponseWriter& writer, absl::string_view
                                     absl::ToDoubleSeconds(absl::Now() - arrival));
   }
   SendOpenAiError(writer, status, retry_after);
+}
+
+void OpenAiApi::OnPrepared(PendingGeneration pending,
+                           absl::StatusOr<std::vector<PreparedRequest>> choices) {
+  // A client that left while its prompt was being prepared needs no generation.
+  if (choices.ok() && pending.writer->closed()) {
+    choices = absl::CancelledError("the client disconnected");
+  }
+  if (!choices.ok()) {
+    return RefuseGeneration(*pending.writer, pending.model->name(), pending.arrival,
+                            choices.status());
+  }
+  StartGeneration(std::move(pending), *std::move(choices));
 }
 
 void OpenAiApi::StartGeneration(PendingGeneration pending, std::vector<PreparedRequest> requests) {

@@ -66,6 +66,8 @@ class OpenAiApi {
     absl::Time arrival;
     ActiveGuard active;
   };
+  // On the prepare thread: the prepared choices, or the error to answer with.
+  void OnPrepared(PendingGeneration pending, absl::StatusOr<std::vector<PreparedRequest>> choices);
   // The prompt is ready: admission, then the n generations.
   void StartGeneration(PendingGeneration pending, std::vector<PreparedRequest> requests);
   // Answers `status` (counted like a finished request).
