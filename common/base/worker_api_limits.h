@@ -5,6 +5,7 @@
 #ifndef LLMSERVE_COMMON_BASE_WORKER_API_LIMITS_H_
 #define LLMSERVE_COMMON_BASE_WORKER_API_LIMITS_H_
 
+#include <cstddef>
 #include <cstdint>
 
 namespace llmserve::common {
@@ -21,6 +22,15 @@ inline constexpr int WorkerRequestMaxBytes(int64_t max_model_len) {
   const int64_t bytes = (int64_t{4} << 20) + 5 * max_model_len;
   return bytes < kWorkerApiMaxMessageBytes ? static_cast<int>(bytes) : kWorkerApiMaxMessageBytes;
 }
+
+// Request fields that the gateway checks for its clients (a clear error naming the public field)
+// and the worker checks again for any caller of its API (worker.proto), with the same bounds.
+inline constexpr size_t kMaxRequestIdLength = 128;
+inline constexpr int kMaxStopTokenIds = 64;
+inline constexpr int32_t kMaxPriority = 1000;
+inline constexpr int32_t kMaxTopLogprobs = 20;
+// Worker only: the gateway makes the salt itself.
+inline constexpr size_t kMaxCacheSaltBytes = 256;
 
 }  // namespace llmserve::common
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/base/worker_api_limits.h"
 #include "common/status/status_macros.h"
 #include "common/utf8/utf8.h"
 
@@ -12,11 +13,11 @@ namespace {
 
 constexpr int kMaxStopStrings = 16;
 constexpr size_t kMaxStopStringBytes = 256;
-constexpr int kMaxStopTokenIds = 64;
-constexpr int32_t kMaxPriority = 1000;
-constexpr size_t kMaxRequestIdLength = 128;
 constexpr int kMaxChatMessages = 1024;
-constexpr int32_t kMaxTopLogprobs = 20;
+using common::kMaxPriority;
+using common::kMaxRequestIdLength;
+using common::kMaxStopTokenIds;
+using common::kMaxTopLogprobs;
 
 absl::Status Invalid(absl::string_view field, absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", problem));

@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/base/worker_api_limits.h"
 #include "common/status/grpc_raw_message.h"
 #include "llmserve/worker/v1/worker.pb.h"
 #include "worker/engine/engine.h"
@@ -57,24 +58,25 @@ void CheckAccepted(const llmserve::worker::v1::GenerateRequest& request,
   if (stopping.min_tokens < 0 || stopping.min_tokens > stopping.max_tokens) {
     Fail("min_tokens outside [0, max_tokens]");
   }
-  if (static_cast<int>(stopping.stop_token_ids.size()) > worker::kMaxStopTokenIds) {
+  if (static_cast<int>(stopping.stop_token_ids.size()) > ::llmserve::common::kMaxStopTokenIds) {
     Fail("too many stop token ids");
   }
   for (int32_t id : stopping.stop_token_ids) {
     if (!InVocabulary(id)) Fail("a stop token outside the vocabulary");
   }
-  if (engine_request.priority < -worker::kMaxPriority ||
-      engine_request.priority > worker::kMaxPriority) {
+  if (engine_request.priority < -::llmserve::common::kMaxPriority ||
+      engine_request.priority > ::llmserve::common::kMaxPriority) {
     Fail("priority out of range");
   }
-  if (engine_request.cache_salt.size() > worker::kMaxCacheSaltBytes) Fail("cache_salt too long");
+  if (engine_request.cache_salt.size() > ::llmserve::common::kMaxCacheSaltBytes)
+    Fail("cache_salt too long");
   const worker::SamplingParams& sampling = engine_request.sampling;
   if (!InRange(sampling.temperature, 0, 100) || !InRange(sampling.top_p, 0, 1) ||
       sampling.top_p == 0 || !InRange(sampling.min_p, 0, 1) ||
       !InRange(sampling.repetition_penalty, 0, 2) || sampling.repetition_penalty == 0 ||
       !InRange(sampling.presence_penalty, -2, 2) || !InRange(sampling.frequency_penalty, -2, 2) ||
       sampling.top_k < 0 || sampling.top_k > kLimits.vocab_size || sampling.top_logprobs < 0 ||
-      sampling.top_logprobs > worker::kMaxTopLogprobs) {
+      sampling.top_logprobs > ::llmserve::common::kMaxTopLogprobs) {
     Fail("a sampling parameter out of range");
   }
 }

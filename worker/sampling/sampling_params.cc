@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/base/worker_api_limits.h"
 #include "common/status/status_macros.h"
 
 namespace llmserve::worker {
@@ -34,9 +35,9 @@ absl::Status ValidateSamplingParams(const SamplingParams& params, int64_t vocab_
       CheckLeftOpen("repetition_penalty", params.repetition_penalty, 0.0f, 2.0f));
   LLMSERVE_RETURN_IF_ERROR(CheckClosed("presence_penalty", params.presence_penalty, -2.0f, 2.0f));
   LLMSERVE_RETURN_IF_ERROR(CheckClosed("frequency_penalty", params.frequency_penalty, -2.0f, 2.0f));
-  if (params.top_logprobs < 0 || params.top_logprobs > kMaxTopLogprobs) {
+  if (params.top_logprobs < 0 || params.top_logprobs > common::kMaxTopLogprobs) {
     return absl::InvalidArgumentError(absl::StrCat("top_logprobs is ", params.top_logprobs,
-                                                   ", outside [0, ", kMaxTopLogprobs, "]"));
+                                                   ", outside [0, ", common::kMaxTopLogprobs, "]"));
   }
   return absl::OkStatus();
 }

@@ -50,9 +50,6 @@ struct SamplingParams {
 // turns the softmax into an argmax with random tie-breaking.
 inline constexpr float kGreedyTemperature = 1e-5f;
 
-// The most alternatives a request may ask for (as OpenAI's API allows).
-inline constexpr int32_t kMaxTopLogprobs = 20;
-
 // OK when every field is in the range above (NaN is never in range) and top_k <= vocab_size;
 // otherwise INVALID_ARGUMENT naming the first bad field, its value and the allowed range.
 absl::Status ValidateSamplingParams(const SamplingParams& params, int64_t vocab_size);

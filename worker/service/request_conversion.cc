@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/worker_api_limits.h"
 
 namespace llmserve::worker {
 namespace {
@@ -46,8 +47,8 @@ SamplingParams ToSamplingParams(const ::llmserve::v1::SamplingParams& proto) {
 }  // namespace
 
 absl::Status ValidateRequestId(const std::string& request_id) {
-  if (request_id.empty() || request_id.size() > kMaxRequestIdLength) {
-    return Invalid("request_id", absl::StrCat("must be 1 to ", kMaxRequestIdLength,
+  if (request_id.empty() || request_id.size() > common::kMaxRequestIdLength) {
+    return Invalid("request_id", absl::StrCat("must be 1 to ", common::kMaxRequestIdLength,
                                               " characters, got ", request_id.size()));
   }
   for (char c : request_id) {
@@ -99,9 +100,9 @@ absl::StatusOr<EngineRequest> ToEngineRequest(const v1::GenerateRequest& request
   }
   out.stopping.min_tokens = static_cast<int32_t>(request.min_tokens());
   out.stopping.ignore_eos = request.ignore_eos();
-  if (request.stop_token_ids_size() > kMaxStopTokenIds) {
-    return Invalid("stop_token_ids",
-                   absl::StrCat(request.stop_token_ids_size(), " ids; at most ", kMaxStopTokenIds));
+  if (request.stop_token_ids_size() > common::kMaxStopTokenIds) {
+    return Invalid("stop_token_ids", absl::StrCat(request.stop_token_ids_size(), " ids; at most ",
+                                                  common::kMaxStopTokenIds));
   }
   for (int i = 0; i < request.stop_token_ids_size(); ++i) {
     const int32_t id = request.stop_token_ids(i);
@@ -111,14 +112,15 @@ absl::StatusOr<EngineRequest> ToEngineRequest(const v1::GenerateRequest& request
     }
     out.stopping.stop_token_ids.push_back(id);
   }
-  if (request.priority() < -kMaxPriority || request.priority() > kMaxPriority) {
-    return Invalid("priority", absl::StrCat(request.priority(), " is outside [", -kMaxPriority,
-                                            ", ", kMaxPriority, "]"));
+  if (request.priority() < -common::kMaxPriority || request.priority() > common::kMaxPriority) {
+    return Invalid("priority",
+                   absl::StrCat(request.priority(), " is outside [", -common::kMaxPriority, ", ",
+                                common::kMaxPriority, "]"));
   }
   out.priority = request.priority();
-  if (request.cache_salt().size() > kMaxCacheSaltBytes) {
+  if (request.cache_salt().size() > common::kMaxCacheSaltBytes) {
     return Invalid("cache_salt", absl::StrCat(request.cache_salt().size(), " bytes; at most ",
-                                              kMaxCacheSaltBytes));
+                                              common::kMaxCacheSaltBytes));
   }
   out.cache_salt = request.cache_salt();
   return out;

@@ -23,11 +23,7 @@ struct RequestLimits {
   int32_t max_model_len = 0;
 };
 
-// Limits of fields the engine does not check itself (from worker.proto).
-inline constexpr size_t kMaxRequestIdLength = 128;
-inline constexpr int kMaxStopTokenIds = 64;
-inline constexpr int32_t kMaxPriority = 1000;
-inline constexpr size_t kMaxCacheSaltBytes = 256;
+// Fields the engine does not check itself are checked against common/base/worker_api_limits.h.
 
 // INVALID_ARGUMENT unless the id is 1 to 128 printable ASCII characters.
 absl::Status ValidateRequestId(const std::string& request_id);
