@@ -110,6 +110,10 @@ class GatewayServer {
 
   // Requests in flight on both APIs.
   int active_requests() const;
+  // HTTP connections open now (a closed one has run its request's on_close); 0 without HTTP.
+  int http_connections() const {
+    return http_server_ == nullptr ? 0 : http_server_->active_connections();
+  }
 
  private:
   GatewayServer() = default;

@@ -156,6 +156,13 @@ TEST_F(GatewayPrepareTest, ClientsThatLeaveWhileQueuedCostNothing) {
     ASSERT_TRUE(WaitForActive(2));
     client->Close();
   }
+  // The gateway has seen the client leave (the connection's on_close withdrew its prompt) once
+  // only the held request's connection is open.
+  const absl::Time deadline = absl::Now() + kPatience;
+  while (gateway_->http_connections() > 1 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  ASSERT_EQ(gateway_->http_connections(), 1);
   grpc::ClientContext stream_context;
   stream_context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
   auto reader = stub_->GenerateStream(&stream_context, ChatRequest("queued grpc"));
@@ -164,6 +171,12 @@ TEST_F(GatewayPrepareTest, ClientsThatLeaveWhileQueuedCostNothing) {
   ::llmserve::v1::GenerateStreamResponse message;
   EXPECT_FALSE(reader->Read(&message));
   EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  // The client's cancel is not a round trip: the gateway learns of it when it reads the stream's
+  // reset from the connection, which it does before it reads a later call there.
+  grpc::ClientContext list_context;
+  list_context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
+  ::llmserve::v1::ListModelsResponse models;
+  ASSERT_TRUE(stub_->ListModels(&list_context, {}, &models).ok());
   Release();
   held.join();
   EXPECT_EQ(held_response.status, 200) << held_response.body;
