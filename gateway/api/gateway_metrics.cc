@@ -18,6 +18,11 @@ class GatewayMetrics::LiveCollector : public prometheus::Collectable {
     prometheus::MetricFamily active =
         Family("llmserve_gateway_active_streams", "Requests in flight through the gateway.");
     active.metric.push_back(Gauge({}, state.active_requests));
+    prometheus::MetricFamily prepare_queued = Family(
+        "llmserve_gateway_prepare_queued",
+        "Prompts waiting for a prepare thread (chat template, tokenizer); beyond --prepare_queue, "
+        "429.");
+    prepare_queued.metric.push_back(Gauge({}, state.prepare_queued));
     prometheus::MetricFamily draining =
         Family("llmserve_gateway_draining", "1 while the gateway drains after SIGTERM, else 0.");
     draining.metric.push_back(Gauge({}, state.draining ? 1 : 0));
@@ -39,7 +44,8 @@ class GatewayMetrics::LiveCollector : public prometheus::Collectable {
     for (const auto& [model, ready] : ready_per_model) {
       per_model.metric.push_back(Gauge({{"model", model}}, ready));
     }
-    return {std::move(active), std::move(draining), std::move(up), std::move(per_model)};
+    return {std::move(active), std::move(prepare_queued), std::move(draining), std::move(up),
+            std::move(per_model)};
   }
 
  private:

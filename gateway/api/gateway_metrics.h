@@ -4,12 +4,14 @@
 //   time_to_first_token_seconds{api}        arrival to the first token reaching the gateway
 //   inter_token_latency_seconds{api}        gap between tokens of a stream
 //   active_streams                          requests in flight (read at scrape time)
+//   prepare_queued                          prompts waiting for a prepare thread (read at scrape)
 //   worker_up{worker,model}                 1 when the worker is ready and not draining
 //   model_ready_workers{model}              ready workers per model, 0 for a model whose workers
 //                                           are all gone (every model seen since start)
 //   draining                                1 from SIGTERM until exit
 //   routing_decisions_total{policy,reason}  which rule picked the worker
-//   rate_limited_total, auth_failures_total
+//   rate_limited_total, auth_failures_total  (429s: rate limits, the concurrency and prepare
+//   queues)
 //
 // Thread-safe.
 
@@ -41,6 +43,8 @@ class GatewayMetrics {
   };
   struct LiveState {
     int active_requests = 0;
+    // Prompts waiting for a prepare thread (gateway/pipeline/prepare_stage.h).
+    int prepare_queued = 0;
     bool draining = false;
     std::vector<WorkerGauge> workers;
     // Every model served since start: each gets a model_ready_workers series, 0 when none is up.

@@ -486,6 +486,9 @@ void InferenceService::PrepareThenLaunch(Call* call, grpc::CallbackServerContext
       });
   if (!submitted.ok()) {
     // Refused at once (the prepare queue is full, or shutdown): the callback will never run.
+    if (absl::IsResourceExhausted(submitted) && options_.metrics != nullptr) {
+      options_.metrics->OnRateLimited();
+    }
     call->Unref();
     FailCall(call, context, submitted,
              absl::IsResourceExhausted(submitted) ? absl::Seconds(1) : absl::ZeroDuration(),
@@ -612,7 +615,10 @@ grpc::ServerUnaryReactor* InferenceService::Tokenize(grpc::CallbackServerContext
         reactor->Finish(grpc::Status::OK);
       });
   if (!submitted.ok()) {
-    if (absl::IsResourceExhausted(submitted)) context->AddTrailingMetadata("retry-after", "1");
+    if (absl::IsResourceExhausted(submitted)) {
+      if (options_.metrics != nullptr) options_.metrics->OnRateLimited();
+      context->AddTrailingMetadata("retry-after", "1");
+    }
     return fail(submitted);
   }
   return reactor;

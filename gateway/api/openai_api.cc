@@ -486,6 +486,9 @@ void OpenAiApi::HandleGeneration(OpenAiEndpoint endpoint, const http::HttpReques
                          OnPrepared(std::move(*pending), std::move(choices));
                        });
   // A full queue is a busy gateway: retry soon (429).
+  if (absl::IsResourceExhausted(submitted) && options_.metrics != nullptr) {
+    options_.metrics->OnRateLimited();
+  }
   if (!submitted.ok()) {
     return refuse(submitted,
                   absl::IsResourceExhausted(submitted) ? absl::Seconds(1) : absl::ZeroDuration());

@@ -92,6 +92,8 @@ class PrepareStage {
   // finish; returns when every `done` has run. New requests are refused. Idempotent.
   void Shutdown();
 
+  // Requests waiting for a thread now.
+  int queued() const { return pool_.queued(); }
   const PromptLimits& limits() const { return options_.limits; }
   const ChatRenderer& render_chat() const { return options_.render_chat; }
 

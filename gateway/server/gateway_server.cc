@@ -98,6 +98,7 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(
     // Read before Start finished wiring the APIs, too.
     state.active_requests = (raw->inference_ != nullptr ? raw->inference_->active_requests() : 0) +
                             (raw->openai_ != nullptr ? raw->openai_->active_requests() : 0);
+    state.prepare_queued = raw->prepare_ != nullptr ? raw->prepare_->queued() : 0;
     state.draining = raw->drained_.load();
     state.models = raw->pool_->KnownModels();
     for (const WorkerStatus& worker : raw->pool_->Workers()) {

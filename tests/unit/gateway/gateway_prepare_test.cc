@@ -167,6 +167,9 @@ TEST_F(GatewayPrepareTest, ClientsThatLeaveWhileQueuedCostNothing) {
   stream_context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
   auto reader = stub_->GenerateStream(&stream_context, ChatRequest("queued grpc"));
   ASSERT_TRUE(WaitForActive(3));
+  const auto metrics = Get(port, "/metrics");
+  EXPECT_NE(metrics.body.find("llmserve_gateway_prepare_queued 2"), std::string::npos)
+      << metrics.body;
   stream_context.TryCancel();
   ::llmserve::v1::GenerateStreamResponse message;
   EXPECT_FALSE(reader->Read(&message));
@@ -208,6 +211,9 @@ TEST_F(GatewayPrepareTest, AFullPrepareQueueRefusesWithRetryAfter) {
   ::llmserve::v1::TokenizeResponse tokens;
   EXPECT_EQ(stub_->Tokenize(&context, tokenize, &tokens).error_code(),
             grpc::StatusCode::RESOURCE_EXHAUSTED);
+  const auto metrics = Get(port, "/metrics");
+  EXPECT_NE(metrics.body.find("llmserve_gateway_rate_limited_total 3"), std::string::npos)
+      << metrics.body;
   Release();
   held.join();
   EXPECT_EQ(held_response.status, 200) << held_response.body;
