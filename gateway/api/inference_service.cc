@@ -1,5 +1,6 @@
 #include "gateway/api/inference_service.h"
 
+#include <atomic>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -19,6 +20,26 @@ using ::llmserve::v1::GenerateStreamResponse;
 template <typename Call>
 class AdmittedCall {
  public:
+  // The call's context, for the retry-after trailer. gRPC keeps it only until the call is done,
+  // so it is touched only by whoever finishes the call, right before Finish.
+  void set_context(grpc::CallbackServerContext* context) { context_ = context; }
+  // Ends the call with `status`, telling the client when to retry (seconds, rounded up) when
+  // `retry_after` is positive. From any thread: the trailer is added by the call's own Finish,
+  // which a cancel may already have done (then the client is gone and nothing is added).
+  void FailWith(const absl::Status& status, absl::Duration retry_after) {
+    if (retry_after > absl::ZeroDuration()) {
+      retry_after_seconds_.store(absl::ToInt64Seconds(absl::Ceil(retry_after, absl::Seconds(1))));
+    }
+    static_cast<Call*>(this)->observer()->OnError(status);
+  }
+  // Called by the call before it finishes with an error.
+  void AddRetryAfterTrailer() {
+    const int64_t seconds = retry_after_seconds_.load();
+    if (seconds > 0 && context_ != nullptr) {
+      context_->AddTrailingMetadata("retry-after", absl::StrCat(seconds));
+    }
+  }
+
   void Ref() {
     absl::MutexLock lock(&lifetime_mutex_);
     ++refs_;
@@ -80,6 +101,8 @@ class AdmittedCall {
   const RequestAdmission* admission_ ABSL_GUARDED_BY(lifetime_mutex_) = nullptr;
   ConcurrencyLimiter::WaitId wait_ ABSL_GUARDED_BY(lifetime_mutex_) = 0;
   std::shared_ptr<PrepareStage::Ticket> prepare_ticket_ ABSL_GUARDED_BY(lifetime_mutex_);
+  grpc::CallbackServerContext* context_ = nullptr;
+  std::atomic<int64_t> retry_after_seconds_{0};
 };
 
 // A server-streaming call fed by a Generation: deltas are merged while a write is in flight, so
@@ -216,7 +239,11 @@ class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
       common::SerializeRawResponse(in_flight_, &in_flight_bytes_);
       StartWrite(&in_flight_bytes_);
     }
-    if (action == kFinish) Finish(status);
+    if (action == kFinish) {
+      // Only this thread finishes the call, and it has not yet: the context is alive.
+      if (!status.ok()) AddRetryAfterTrailer();
+      Finish(status);
+    }
   }
 
   const std::string request_id_;
@@ -289,6 +316,7 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public AdmittedCall<Una
       }
       if (call == nullptr) return;
       if (call->on_done_) call->on_done_(nullptr, status.code());
+      call->AddRetryAfterTrailer();  // the one Finish is ours: the context is alive
       call->Finish(common::ToGrpcStatus(status));
     }
 
@@ -444,21 +472,14 @@ InferenceService::Started InferenceService::MakeStarted(PreparedRequest request,
 }
 
 template <typename Call>
-void InferenceService::FailCall(Call* call, grpc::CallbackServerContext* context,
-                                const absl::Status& status, absl::Duration retry_after,
+void InferenceService::FailCall(Call* call, const absl::Status& status, absl::Duration retry_after,
                                 absl::string_view model, absl::Time arrival) {
   RecordDone(model, status.code(), arrival);
-  if (retry_after > absl::ZeroDuration() && context != nullptr) {
-    context->AddTrailingMetadata(
-        "retry-after",
-        absl::StrCat(absl::ToInt64Seconds(absl::Ceil(retry_after, absl::Seconds(1)))));
-  }
-  call->observer()->OnError(status);
+  call->FailWith(status, retry_after);
 }
 
 template <typename Call>
-void InferenceService::PrepareThenLaunch(Call* call, grpc::CallbackServerContext* context,
-                                         ::llmserve::v1::GenerateRequest request,
+void InferenceService::PrepareThenLaunch(Call* call, ::llmserve::v1::GenerateRequest request,
                                          Accepted accepted) {
   std::shared_ptr<const ServedModel> model = accepted.model;
   const std::string model_name = model->name();
@@ -469,18 +490,16 @@ void InferenceService::PrepareThenLaunch(Call* call, grpc::CallbackServerContext
   call->Ref();  // the prepare callback's, dropped when it ran
   const absl::Status submitted = prepare_->Submit(
       std::move(request), std::move(model), /*n=*/1, ticket,
-      [this, call, context, accepted = std::move(accepted)](
+      [this, call, accepted = std::move(accepted)](
           absl::StatusOr<std::vector<PreparedRequest>> prepared) mutable {
-        // The context may be gone once the call was cancelled: it is used only when it was not.
         if (prepared.ok() && call->cancelled()) {
           prepared = absl::CancelledError("the call was cancelled");
         }
         if (!prepared.ok()) {
-          FailCall(call, nullptr, prepared.status(), absl::ZeroDuration(), accepted.model->name(),
+          FailCall(call, prepared.status(), absl::ZeroDuration(), accepted.model->name(),
                    accepted.arrival);
         } else {
-          Launch(call, context, MakeStarted(std::move(prepared->front()), accepted),
-                 accepted.arrival);
+          Launch(call, MakeStarted(std::move(prepared->front()), accepted), accepted.arrival);
         }
         call->Unref();
       });
@@ -490,7 +509,7 @@ void InferenceService::PrepareThenLaunch(Call* call, grpc::CallbackServerContext
       options_.metrics->OnRateLimited();
     }
     call->Unref();
-    FailCall(call, context, submitted,
+    FailCall(call, submitted,
              absl::IsResourceExhausted(submitted) ? absl::Seconds(1) : absl::ZeroDuration(),
              model_name, arrival);
   }
@@ -509,7 +528,8 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* InferenceService::GenerateStream(
   }
   accepted->arrival = arrival;
   auto* call = new StreamCall(request.request_id(), accepted->model->name(), active_);
-  PrepareThenLaunch(call, context, std::move(request), *std::move(accepted));
+  call->set_context(context);
+  PrepareThenLaunch(call, std::move(request), *std::move(accepted));
   return call;
 }
 
@@ -529,13 +549,13 @@ grpc::ServerUnaryReactor* InferenceService::Generate(grpc::CallbackServerContext
   }
   accepted->arrival = arrival;
   auto* call = new UnaryCall(response, request.request_id(), accepted->model->name(), active_);
-  PrepareThenLaunch(call, context, std::move(request), *std::move(accepted));
+  call->set_context(context);
+  PrepareThenLaunch(call, std::move(request), *std::move(accepted));
   return call;
 }
 
 template <typename Call>
-void InferenceService::Launch(Call* call, grpc::CallbackServerContext* context, Started started,
-                              absl::Time arrival) {
+void InferenceService::Launch(Call* call, Started started, absl::Time arrival) {
   const RequestAdmission* admission = admission_;
   // Set once admitted; the permit is released and unused tokens refunded when the call ends.
   auto admitted = std::make_shared<std::shared_ptr<RequestAdmission::Admitted>>();
@@ -553,17 +573,12 @@ void InferenceService::Launch(Call* call, grpc::CallbackServerContext* context, 
   WorkerPool* pool = pool_;
   const ConcurrencyLimiter::WaitId wait = admission_->Admit(
       started.principal, started.tokens,
-      [call, context, admitted, pool, request = std::move(started.request),
-       options = started.generation](absl::StatusOr<RequestAdmission::Admitted> result,
-                                     absl::Duration retry_after) mutable {
+      [call, admitted, pool, request = std::move(started.request), options = started.generation](
+          absl::StatusOr<RequestAdmission::Admitted> result, absl::Duration retry_after) mutable {
         if (!result.ok()) {
-          if (retry_after > absl::ZeroDuration()) {
-            // The call cannot end before the observer below finishes it: the context is alive.
-            context->AddTrailingMetadata(
-                "retry-after",
-                absl::StrCat(absl::ToInt64Seconds(absl::Ceil(retry_after, absl::Seconds(1)))));
-          }
-          call->observer()->OnError(result.status());
+          // The trailer is added by the call's own Finish: a stream cancelled meanwhile may be
+          // finished already, its context gone.
+          call->FailWith(result.status(), retry_after);
         } else {
           *admitted = std::make_shared<RequestAdmission::Admitted>(*std::move(result));
           call->StartGeneration([&] {

@@ -141,21 +141,19 @@ class InferenceService final : public RawInferenceService {
   Started MakeStarted(PreparedRequest request, const Accepted& accepted) const;
   // Hands the prompt to the prepare stage; when it comes back, Launch, or the error ends the call.
   template <typename Call>
-  void PrepareThenLaunch(Call* call, grpc::CallbackServerContext* context,
-                         ::llmserve::v1::GenerateRequest request, Accepted accepted);
-  // Ends a call that never reached admission with `status` (counted); `context` only from the
-  // call's own thread (null otherwise), for the retry-after metadata.
+  void PrepareThenLaunch(Call* call, ::llmserve::v1::GenerateRequest request, Accepted accepted);
+  // Ends a call that never reached admission with `status` (counted), with a retry-after trailer
+  // when `retry_after` is positive.
   template <typename Call>
-  void FailCall(Call* call, grpc::CallbackServerContext* context, const absl::Status& status,
-                absl::Duration retry_after, absl::string_view model, absl::Time arrival);
+  void FailCall(Call* call, const absl::Status& status, absl::Duration retry_after,
+                absl::string_view model, absl::Time arrival);
   void RecordDone(absl::string_view model, absl::StatusCode code, absl::Time arrival) const;
   // Tokenize's work, on a prepare thread.
   absl::StatusOr<::llmserve::v1::TokenizeResponse> TokenizePrompt(
       const ::llmserve::v1::TokenizeRequest& request, const ServedModel& model) const;
   // Admits the call (possibly after a wait in the concurrency queue), then starts its Generation.
   template <typename Call>
-  void Launch(Call* call, grpc::CallbackServerContext* context, Started started,
-              absl::Time arrival);
+  void Launch(Call* call, Started started, absl::Time arrival);
 
   WorkerPool* const pool_;
   ModelCatalog* const catalog_;

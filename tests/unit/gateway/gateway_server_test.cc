@@ -147,6 +147,15 @@ TEST_F(GatewayServerTest, ApiKeysAndRateLimits) {
   EXPECT_TRUE(Stream(TextRequest("hi", 2), "abc").status.ok());
   result = Stream(TextRequest("hi", 2), "abc");
   EXPECT_EQ(result.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_FALSE(result.retry_after.empty());  // seconds until the minute's window has room
+  // The unary call too.
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
+  context.AddMetadata("authorization", "Bearer abc");
+  ::llmserve::v1::GenerateResponse response;
+  EXPECT_EQ(stub_->Generate(&context, TextRequest("hi", 2), &response).error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(context.GetServerTrailingMetadata().count("retry-after"), 1u);
 }
 
 TEST_F(GatewayServerTest, AWorkerDownBeforeTheFirstTokenIsRetriedElsewhere) {

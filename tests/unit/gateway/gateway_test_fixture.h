@@ -91,6 +91,8 @@ class GatewayServerTest : public ::testing::Test {
     std::string text;
     std::vector<::llmserve::v1::GenerateStreamResponse> messages;
     grpc::Status status;
+    // The "retry-after" trailer, empty when there is none.
+    std::string retry_after;
   };
   Streamed Stream(const ::llmserve::v1::GenerateRequest& request, const std::string& key = "") {
     grpc::ClientContext context;
@@ -104,6 +106,10 @@ class GatewayServerTest : public ::testing::Test {
       result.messages.push_back(message);
     }
     result.status = reader->Finish();
+    const auto& trailers = context.GetServerTrailingMetadata();
+    if (const auto it = trailers.find("retry-after"); it != trailers.end()) {
+      result.retry_after.assign(it->second.data(), it->second.size());
+    }
     return result;
   }
 
