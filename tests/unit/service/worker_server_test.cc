@@ -513,16 +513,25 @@ TEST_F(WorkerServerTest, DrainTimeoutAbortsWithAClearStatus) {
   constexpr int kStreams = 8;
   std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
   std::vector<std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>>> streams;
-  for (int i = 0; i < kStreams; ++i) {
+  auto start_stream = [&](int i) {
     contexts.push_back(std::make_unique<grpc::ClientContext>());
     contexts.back()->set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
     streams.push_back(
         stub_->Generate(contexts.back().get(), Request(absl::StrCat("slow", i), 10, 1000)));
-  }
+  };
+  // The first stream holds the one slot (the others may reach the worker in any order, and the
+  // slot's holder runs far longer than the test's patience); the others wait behind it.
   std::vector<int> tokens(kStreams, 0);
   v1::GenerateResponse response;
+  start_stream(0);
   ASSERT_TRUE(streams[0]->Read(&response));
   tokens[0] = response.tokens_size();
+  for (int i = 1; i < kStreams; ++i) start_stream(i);
+  const absl::Time deadline = absl::Now() + kPatience;
+  while (server_->engine().Load().waiting < kStreams - 1 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_EQ(server_->engine().Load().waiting, kStreams - 1);
   EXPECT_GE(server_->Drain(), 1);
   int aborted = 0;
   for (int i = 0; i < kStreams; ++i) {
