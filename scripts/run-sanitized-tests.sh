@@ -18,13 +18,7 @@ jobs=${2:-$(nproc)}
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 
-locked() {
-  if [[ -n "${LLMSERVE_BUILD_LOCK:-}" ]]; then
-    flock "$LLMSERVE_BUILD_LOCK" "$@"
-  else
-    "$@"
-  fi
-}
+source "$repo/scripts/build-lock.sh"
 
 start=$(date +%s)
 locked bash scripts/configure-sanitizer-build.sh address "$build_dir" || exit 1

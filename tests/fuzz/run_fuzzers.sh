@@ -46,13 +46,7 @@ if ! clang++ -fsanitize=fuzzer,address,undefined "$probe/probe.cc" -o "$probe/pr
   exit 1
 fi
 
-locked() {
-  if [[ -n "${LLMSERVE_BUILD_LOCK:-}" ]]; then
-    flock "$LLMSERVE_BUILD_LOCK" "$@"
-  else
-    "$@"
-  fi
-}
+source "$repo/scripts/build-lock.sh"
 
 # The whole project with ASan, UBSan and coverage instrumentation, clang; the same tree runs the
 # ctest suite under the sanitizers (`make test-sanitize`, scripts/configure-sanitizer-build.sh).
