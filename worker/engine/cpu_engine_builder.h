@@ -14,12 +14,16 @@
 #include "worker/engine/engine.h"
 #include "worker/model/dtype.h"
 #include "worker/model/model_weights.h"
+#include "worker/model/quantization.h"
 
 namespace llmserve::worker {
 
 struct CpuEngineOptions {
   std::string model_dir;
   DType dtype = DType::kF32;
+  // Projections quantized at load (CpuBackendOptions), and the LM head with them.
+  Quantization quantization = Quantization::kNone;
+  bool quantize_lm_head = false;
   // Kernel threads, 0 = one per hardware thread.
   int num_threads = 0;
   // KV cache budget in bytes; when 0, kv_cache_fraction of the memory available once the

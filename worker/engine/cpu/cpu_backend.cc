@@ -41,6 +41,23 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
   if (num_blocks > INT32_MAX / 2) {
     return absl::InvalidArgumentError("KV cache budget is too large");
   }
+  if (options.quantize_lm_head && options.quantization == Quantization::kNone) {
+    return absl::InvalidArgumentError("quantize_lm_head needs a quantization (int8)");
+  }
+  if (options.quantization == Quantization::kInt8) {
+    for (int i = 0; i < c.num_layers; ++i) {
+      const LayerWeights& l = weights->layers[i];
+      LLMSERVE_RETURN_IF_ERROR(CheckQuantizable(l.qkv_weight, absl::StrCat("layer ", i, " qkv")));
+      LLMSERVE_RETURN_IF_ERROR(CheckQuantizable(l.o_weight, absl::StrCat("layer ", i, " o_proj")));
+      LLMSERVE_RETURN_IF_ERROR(
+          CheckQuantizable(l.up_weight, absl::StrCat("layer ", i, " gate/up")));
+      LLMSERVE_RETURN_IF_ERROR(
+          CheckQuantizable(l.down_weight, absl::StrCat("layer ", i, " down_proj")));
+    }
+    if (options.quantize_lm_head) {
+      LLMSERVE_RETURN_IF_ERROR(CheckQuantizable(weights->LmHead(), "lm_head"));
+    }
+  }
   // By default one thread per CPU this process may use: its affinity, capped by a container's
   // CPU quota (threads beyond the quota are throttled, and the spinning pool suffers most).
   const int threads =
@@ -57,25 +74,39 @@ int64_t CpuBackend::KvBytesPerBlock(const ModelConfig& c, int32_t block_size) {
 CpuBackend::CpuBackend(std::unique_ptr<ModelWeights> weights, const CpuBackendOptions& options,
                        int32_t num_blocks, int num_threads)
     : weights_(std::move(weights)),
+      quantization_(options.quantization),
       layout_{weights_->config.num_kv_heads, weights_->config.head_dim, options.block_size},
       num_blocks_(num_blocks),
       pool_(num_threads),
       matmul_(&pool_),
       scores_(num_threads) {
   const ModelConfig& c = weights_->config;
-  const auto Prepare = [this](Tensor w) {
+  const bool int8 = options.quantization == Quantization::kInt8;
+  const auto Prepare = [this](Tensor w, bool quantize) {
+    if (quantize) return cpu::ProjectionWeight::QuantizedInt8(w, &pool_);  // frees w on return
     return cpu::ProjectionWeight(std::move(w), cpu::WeightLayout::kBest, &pool_);
   };
   // The projections move into the layout MatMul runs (packing frees the dense copies). A tied LM
-  // head is also the embedding table: the lookup then reads its rows from the packed matrix.
+  // head is also the embedding table: the lookup then reads its rows from the packed matrix,
+  // unless the head is quantized, since embeddings stay unquantized.
   for (LayerWeights& layer : weights_->layers) {
-    projections_.push_back({Prepare(std::move(layer.qkv_weight)),
-                            Prepare(std::move(layer.o_weight)), Prepare(std::move(layer.up_weight)),
-                            Prepare(std::move(layer.down_weight))});
+    projections_.push_back(
+        {Prepare(std::move(layer.qkv_weight), int8), Prepare(std::move(layer.o_weight), int8),
+         Prepare(std::move(layer.up_weight), int8), Prepare(std::move(layer.down_weight), int8)});
   }
-  embedding_is_lm_head_ = weights_->lm_head.empty();
-  lm_head_ =
-      Prepare(std::move(embedding_is_lm_head_ ? weights_->token_embedding : weights_->lm_head));
+  const bool quantize_head = int8 && options.quantize_lm_head;
+  if (weights_->lm_head.empty() && quantize_head) {
+    lm_head_ = cpu::ProjectionWeight::QuantizedInt8(weights_->token_embedding, &pool_);
+  } else {
+    embedding_is_lm_head_ = weights_->lm_head.empty();
+    lm_head_ =
+        Prepare(std::move(embedding_is_lm_head_ ? weights_->token_embedding : weights_->lm_head),
+                quantize_head);
+  }
+  weight_bytes_ = static_cast<int64_t>(weights_->SizeBytes()) + lm_head_.SizeBytes();
+  for (const LayerProjections& p : projections_) {
+    weight_bytes_ += p.qkv.SizeBytes() + p.o.SizeBytes() + p.up.SizeBytes() + p.down.SizeBytes();
+  }
   if (c.position == PositionKind::kRope) rope_inv_freq_ = cpu::RopeInverseFrequencies(c);
   const int64_t layer_floats = layout_.Offset(num_blocks_, 0, 0);
   k_cache_.assign(c.num_layers * layer_floats, 0.0f);

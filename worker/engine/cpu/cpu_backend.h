@@ -1,6 +1,7 @@
 // The CPU backend: the reference every other backend is compared with, and the embedded default.
-// f32 activations; weights in f32, bf16 or f16 (matmul.h); a paged f32 KV cache sized from a
-// memory budget (paged_attention.h for the layout).
+// f32 activations; weights in f32, bf16 or f16, or projections quantized to int8 at load
+// (quantization.h, matmul.h); a paged f32 KV cache sized from a memory budget (paged_attention.h
+// for the layout).
 //
 // Not thread-safe: the engine thread owns it. It runs its own worker threads inside Forward.
 
@@ -18,6 +19,7 @@
 #include "worker/engine/cpu/paged_attention.h"
 #include "worker/engine/cpu/thread_pool.h"
 #include "worker/model/model_weights.h"
+#include "worker/model/quantization.h"
 
 namespace llmserve::worker {
 
@@ -28,11 +30,18 @@ struct CpuBackendOptions {
   int32_t block_size = 16;
   // Threads for kernels, the calling thread included; 0: one per hardware thread.
   int num_threads = 0;
+  // kInt8: every projection (q/k/v, o, gate/up, down) is quantized to int8 at load, per output
+  // row; embeddings and norms stay in the weights' dtype.
+  Quantization quantization = Quantization::kNone;
+  // With kInt8, also the LM head (a tied head is quantized as a copy: the embedding lookup keeps
+  // the unquantized table).
+  bool quantize_lm_head = false;
 };
 
 class CpuBackend final : public Backend {
  public:
-  // INVALID_ARGUMENT when the budget holds no block or the options are out of range.
+  // INVALID_ARGUMENT when the budget holds no block, the options are out of range, or a weight
+  // to quantize is not finite (naming it).
   static absl::StatusOr<std::unique_ptr<CpuBackend>> Create(std::unique_ptr<ModelWeights> weights,
                                                             const CpuBackendOptions& options);
 
@@ -43,6 +52,10 @@ class CpuBackend final : public Backend {
   absl::Status Forward(const ForwardBatch& batch, ForwardOutput* output) override;
 
   int num_threads() const { return pool_.num_threads(); }
+  Quantization quantization() const { return quantization_; }
+  bool lm_head_quantized() const { return lm_head_.is_int8(); }
+  // Bytes of the weights as the backend holds them (packed, quantized): what a decode step reads.
+  int64_t weight_bytes() const { return weight_bytes_; }
 
   // Bytes one KV block of `block_size` tokens takes for `config` (K and V of every layer), so that
   // callers can size kv_cache_bytes for a number of tokens.
@@ -67,6 +80,8 @@ class CpuBackend final : public Backend {
   std::vector<LayerProjections> projections_;
   cpu::ProjectionWeight lm_head_;
   bool embedding_is_lm_head_ = false;
+  Quantization quantization_ = Quantization::kNone;
+  int64_t weight_bytes_ = 0;
   cpu::PagedKvLayout layout_;
   int32_t num_blocks_;
   std::vector<double> rope_inv_freq_;

@@ -40,6 +40,20 @@ ProjectionWeight::ProjectionWeight(Tensor w, WeightLayout layout, ThreadPool* po
   }
 }
 
+ProjectionWeight ProjectionWeight::QuantizedInt8(const Tensor& w, ThreadPool* pool) {
+  ProjectionWeight weight;
+  weight.dtype_ = w.dtype();
+  weight.rows_ = w.shape().at(0);
+  weight.cols_ = w.shape().at(1);
+  weight.is_packed_ = true;
+  weight.packed_ = PackedMatrix::QuantizeInt8(w, pool);
+  return weight;
+}
+
+int64_t ProjectionWeight::SizeBytes() const {
+  return is_packed_ ? packed_.SizeBytes() : static_cast<int64_t>(dense_.SizeBytes());
+}
+
 void ProjectionWeight::CopyRow(int64_t r, float* out) const {
   if (is_packed_) {
     packed_.CopyRow(r, out);
@@ -66,6 +80,10 @@ void MatMul::Run(const float* x, int64_t m, const ProjectionWeight& w, float* ou
 }
 
 void MatMul::RunPacked(const float* x, int64_t m, const PackedMatrix& w, float* out) {
+  if (packed_isa_.empty()) {
+    RunBaseline(x, m, w, out);
+    return;
+  }
   const int64_t k = w.cols();
   packed_x_.resize(PackedActivationsSize(packed_isa_, m, k));
   const int64_t blocks = PackedActivationBlocks(packed_isa_, m);
@@ -80,6 +98,14 @@ void MatMul::RunPacked(const float* x, int64_t m, const PackedMatrix& w, float* 
     std::vector<float>& scratch = panels_[thread];
     scratch.resize(PackedMatrix::kPanelRows * k);
     PackedGemm(packed_isa_, packed_x_.data(), m, w, begin, end, out, w.rows(), scratch.data());
+  });
+}
+
+void MatMul::RunBaseline(const float* x, int64_t m, const PackedMatrix& w, float* out) {
+  pool_->ParallelFor(w.num_panels(), [&](int thread, int64_t begin, int64_t end) {
+    std::vector<float>& scratch = panels_[thread];
+    scratch.resize(PackedMatrix::kPanelRows * w.cols());
+    PackedGemmBaseline(x, m, w, begin, end, out, w.rows(), scratch.data());
   });
 }
 

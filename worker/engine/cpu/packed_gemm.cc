@@ -1,5 +1,7 @@
 #include "worker/engine/cpu/packed_gemm.h"
 
+#include <cblas.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -18,20 +20,30 @@ constexpr int64_t kPanel = PackedMatrix::kPanelRows;
 // fewer times, and at 512 rows x 576 columns of prefill there is only one.
 constexpr int64_t kActivationPassBytes = 4 << 20;
 
-// A block of `width` (1, 2, 4 or 8) packed activation rows, of which the first `rows` are real,
-// times one panel, into out[i * ldc + j] for j < cols.
-using BlockKernel = void (*)(const float* x, int64_t k, const void* panel, float* out, int64_t ldc,
-                             int rows, int cols);
+// Passes of more than this many row blocks widen f16 and int8 panels into f32 scratch first.
+constexpr int64_t kWidenAboveBlocks = 4;
 
-// Widens `count` (a multiple of 16) f16 values to f32.
-using WidenKernel = void (*)(const uint16_t* in, int64_t count, float* out);
+using Elem = PackedElement;
+
+// A block of `width` (1, 2, 4 or 8) packed activation rows, of which the first `rows` are real,
+// times one panel, into out[i * ldc + j] for j < cols. `scales` are an int8 panel's kPanel row
+// scales (null otherwise): the kernel sums products with the int8 values and scales each output
+// once at the end.
+using BlockKernel = void (*)(const float* x, int64_t k, const void* panel, const float* scales,
+                             float* out, int64_t ldc, int rows, int cols);
+
+// Widens a whole f16 or int8 panel of k columns to f32 (int8 times its row scales), for passes of
+// many row blocks to run the f32 kernel on.
+using WidenKernel = void (*)(const void* panel, const float* scales, int64_t k, float* out);
 
 struct KernelSet {
   int64_t row_block = 0;
   // Indexed by log2 of the block width.
   BlockKernel f32[4] = {};
   BlockKernel f16[4] = {};
+  BlockKernel i8[4] = {};
   WidenKernel widen_f16 = nullptr;
+  WidenKernel widen_i8 = nullptr;
 };
 
 // The width a block of `rows_left` rows is packed to: the next power of two, at most row_block.
@@ -47,13 +59,17 @@ int Log2(int64_t width) { return width == 1 ? 0 : width == 2 ? 1 : width == 4 ? 
 
 // ---- AVX-512: the panel's 32 outputs in two vectors per row; 2 x 8 accumulators at most.
 
-template <DType kType>
+template <Elem kType>
 LLMSERVE_TARGET_AVX512 inline __m512 Load16(const void* panel, int64_t offset) {
-  if constexpr (kType == DType::kF32) {
+  if constexpr (kType == Elem::kF32) {
     return _mm512_loadu_ps(static_cast<const float*>(panel) + offset);
-  } else {
+  } else if constexpr (kType == Elem::kF16) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(
         reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(panel) + offset)));
+  } else {
+    // The int8 values as exact f32: the scale is applied to the sums, not to each weight.
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
+        reinterpret_cast<const __m128i*>(static_cast<const int8_t*>(panel) + offset))));
   }
 }
 
@@ -63,9 +79,10 @@ LLMSERVE_TARGET_AVX512 inline __mmask16 LaneMask(int lanes) {
                       : static_cast<__mmask16>((1u << lanes) - 1);
 }
 
-template <DType kType, int kWidth>
-LLMSERVE_TARGET_AVX512 void BlockAvx512(const float* x, int64_t k, const void* panel, float* out,
-                                        int64_t ldc, int rows, int cols) {
+template <Elem kType, int kWidth>
+LLMSERVE_TARGET_AVX512 void BlockAvx512(const float* x, int64_t k, const void* panel,
+                                        const float* scales, float* out, int64_t ldc, int rows,
+                                        int cols) {
   // Narrow blocks (decode) would wait on the FMA latency with 2 x kWidth accumulators: they keep
   // two sets, for even and odd columns, and add them at the end.
   constexpr int kSets = kWidth <= 2 ? 2 : 1;
@@ -107,6 +124,14 @@ LLMSERVE_TARGET_AVX512 void BlockAvx512(const float* x, int64_t k, const void* p
       acc1[0][i] = _mm512_add_ps(acc1[0][i], acc1[1][i]);
     }
   }
+  if constexpr (kType == Elem::kInt8) {
+    const __m512 scale0 = _mm512_loadu_ps(scales), scale1 = _mm512_loadu_ps(scales + 16);
+#pragma GCC unroll 8
+    for (int i = 0; i < kWidth; ++i) {
+      acc0[0][i] = _mm512_mul_ps(acc0[0][i], scale0);
+      acc1[0][i] = _mm512_mul_ps(acc1[0][i], scale1);
+    }
+  }
   const __mmask16 mask0 = LaneMask(cols), mask1 = LaneMask(cols - 16);
 #pragma GCC unroll 8
   for (int i = 0; i < kWidth; ++i) {
@@ -118,19 +143,23 @@ LLMSERVE_TARGET_AVX512 void BlockAvx512(const float* x, int64_t k, const void* p
 
 // ---- AVX2: 16 registers hold 2 x 4 accumulators, so a panel is done in two halves of 16 outputs.
 
-template <DType kType>
+template <Elem kType>
 LLMSERVE_TARGET_AVX2 inline __m256 Load8(const void* panel, int64_t offset) {
-  if constexpr (kType == DType::kF32) {
+  if constexpr (kType == Elem::kF32) {
     return _mm256_loadu_ps(static_cast<const float*>(panel) + offset);
-  } else {
+  } else if constexpr (kType == Elem::kF16) {
     return _mm256_cvtph_ps(_mm_loadu_si128(
         reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(panel) + offset)));
+  } else {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
+        reinterpret_cast<const __m128i*>(static_cast<const int8_t*>(panel) + offset))));
   }
 }
 
-template <DType kType, int kWidth>
-LLMSERVE_TARGET_AVX2 void BlockAvx2(const float* x, int64_t k, const void* panel, float* out,
-                                    int64_t ldc, int rows, int cols) {
+template <Elem kType, int kWidth>
+LLMSERVE_TARGET_AVX2 void BlockAvx2(const float* x, int64_t k, const void* panel,
+                                    const float* scales, float* out, int64_t ldc, int rows,
+                                    int cols) {
   for (int half = 0; half < 2 && half * 16 < cols; ++half) {
     __m256 acc0[kWidth], acc1[kWidth];
 #pragma GCC unroll 4
@@ -144,6 +173,15 @@ LLMSERVE_TARGET_AVX2 void BlockAvx2(const float* x, int64_t k, const void* panel
         const __m256 xi = _mm256_broadcast_ss(xc + i);
         acc0[i] = _mm256_fmadd_ps(xi, w0, acc0[i]);
         acc1[i] = _mm256_fmadd_ps(xi, w1, acc1[i]);
+      }
+    }
+    if constexpr (kType == Elem::kInt8) {
+      const __m256 scale0 = _mm256_loadu_ps(scales + half * 16);
+      const __m256 scale1 = _mm256_loadu_ps(scales + half * 16 + 8);
+#pragma GCC unroll 4
+      for (int i = 0; i < kWidth; ++i) {
+        acc0[i] = _mm256_mul_ps(acc0[i], scale0);
+        acc1[i] = _mm256_mul_ps(acc1[i], scale1);
       }
     }
     const int lanes = std::min(16, cols - half * 16);
@@ -164,17 +202,43 @@ LLMSERVE_TARGET_AVX2 void BlockAvx2(const float* x, int64_t k, const void* panel
   }
 }
 
-LLMSERVE_TARGET_AVX512 void WidenAvx512(const uint16_t* in, int64_t count, float* out) {
-  for (int64_t i = 0; i < count; i += 16) {
+LLMSERVE_TARGET_AVX512 void WidenF16Avx512(const void* panel, const float*, int64_t k, float* out) {
+  const auto* in = static_cast<const uint16_t*>(panel);
+  for (int64_t i = 0; i < k * kPanel; i += 16) {
     _mm512_storeu_ps(out + i,
                      _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i))));
   }
 }
 
-LLMSERVE_TARGET_AVX2 void WidenAvx2(const uint16_t* in, int64_t count, float* out) {
-  for (int64_t i = 0; i < count; i += 8) {
+LLMSERVE_TARGET_AVX512 void WidenI8Avx512(const void* panel, const float* scales, int64_t k,
+                                          float* out) {
+  const __m512 scale0 = _mm512_loadu_ps(scales), scale1 = _mm512_loadu_ps(scales + 16);
+  for (int64_t c = 0; c < k; ++c) {
+    _mm512_storeu_ps(out + c * kPanel,
+                     _mm512_mul_ps(Load16<Elem::kInt8>(panel, c * kPanel), scale0));
+    _mm512_storeu_ps(out + c * kPanel + 16,
+                     _mm512_mul_ps(Load16<Elem::kInt8>(panel, c * kPanel + 16), scale1));
+  }
+}
+
+LLMSERVE_TARGET_AVX2 void WidenF16Avx2(const void* panel, const float*, int64_t k, float* out) {
+  const auto* in = static_cast<const uint16_t*>(panel);
+  for (int64_t i = 0; i < k * kPanel; i += 8) {
     _mm256_storeu_ps(out + i,
                      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
+  }
+}
+
+LLMSERVE_TARGET_AVX2 void WidenI8Avx2(const void* panel, const float* scales, int64_t k,
+                                      float* out) {
+  __m256 scale[4];
+  for (int j = 0; j < 4; ++j) scale[j] = _mm256_loadu_ps(scales + 8 * j);
+  for (int64_t c = 0; c < k; ++c) {
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      _mm256_storeu_ps(out + c * kPanel + 8 * j,
+                       _mm256_mul_ps(Load8<Elem::kInt8>(panel, c * kPanel + 8 * j), scale[j]));
+    }
   }
 }
 
@@ -182,18 +246,24 @@ KernelSet KernelsFor(absl::string_view isa) {
   KernelSet set;
   if (isa == "avx512" && HasAvx512()) {
     set.row_block = 8;
-    set.f32[0] = BlockAvx512<DType::kF32, 1>, set.f32[1] = BlockAvx512<DType::kF32, 2>;
-    set.f32[2] = BlockAvx512<DType::kF32, 4>, set.f32[3] = BlockAvx512<DType::kF32, 8>;
-    set.f16[0] = BlockAvx512<DType::kF16, 1>, set.f16[1] = BlockAvx512<DType::kF16, 2>;
-    set.f16[2] = BlockAvx512<DType::kF16, 4>, set.f16[3] = BlockAvx512<DType::kF16, 8>;
-    set.widen_f16 = WidenAvx512;
+    set.f32[0] = BlockAvx512<Elem::kF32, 1>, set.f32[1] = BlockAvx512<Elem::kF32, 2>;
+    set.f32[2] = BlockAvx512<Elem::kF32, 4>, set.f32[3] = BlockAvx512<Elem::kF32, 8>;
+    set.f16[0] = BlockAvx512<Elem::kF16, 1>, set.f16[1] = BlockAvx512<Elem::kF16, 2>;
+    set.f16[2] = BlockAvx512<Elem::kF16, 4>, set.f16[3] = BlockAvx512<Elem::kF16, 8>;
+    set.i8[0] = BlockAvx512<Elem::kInt8, 1>, set.i8[1] = BlockAvx512<Elem::kInt8, 2>;
+    set.i8[2] = BlockAvx512<Elem::kInt8, 4>, set.i8[3] = BlockAvx512<Elem::kInt8, 8>;
+    set.widen_f16 = WidenF16Avx512;
+    set.widen_i8 = WidenI8Avx512;
   } else if (isa == "avx2" && HasAvx2FmaF16c()) {
     set.row_block = 4;
-    set.f32[0] = BlockAvx2<DType::kF32, 1>, set.f32[1] = BlockAvx2<DType::kF32, 2>;
-    set.f32[2] = BlockAvx2<DType::kF32, 4>;
-    set.f16[0] = BlockAvx2<DType::kF16, 1>, set.f16[1] = BlockAvx2<DType::kF16, 2>;
-    set.f16[2] = BlockAvx2<DType::kF16, 4>;
-    set.widen_f16 = WidenAvx2;
+    set.f32[0] = BlockAvx2<Elem::kF32, 1>, set.f32[1] = BlockAvx2<Elem::kF32, 2>;
+    set.f32[2] = BlockAvx2<Elem::kF32, 4>;
+    set.f16[0] = BlockAvx2<Elem::kF16, 1>, set.f16[1] = BlockAvx2<Elem::kF16, 2>;
+    set.f16[2] = BlockAvx2<Elem::kF16, 4>;
+    set.i8[0] = BlockAvx2<Elem::kInt8, 1>, set.i8[1] = BlockAvx2<Elem::kInt8, 2>;
+    set.i8[2] = BlockAvx2<Elem::kInt8, 4>;
+    set.widen_f16 = WidenF16Avx2;
+    set.widen_i8 = WidenI8Avx2;
   }
   return set;
 }
@@ -267,23 +337,62 @@ void PackedGemm(absl::string_view isa, const float* packed_x, int64_t m, const P
     // many blocks (prefill) widens each panel once into L2-resident scratch and runs the f32
     // kernel: 512-token prefill ran 6% faster. Decode batches keep widening in registers, where
     // the first block's compute overlaps the panel's read from memory (widening first would
-    // serialize the two).
-    const bool widen_panels = w.dtype() == DType::kF16 && pass_end - pass > 4 * row_block;
-    const BlockKernel* table = w.dtype() == DType::kF32 || widen_panels ? kernels.f32 : kernels.f16;
+    // serialize the two). int8 panels are dequantized the same way (docs/engine.md has the
+    // measurement).
+    const bool widen_panels =
+        w.element() != Elem::kF32 && pass_end - pass > kWidenAboveBlocks * row_block;
+    const BlockKernel* table = w.element() == Elem::kF32 || widen_panels ? kernels.f32
+                               : w.element() == Elem::kF16               ? kernels.f16
+                                                                         : kernels.i8;
+    const WidenKernel widen = w.element() == Elem::kF16 ? kernels.widen_f16 : kernels.widen_i8;
     for (int64_t p = panel_begin; p < panel_end; ++p) {
       const int cols = static_cast<int>(std::min(kPanel, w.rows() - p * kPanel));
       const void* panel = w.panel(p);
+      const float* scales = w.element() == Elem::kInt8 ? w.scales(p) : nullptr;
       if (widen_panels) {
-        kernels.widen_f16(static_cast<const uint16_t*>(panel), kPanel * k, panel_scratch);
+        widen(panel, scales, k, panel_scratch);
         panel = panel_scratch;
+        scales = nullptr;
       }
       for (int64_t first = pass; first < pass_end; first += row_block) {
         const int64_t rows = std::min(row_block, m - first);
-        table[Log2(BlockWidth(rows, row_block))](packed_x + first * k, k, panel,
+        table[Log2(BlockWidth(rows, row_block))](packed_x + first * k, k, panel, scales,
                                                  out + first * ldc + p * kPanel, ldc,
                                                  static_cast<int>(rows), cols);
       }
     }
+  }
+}
+
+void PackedGemmBaseline(const float* x, int64_t m, const PackedMatrix& w, int64_t panel_begin,
+                        int64_t panel_end, float* out, int64_t ldc, float* panel_scratch) {
+  const int64_t k = w.cols();
+  for (int64_t p = panel_begin; p < panel_end; ++p) {
+    const int64_t cols = std::min(kPanel, w.rows() - p * kPanel);
+    const void* panel = w.panel(p);
+    switch (w.element()) {
+      case Elem::kF32:
+        std::memcpy(panel_scratch, panel, kPanel * k * sizeof(float));
+        break;
+      case Elem::kF16:
+        ConvertElements(panel, DType::kF16, panel_scratch, DType::kF32, kPanel * k);
+        break;
+      case Elem::kInt8: {
+        const auto* q = static_cast<const int8_t*>(panel);
+        const float* scales = w.scales(p);
+        for (int64_t c = 0; c < k; ++c) {
+          for (int64_t r = 0; r < kPanel; ++r) {
+            panel_scratch[c * kPanel + r] = q[c * kPanel + r] * scales[r];
+          }
+        }
+        break;
+      }
+    }
+    // The panel is [k, 32] (k-major): out[m, cols] = x[m, k] · panel[k, cols].
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m),
+                static_cast<int>(cols), static_cast<int>(k), 1.0f, x, static_cast<int>(k),
+                panel_scratch, static_cast<int>(kPanel), 0.0f, out + p * kPanel,
+                static_cast<int>(ldc));
   }
 }
 

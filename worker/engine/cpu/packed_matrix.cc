@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <new>
+#include <vector>
 
 #include "common/base/logging.h"
+#include "worker/model/quantization.h"
 
 namespace llmserve::worker::cpu {
 namespace {
@@ -51,17 +53,29 @@ void PackedMatrix::AlignedDelete::operator()(unsigned char* p) const {
   ::operator delete[](p, kAlignment);
 }
 
-PackedMatrix::PackedMatrix(const Tensor& w, ThreadPool* pool)
-    : dtype_(w.dtype()), rows_(w.shape().at(0)), cols_(w.shape().at(1)) {
-  LLMSERVE_CHECK(w.shape().size() == 2 && (dtype_ == DType::kF32 || dtype_ == DType::kF16))
-      << "PackedMatrix takes a 2-D f32 or f16 tensor";
-  // Not zero-filled first: PackPanel writes every byte, padding included. Out of memory aborts
+void PackedMatrix::Allocate() {
+  // Not zero-filled first: packing writes every byte, padding included. Out of memory aborts
   // with the size, as Tensor's allocation does (the dense copy is still held at this point).
   const size_t bytes = static_cast<size_t>(num_panels() * PanelBytes());
   data_.reset(static_cast<unsigned char*>(::operator new[](bytes, kAlignment, std::nothrow)));
   LLMSERVE_CHECK(data_ != nullptr)
       << "out of memory packing a [" << rows_ << ", " << cols_ << "] weight: " << bytes << " bytes";
-  if (dtype_ == DType::kF32) {
+}
+
+int64_t PackedMatrix::SizeBytes() const {
+  const int64_t scale_bytes =
+      element_ == PackedElement::kInt8 ? num_panels() * kPanelRows * int64_t{sizeof(float)} : 0;
+  return num_panels() * PanelBytes() + scale_bytes;
+}
+
+PackedMatrix::PackedMatrix(const Tensor& w, ThreadPool* pool)
+    : element_(w.dtype() == DType::kF32 ? PackedElement::kF32 : PackedElement::kF16),
+      rows_(w.shape().at(0)),
+      cols_(w.shape().at(1)) {
+  LLMSERVE_CHECK(w.shape().size() == 2 && (w.dtype() == DType::kF32 || w.dtype() == DType::kF16))
+      << "PackedMatrix takes a 2-D f32 or f16 tensor";
+  Allocate();
+  if (element_ == PackedElement::kF32) {
     PackPanels(w.data_as<uint32_t>(), rows_, cols_, num_panels(), pool,
                reinterpret_cast<uint32_t*>(data_.get()));
   } else {
@@ -70,10 +84,52 @@ PackedMatrix::PackedMatrix(const Tensor& w, ThreadPool* pool)
   }
 }
 
+PackedMatrix PackedMatrix::QuantizeInt8(const Tensor& w, ThreadPool* pool) {
+  LLMSERVE_CHECK(w.shape().size() == 2) << "PackedMatrix takes a 2-D tensor";
+  PackedMatrix m;
+  m.element_ = PackedElement::kInt8;
+  m.rows_ = w.shape()[0];
+  m.cols_ = w.shape()[1];
+  m.Allocate();
+  m.scales_.reset(new float[m.num_panels() * kPanelRows]());
+  const int64_t k = m.cols_;
+  const size_t row_bytes = k * DTypeSize(w.dtype());
+  const auto quantize = [&](int, int64_t begin, int64_t end) {
+    std::vector<float> row(k);
+    std::vector<int8_t> q(k);
+    for (int64_t p = begin; p < end; ++p) {
+      auto* panel = reinterpret_cast<int8_t*>(m.data_.get() + p * m.PanelBytes());
+      for (int64_t lane = 0; lane < kPanelRows; ++lane) {
+        const int64_t r = p * kPanelRows + lane;
+        if (r < m.rows_) {
+          ConvertElements(static_cast<const unsigned char*>(w.data()) + r * row_bytes, w.dtype(),
+                          row.data(), DType::kF32, k);
+          QuantizeRowInt8(row.data(), k, q.data(), &m.scales_[r]);
+        } else {
+          std::fill(q.begin(), q.end(), int8_t{0});
+        }
+        for (int64_t c = 0; c < k; ++c) panel[c * kPanelRows + lane] = q[c];
+      }
+    }
+  };
+  if (pool != nullptr) {
+    pool->ParallelFor(m.num_panels(), quantize);
+  } else {
+    quantize(0, 0, m.num_panels());
+  }
+  return m;
+}
+
 void PackedMatrix::CopyRow(int64_t r, float* out) const {
   const unsigned char* panel_bytes = data_.get() + (r / kPanelRows) * PanelBytes();
   const int64_t lane = r % kPanelRows;
-  if (dtype_ == DType::kF32) {
+  if (element_ == PackedElement::kInt8) {
+    const auto* panel = reinterpret_cast<const int8_t*>(panel_bytes);
+    const float scale = scales_[r];
+    for (int64_t c = 0; c < cols_; ++c) out[c] = panel[c * kPanelRows + lane] * scale;
+    return;
+  }
+  if (element_ == PackedElement::kF32) {
     const auto* panel = reinterpret_cast<const float*>(panel_bytes);
     for (int64_t c = 0; c < cols_; ++c) out[c] = panel[c * kPanelRows + lane];
   } else {

@@ -1,9 +1,13 @@
-// A projection weight [n, k] in f32 or f16, rearranged once at load for the packed GEMM
+// A projection weight [n, k] in f32, f16 or int8, rearranged once at load for the packed GEMM
 // (packed_gemm.h): panels of kPanelRows output rows, and inside a panel the kPanelRows weights of
 // each input column side by side (k-major). The kernel then reads a panel front to back as one
 // stream, loading the weights of 32 outputs for one input at a time, and broadcasts activations
 // against them; no per-call repacking (which cost BLAS a third of its time at batch 32), and one
 // sequential stream per thread, which the hardware prefetcher follows at full bandwidth.
+//
+// int8 matrices (--quantization=int8, quantization.h) are quantized from an f32/f16/bf16 weight
+// while packed: the same panels of int8 values, plus one f32 scale per row (kPanelRows per panel),
+// so that a panel is read as 32 bytes per input column, a quarter of f32.
 //
 // The last panel is padded with zero rows. Thread-safe after construction: immutable.
 
@@ -19,6 +23,9 @@
 
 namespace llmserve::worker::cpu {
 
+// The element type of a packed matrix's panels.
+enum class PackedElement { kF32, kF16, kInt8 };
+
 class PackedMatrix {
  public:
   static constexpr int64_t kPanelRows = 32;
@@ -26,28 +33,40 @@ class PackedMatrix {
   PackedMatrix() = default;
   // `w` is a 2-D f32 or f16 tensor [n, k]. Packs on `pool`'s threads when given.
   explicit PackedMatrix(const Tensor& w, ThreadPool* pool = nullptr);
+  // `w` is a 2-D f32, f16 or bf16 tensor [n, k] of finite values (CheckQuantizable): quantized
+  // per row to int8 (QuantizeRowInt8) and packed, on `pool`'s threads when given.
+  static PackedMatrix QuantizeInt8(const Tensor& w, ThreadPool* pool = nullptr);
 
-  DType dtype() const { return dtype_; }
+  PackedElement element() const { return element_; }
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
   int64_t num_panels() const { return (rows_ + kPanelRows - 1) / kPanelRows; }
-  // Panel p: cols() groups of kPanelRows elements of dtype(); element [c][r] is w[p * 32 + r, c].
+  // Panel p: cols() groups of kPanelRows elements of element(); element [c][r] is w[p * 32 + r, c].
   const void* panel(int64_t p) const { return data_.get() + p * PanelBytes(); }
-  int64_t PanelBytes() const {
-    return kPanelRows * cols_ * static_cast<int64_t>(DTypeSize(dtype_));
-  }
+  int64_t PanelBytes() const { return kPanelRows * cols_ * ElementBytes(); }
+  // int8 only: the kPanelRows row scales of panel p (0 for padding rows).
+  const float* scales(int64_t p) const { return scales_.get() + p * kPanelRows; }
+  // Bytes of the panels and scales.
+  int64_t SizeBytes() const;
 
-  // Row r of w widened to f32 into out[0, cols()): the embedding lookup of a tied LM head.
+  // Row r of w widened (dequantized) to f32 into out[0, cols()): the embedding lookup of a tied
+  // LM head.
   void CopyRow(int64_t r, float* out) const;
 
  private:
-  DType dtype_ = DType::kF32;
+  int64_t ElementBytes() const {
+    return element_ == PackedElement::kF32 ? 4 : element_ == PackedElement::kF16 ? 2 : 1;
+  }
+  void Allocate();
+
+  PackedElement element_ = PackedElement::kF32;
   int64_t rows_ = 0;
   int64_t cols_ = 0;
   struct AlignedDelete {
     void operator()(unsigned char* p) const;
   };
   std::unique_ptr<unsigned char[], AlignedDelete> data_;
+  std::unique_ptr<float[]> scales_;  // int8: [num_panels() * kPanelRows]
 };
 
 }  // namespace llmserve::worker::cpu

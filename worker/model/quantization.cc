@@ -1,0 +1,65 @@
+#include "worker/model/quantization.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace llmserve::worker {
+
+absl::string_view QuantizationName(Quantization quantization) {
+  switch (quantization) {
+    case Quantization::kNone:
+      return "none";
+    case Quantization::kInt8:
+      return "int8";
+  }
+  return "none";
+}
+
+absl::StatusOr<Quantization> ParseQuantization(absl::string_view name) {
+  if (name.empty() || name == "none") return Quantization::kNone;
+  if (name == "int8") return Quantization::kInt8;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown quantization '", name, "' (expected none or int8)"));
+}
+
+void QuantizeRowInt8(const float* row, int64_t k, int8_t* q, float* scale) {
+  float max_abs = 0.0f;
+  for (int64_t c = 0; c < k; ++c) max_abs = std::max(max_abs, std::abs(row[c]));
+  *scale = max_abs / kInt8Max;
+  if (max_abs == 0.0f) {
+    std::fill(q, q + k, int8_t{0});
+    return;
+  }
+  // Divide in double, so that the largest element lands on exactly +-127 and the rounding does
+  // not depend on how the compiler contracts the expression.
+  const double inverse = kInt8Max / static_cast<double>(max_abs);
+  for (int64_t c = 0; c < k; ++c) {
+    const double v = std::nearbyint(row[c] * inverse);
+    q[c] = static_cast<int8_t>(std::clamp(v, double{-kInt8Max}, double{kInt8Max}));
+  }
+}
+
+absl::Status CheckQuantizable(const Tensor& weight, absl::string_view name) {
+  const int64_t count = weight.NumElements();
+  constexpr int64_t kChunk = 4096;
+  std::vector<float> values(kChunk);
+  const auto* bytes = static_cast<const unsigned char*>(weight.data());
+  const size_t element = DTypeSize(weight.dtype());
+  for (int64_t begin = 0; begin < count; begin += kChunk) {
+    const int64_t n = std::min(kChunk, count - begin);
+    ConvertElements(bytes + begin * element, weight.dtype(), values.data(), DType::kF32, n);
+    for (int64_t i = 0; i < n; ++i) {
+      if (!std::isfinite(values[i])) {
+        return absl::InvalidArgumentError(absl::StrCat(name, ": element ", begin + i, " is ",
+                                                       values[i],
+                                                       "; int8 quantization needs finite weights"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace llmserve::worker
