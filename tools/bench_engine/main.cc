@@ -14,7 +14,11 @@
 //
 // --backend=cuda runs the same passes on a GPU through the CUDA backend plugin (builds with nvcc):
 // --device picks it, --dtype must be bf16 or f16, and Forward synchronises, so wall-clock timing
-// is valid. weight_bytes (the runtime weights' size) gives the bandwidth roofline.
+// is valid. weight_bytes (the runtime weights' size: packed and quantized, as the backend holds
+// them) gives the bandwidth roofline.
+//
+// --quantization=int8 quantizes every projection to int8 at load (CPU only), --quantize_lm_head
+// the LM head too; the JSON lines say which ran.
 
 #include <algorithm>
 #include <chrono>
@@ -34,6 +38,7 @@
 #include "worker/engine/cuda/cuda_plugin_loader.h"
 #include "worker/model/model_files.h"
 #include "worker/model/model_weights.h"
+#include "worker/model/quantization.h"
 
 ABSL_FLAG(std::string, model, "", "model directory (config.json, safetensors, ...)");
 ABSL_FLAG(std::string, dtype, "f32", "runtime weight dtype: f32, bf16 or f16");
@@ -45,6 +50,9 @@ ABSL_FLAG(int, max_batched_tokens, 2048, "most prompt tokens in one forward pass
 ABSL_FLAG(int, block_size, 16, "KV cache block size");
 ABSL_FLAG(std::string, backend, "cpu", "cpu or cuda");
 ABSL_FLAG(int, device, 0, "CUDA device index for --backend=cuda");
+ABSL_FLAG(std::string, quantization, "none",
+          "quantize weights at load: none or int8 (per output channel, weights only; CPU only)");
+ABSL_FLAG(bool, quantize_lm_head, false, "with --quantization, also quantize the LM head");
 
 namespace {
 
@@ -133,6 +141,18 @@ int main(int argc, char** argv) {
   if (model.empty()) return Fail("--model DIR is required");
   const auto dtype = llmserve::worker::ParseDType(absl::GetFlag(FLAGS_dtype));
   if (!dtype.ok()) return Fail(std::string(dtype.status().message()));
+  const auto quantization = llmserve::worker::ParseQuantization(absl::GetFlag(FLAGS_quantization));
+  if (!quantization.ok()) {
+    return Fail("--quantization: " + std::string(quantization.status().message()));
+  }
+  const bool quantize_lm_head = absl::GetFlag(FLAGS_quantize_lm_head);
+  if (quantize_lm_head && *quantization == llmserve::worker::Quantization::kNone) {
+    return Fail("--quantize_lm_head needs --quantization=int8");
+  }
+  if (*quantization != llmserve::worker::Quantization::kNone &&
+      absl::GetFlag(FLAGS_backend) != "cpu") {
+    return Fail("--quantization=int8 runs on the CPU backend only (no CUDA int8 kernels yet)");
+  }
   std::vector<int> batches;
   for (absl::string_view part : absl::StrSplit(absl::GetFlag(FLAGS_batch), ',')) {
     int value = 0;
@@ -169,9 +189,12 @@ int main(int argc, char** argv) {
     auto cpu = llmserve::worker::CpuBackend::Create(*std::move(weights),
                                                     {.kv_cache_bytes = blocks_needed * block_bytes,
                                                      .block_size = block_size,
-                                                     .num_threads = absl::GetFlag(FLAGS_threads)});
+                                                     .num_threads = absl::GetFlag(FLAGS_threads),
+                                                     .quantization = *quantization,
+                                                     .quantize_lm_head = quantize_lm_head});
     if (!cpu.ok()) return Fail(std::string(cpu.status().message()));
     threads = (*cpu)->num_threads();
+    weight_bytes = (*cpu)->weight_bytes();
     backend = *std::move(cpu);
   } else if (backend_name == "cuda") {
     llmserve::worker::CudaBackendOptions options;
@@ -198,12 +221,14 @@ int main(int argc, char** argv) {
     const double prefill_tok_s = batch * static_cast<double>(prompt_len) / r.prefill_s;
     const double decode_tok_s = batch * static_cast<double>(gen_len) / r.decode_s;
     std::printf(
-        "{\"batch\": %d, \"prompt_len\": %d, \"gen_len\": %d, \"dtype\": \"%s\", \"threads\": %d, "
+        "{\"batch\": %d, \"prompt_len\": %d, \"gen_len\": %d, \"dtype\": \"%s\", "
+        "\"quantization\": \"%s\", \"quantize_lm_head\": %s, \"threads\": %d, "
         "\"backend\": \"%s\", \"weight_bytes\": %lld, \"prefill_s\": %.4f, \"decode_s\": %.4f, "
         "\"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f}\n",
-        batch, prompt_len, gen_len, absl::GetFlag(FLAGS_dtype).c_str(), threads,
-        backend_name.c_str(), static_cast<long long>(weight_bytes), r.prefill_s, r.decode_s,
-        prefill_tok_s, decode_tok_s);
+        batch, prompt_len, gen_len, absl::GetFlag(FLAGS_dtype).c_str(),
+        std::string(llmserve::worker::QuantizationName(*quantization)).c_str(),
+        quantize_lm_head ? "true" : "false", threads, backend_name.c_str(),
+        static_cast<long long>(weight_bytes), r.prefill_s, r.decode_s, prefill_tok_s, decode_tok_s);
     std::fflush(stdout);
     std::fprintf(stderr, "%6d %10d %8d %6s %14.1f %14.1f\n", batch, prompt_len, gen_len,
                  absl::GetFlag(FLAGS_dtype).c_str(), prefill_tok_s, decode_tok_s);

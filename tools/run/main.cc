@@ -24,9 +24,13 @@
 #include "tools/run/prompts.h"
 #include "tools/run/runner.h"
 #include "worker/engine/cpu_engine_builder.h"
+#include "worker/model/quantization.h"
 
 ABSL_FLAG(std::string, model, "", "model directory");
 ABSL_FLAG(std::string, dtype, "f32", "runtime weight dtype: f32, bf16 or f16");
+ABSL_FLAG(std::string, quantization, "none",
+          "quantize weights at load: none or int8 (per output channel, weights only)");
+ABSL_FLAG(bool, quantize_lm_head, false, "with --quantization, also quantize the LM head");
 ABSL_FLAG(int, threads, 0, "kernel threads (0: one per hardware thread)");
 ABSL_FLAG(double, kv_cache_gb, 1.0, "KV cache size in GiB");
 ABSL_FLAG(int, block_size, 16, "tokens per KV cache block");
@@ -137,11 +141,21 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_model).empty()) return Fail("--model DIR is required");
   const auto dtype = llmserve::worker::ParseDType(absl::GetFlag(FLAGS_dtype));
   if (!dtype.ok()) return Fail(std::string(dtype.status().message()));
+  const auto quantization = llmserve::worker::ParseQuantization(absl::GetFlag(FLAGS_quantization));
+  if (!quantization.ok()) {
+    return Fail("--quantization: " + std::string(quantization.status().message()));
+  }
+  if (absl::GetFlag(FLAGS_quantize_lm_head) &&
+      *quantization == llmserve::worker::Quantization::kNone) {
+    return Fail("--quantize-lm-head needs --quantization=int8");
+  }
   const double kv_gb = absl::GetFlag(FLAGS_kv_cache_gb);
   if (!(kv_gb > 0 && kv_gb <= 1024)) return Fail("--kv-cache-gb must be in (0, 1024]");
   llmserve::worker::CpuEngineOptions options{
       .model_dir = absl::GetFlag(FLAGS_model),
       .dtype = *dtype,
+      .quantization = *quantization,
+      .quantize_lm_head = absl::GetFlag(FLAGS_quantize_lm_head),
       .num_threads = absl::GetFlag(FLAGS_threads),
       .kv_cache_bytes = static_cast<int64_t>(kv_gb * (1 << 30)),
       .block_size = absl::GetFlag(FLAGS_block_size),

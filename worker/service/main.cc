@@ -25,6 +25,10 @@ ABSL_FLAG(std::string, served_model_name, "",
 ABSL_FLAG(std::string, backend, "cpu", "compute backend: cpu or cuda");
 ABSL_FLAG(int, device, 0, "accelerator index for --backend=cuda");
 ABSL_FLAG(std::string, dtype, "f32", "runtime weight dtype: f32, bf16 or f16");
+ABSL_FLAG(std::string, quantization, "none",
+          "quantize weights at load: none or int8 (every linear projection per output channel, "
+          "symmetric, weights only; embeddings and norms keep --dtype); --backend=cpu only");
+ABSL_FLAG(bool, quantize_lm_head, false, "with --quantization=int8, also quantize the LM head");
 ABSL_FLAG(std::string, host, "127.0.0.1",
           "address to listen on (gRPC and metrics); the worker API has no authentication of its "
           "own: listen beyond loopback (0.0.0.0) only on a private network, or with --tls_cert "
@@ -93,6 +97,14 @@ absl::StatusOr<llmserve::worker::WorkerServerOptions> OptionsFromFlags() {
     return absl::InvalidArgumentError(absl::StrCat("--dtype: ", dtype.status().message()));
   }
   options.dtype = *dtype;
+  absl::StatusOr<llmserve::worker::Quantization> quantization =
+      llmserve::worker::ParseQuantization(absl::GetFlag(FLAGS_quantization));
+  if (!quantization.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--quantization: ", quantization.status().message()));
+  }
+  options.quantization = *quantization;
+  options.quantize_lm_head = absl::GetFlag(FLAGS_quantize_lm_head);
   options.host = absl::GetFlag(FLAGS_host);
   options.port = absl::GetFlag(FLAGS_port);
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);

@@ -220,6 +220,18 @@ WorkerMetrics::WorkerMetrics(WorkerMetricsConfig config, std::function<EngineLoa
             {"block_size", absl::StrCat(config.block_size)},
             {"num_blocks", absl::StrCat(config.num_blocks)}})
       .Set(1);
+  prometheus::BuildGauge()
+      .Name("llmserve_model_config_info")
+      .Help(
+          "Model runtime configuration (labels: backend, dtype, quantization, "
+          "lm_head_quantized); the value is always 1.")
+      .Register(*registry_)
+      .Add({{"model", model_name_},
+            {"backend", config.backend},
+            {"dtype", config.dtype},
+            {"quantization", config.quantization},
+            {"lm_head_quantized", config.lm_head_quantized ? "true" : "false"}})
+      .Set(1);
   // Exported from the start (0), so that an alert on it has a series to read before any drain.
   draining_ = &prometheus::BuildGauge()
                    .Name("llmserve_worker_draining")

@@ -40,6 +40,13 @@ struct WorkerMetricsConfig {
   // KV cache layout, published as llmserve_cache_config_info's labels.
   int32_t block_size = 16;
   int32_t num_blocks = 0;
+  // The model's runtime configuration, published as llmserve_model_config_info's labels: the
+  // backend ("cpu", "cuda"), the weights' dtype, the quantization ("none", "int8") and whether the
+  // LM head is quantized ("true", "false").
+  std::string backend;
+  std::string dtype;
+  std::string quantization = "none";
+  bool lm_head_quantized = false;
   // Also serve the series that have a vLLM counterpart under vLLM's names (--vllm_metric_names).
   bool vllm_names = false;
 };

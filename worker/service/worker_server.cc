@@ -123,6 +123,14 @@ absl::Status ValidateWorkerServerOptions(const WorkerServerOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("--backend=", o.backend, " is not one of cpu, cuda"));
   }
+  if (o.quantization != Quantization::kNone && o.backend != "cpu") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--quantization=", QuantizationName(o.quantization), " runs on --backend=cpu only (the ",
+        o.backend, " backend has no int8 kernels yet)"));
+  }
+  if (o.quantize_lm_head && o.quantization == Quantization::kNone) {
+    return absl::InvalidArgumentError("--quantize_lm_head needs --quantization=int8");
+  }
   LLMSERVE_RETURN_IF_ERROR(CheckRange("device", o.device, 0, 1023));
   LLMSERVE_RETURN_IF_ERROR(CheckRange("port", o.port, 0, 65535));
   LLMSERVE_RETURN_IF_ERROR(CheckRange("metrics_port", o.metrics_port, -1, 65535));
@@ -158,13 +166,21 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
                                      : options.served_model_name;
 
   LLMSERVE_LOG(INFO) << "loading " << options.model_dir << " (" << DTypeName(options.dtype)
-                     << " weights, " << options.backend << " backend)";
+                     << " weights"
+                     << (options.quantization == Quantization::kNone
+                             ? ""
+                             : absl::StrCat(", quantized to ",
+                                            QuantizationName(options.quantization),
+                                            options.quantize_lm_head ? " with the LM head" : ""))
+                     << ", " << options.backend << " backend)";
   const absl::Time load_start = absl::Now();
   absl::Time last_progress = load_start;
   WorkerServer* raw = server.get();
   CpuEngineOptions engine_options{
       .model_dir = options.model_dir,
       .dtype = options.dtype,
+      .quantization = options.quantization,
+      .quantize_lm_head = options.quantize_lm_head,
       .num_threads = options.threads,
       .kv_cache_bytes = options.kv_cache_bytes,
       .kv_cache_fraction = options.kv_cache_fraction,
@@ -231,6 +247,8 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   info.set_max_num_seqs(options.max_num_seqs);
   info.set_backend(std::string(engine.backend().name()));
   info.set_dtype(std::string(DTypeName(options.dtype)));
+  info.set_quantization(std::string(QuantizationName(options.quantization)));
+  info.set_lm_head_quantized(options.quantize_lm_head);
   info.set_worker_id(WorkerId());
   info.set_prefix_caching(options.enable_prefix_caching);
   LLMSERVE_RETURN_IF_ERROR(AddTokenizerFiles(options.model_dir, &info));
@@ -239,6 +257,10 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
       WorkerMetricsConfig{.model_name = model_name,
                           .block_size = options.block_size,
                           .num_blocks = load.kv_blocks_total,
+                          .backend = std::string(engine.backend().name()),
+                          .dtype = std::string(DTypeName(options.dtype)),
+                          .quantization = std::string(QuantizationName(options.quantization)),
+                          .lm_head_quantized = options.quantize_lm_head,
                           .vllm_names = options.vllm_metric_names},
       [engine_ptr = server->engine_.get()] { return engine_ptr->Load(); });
   if (options.metrics_port >= 0) {

@@ -25,6 +25,7 @@
 #include "common/tls/grpc_tls.h"
 #include "worker/engine/engine.h"
 #include "worker/model/dtype.h"
+#include "worker/model/quantization.h"
 #include "worker/service/worker_metrics.h"
 #include "worker/service/worker_service.h"
 
@@ -38,6 +39,9 @@ struct WorkerServerOptions {
   std::string backend = "cpu";
   int device = 0;
   DType dtype = DType::kF32;
+  // Weights quantized at load (cpu backend only), and the LM head with them.
+  Quantization quantization = Quantization::kNone;
+  bool quantize_lm_head = false;
   std::string host = "0.0.0.0";
   // 0 picks a free port (tests); port() tells which.
   int port = 50051;

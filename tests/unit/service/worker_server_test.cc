@@ -162,11 +162,30 @@ TEST_F(WorkerServerTest, ModelInfoDescribesTheModel) {
   EXPECT_GT(info.num_kv_blocks(), 0u);
   EXPECT_EQ(info.backend(), "cpu");
   EXPECT_EQ(info.dtype(), "f32");
+  EXPECT_EQ(info.quantization(), "none");
+  EXPECT_FALSE(info.lm_head_quantized());
   EXPECT_TRUE(info.prefix_caching());
   EXPECT_FALSE(info.worker_id().empty());
   EXPECT_NE(info.tokenizer_json().find("\"model\""), std::string::npos);
   EXPECT_FALSE(info.chat_template().empty());
   EXPECT_FALSE(info.eos_token_ids().empty());
+}
+
+TEST_F(WorkerServerTest, Int8WorkerSaysSoInModelInfoAndMetricsAndGenerates) {
+  StartServer({.quantization = Quantization::kInt8, .quantize_lm_head = true},
+              /*with_metrics=*/true);
+  grpc::ClientContext context;
+  v1::ModelInfo info;
+  ASSERT_TRUE(stub_->GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok());
+  EXPECT_EQ(info.dtype(), "f32");
+  EXPECT_EQ(info.quantization(), "int8");
+  EXPECT_TRUE(info.lm_head_quantized());
+  const StreamResult result = Generate(Request("q1", 20, 6));
+  ASSERT_TRUE(result.status.ok()) << result.status.error_message();
+  EXPECT_EQ(result.tokens.size(), 6u);
+  EXPECT_EQ(Metric("llmserve_model_config_info{backend=\"cpu\",dtype=\"f32\","
+                   "lm_head_quantized=\"true\",model=\"tiny-test\",quantization=\"int8\"}"),
+            1);
 }
 
 TEST_F(WorkerServerTest, StreamMatchesTheOfflineEngineForTheSameSeed) {
@@ -568,6 +587,10 @@ TEST_F(WorkerServerTest, MetricsCountWhatHappened) {
   EXPECT_EQ(Metric("llmserve_cache_config_info{block_size=\"16\"," + model + ",num_blocks=\"" +
                    absl::StrCat(server_->model_info().num_kv_blocks()) + "\"}"),
             1);
+  EXPECT_EQ(Metric("llmserve_model_config_info{backend=\"cpu\",dtype=\"f32\","
+                   "lm_head_quantized=\"false\"," +
+                   model + ",quantization=\"none\"}"),
+            1);
 }
 
 TEST_F(WorkerServerTest, VllmMetricNamesMirrorOursWhenAskedFor) {
@@ -645,6 +668,12 @@ TEST(WorkerServerOptionsTest, BadOptionsNameTheFlag) {
   EXPECT_NE(message({.max_queue = -1}).find("--max_queue"), std::string::npos);
   EXPECT_NE(message({.drain_timeout = absl::Seconds(-1)}).find("--drain_timeout"),
             std::string::npos);
+  EXPECT_NE(message({.backend = "cuda", .quantization = Quantization::kInt8})
+                .find("--quantization=int8 runs on --backend=cpu only"),
+            std::string::npos);
+  EXPECT_NE(
+      message({.quantize_lm_head = true}).find("--quantize_lm_head needs --quantization=int8"),
+      std::string::npos);
   EXPECT_NE(std::string(ValidateWorkerServerOptions({}).message()).find("--model"),
             std::string::npos);
   absl::StatusOr<std::unique_ptr<WorkerServer>> missing =
