@@ -6,16 +6,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "common/status/grpc_status.h"
 
 namespace llmserve::gateway {
 namespace {
 
 // Codes after which another worker may well succeed (the request never reached a token).
-bool Retryable(grpc::StatusCode code) {
-  return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::UNKNOWN ||
-         code == grpc::StatusCode::INTERNAL || code == grpc::StatusCode::RESOURCE_EXHAUSTED ||
-         code == grpc::StatusCode::ABORTED;
+bool Retryable(absl::StatusCode code) {
+  return code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kUnknown ||
+         code == absl::StatusCode::kInternal || code == absl::StatusCode::kResourceExhausted ||
+         code == absl::StatusCode::kAborted;
 }
 
 std::atomic<int> live_generations{0};
@@ -28,83 +27,45 @@ std::string WorkerRequestId(const std::string& request_id) {
 
 }  // namespace
 
-class Generation::WorkerCall final : public grpc::ClientReadReactor<worker::v1::GenerateResponse>,
-                                     public WatchedCall {
+class Generation::Attempt final : public WorkerCallObserver {
  public:
-  WorkerCall(std::shared_ptr<Generation> owner, RoutedWorker worker,
-             worker::v1::GenerateRequest request, absl::Time deadline)
-      : owner_(std::move(owner)),
-        worker_(std::move(worker)),
-        request_(std::move(request)),
-        stub_(worker::v1::Worker::NewStub(worker_.channel)) {
-    if (deadline != absl::InfiniteFuture()) context_.set_deadline(absl::ToChronoTime(deadline));
-  }
+  Attempt(std::shared_ptr<Generation> owner, std::string address)
+      : owner_(std::move(owner)), address_(std::move(address)) {}
 
-  void Start() {
-    Touch();
-    owner_->pool_->Watch(worker_.address, this);
-    stub_->async()->Generate(&context_, &request_, this);
-    StartRead(&response_);
-    StartCall();
+  void OnMessage(const worker::v1::GenerateResponse& message) override {
+    if (message.tokens_size() > 0) received_tokens_ = true;
+    owner_->OnWorkerMessage(this, message);
   }
-  void Cancel() { context_.TryCancel(); }
-  // The pool's watchdog: the worker fell silent.
-  void Abort(const absl::Status& reason) override {
-    {
-      absl::MutexLock lock(&abort_mutex_);
-      abort_reason_ = reason;
-    }
-    context_.TryCancel();
-  }
-  const std::string& address() const { return worker_.address; }
+  void OnDone(const absl::Status& status) override { owner_->OnWorkerDone(this, status); }
+
+  const std::string& address() const { return address_; }
   bool received_tokens() const { return received_tokens_; }
-
-  void OnReadDone(bool ok) override {
-    if (!ok) return;  // OnDone follows
-    Touch();
-    if (response_.tokens_size() > 0) received_tokens_ = true;
-    owner_->OnWorkerMessage(this, response_);
-    StartRead(&response_);
-  }
-
-  void OnDone(const grpc::Status& status) override {
-    // No abort can reach this call once it is unwatched.
-    owner_->pool_->Unwatch(this);
-    absl::Status aborted;
-    {
-      absl::MutexLock lock(&abort_mutex_);
-      aborted = abort_reason_;
-    }
-    owner_->OnWorkerDone(this, aborted.ok() ? status : common::ToGrpcStatus(aborted));
-    delete this;
-  }
 
  private:
   const std::shared_ptr<Generation> owner_;
-  const RoutedWorker worker_;
-  const worker::v1::GenerateRequest request_;
-  std::unique_ptr<worker::v1::Worker::Stub> stub_;
-  grpc::ClientContext context_;
-  worker::v1::GenerateResponse response_;
+  const std::string address_;
+  // Touched only from the call's callbacks (serialized).
   bool received_tokens_ = false;
-  absl::Mutex abort_mutex_;
-  absl::Status abort_reason_ ABSL_GUARDED_BY(abort_mutex_);
 };
 
-std::shared_ptr<Generation> Generation::Start(WorkerPool* pool, PreparedRequest request,
+std::shared_ptr<Generation> Generation::Start(WorkerClient* workers, PreparedRequest request,
                                               const GenerationOptions& options,
                                               std::shared_ptr<GenerationObserver> observer) {
   std::shared_ptr<Generation> generation(
-      new Generation(pool, std::move(request), options, std::move(observer)));
+      new Generation(workers, std::move(request), options, std::move(observer)));
   generation->StartAttempt();
   return generation;
 }
 
-Generation::Generation(WorkerPool* pool, PreparedRequest request, const GenerationOptions& options,
+Generation::Generation(WorkerClient* workers, PreparedRequest request,
+                       const GenerationOptions& options,
                        std::shared_ptr<GenerationObserver> observer)
-    : pool_(pool),
+    : workers_(workers),
       request_(std::move(request)),
       options_(options),
+      prompt_hashes_(absl::MakeConstSpan(request_.worker_request.prompt_token_ids().data(),
+                                         request_.worker_request.prompt_token_ids_size()),
+                     options_.cache_salt),
       observer_(std::move(observer)),
       stop_matcher_(request_.stop_strings) {
   ++live_generations;
@@ -128,10 +89,8 @@ void Generation::Cancel() {
 
 void Generation::StartAttempt() {
   ++attempts_;
-  const auto& prompt = request_.worker_request.prompt_token_ids();
   absl::StatusOr<RoutedWorker> routed =
-      pool_->Route(request_.model->name(), absl::MakeConstSpan(prompt.data(), prompt.size()),
-                   options_.cache_salt, excluded_);
+      workers_->Route(request_.model->name(), prompt_hashes_, excluded_);
   if (!routed.ok()) {
     if (excluded_.empty()) return Fail(routed.status());
     return Fail(absl::Status(
@@ -139,25 +98,26 @@ void Generation::StartAttempt() {
         absl::StrCat(routed.status().message(), " (after ", attempts_ - 1, " failed attempts)")));
   }
   if (options_.metrics != nullptr) {
-    options_.metrics->OnRoutingDecision(RoutingPolicyName(pool_->routing_policy()),
+    options_.metrics->OnRoutingDecision(RoutingPolicyName(workers_->routing_policy()),
                                         routed->decision.reason);
   }
   worker::v1::GenerateRequest request = request_.worker_request;
   request.set_request_id(WorkerRequestId(request_.request_id));
   request.set_cache_salt(options_.cache_salt);
-  auto* call =
-      new WorkerCall(shared_from_this(), *std::move(routed), std::move(request), options_.deadline);
+  std::unique_ptr<WorkerCall> call =
+      workers_->NewCall(*routed, std::move(request), options_.deadline,
+                        std::make_shared<Attempt>(shared_from_this(), routed->address));
   bool cancelled = false;
   {
     absl::MutexLock lock(&mutex_);
     cancelled = cancelled_;
-    if (!cancelled) call_ = call;
+    if (!cancelled) call_ = call.get();
   }
   if (cancelled) {
-    delete call;  // never started
+    call.reset();  // never started: destroyed here, with its attempt
     return Fail(absl::CancelledError("the request was cancelled"));
   }
-  call->Start();
+  call.release()->Start();  // owns itself from here
 }
 
 ::llmserve::v1::GeneratedToken Generation::ToPublicToken(
@@ -176,7 +136,7 @@ void Generation::StartAttempt() {
   return out;
 }
 
-void Generation::OnWorkerMessage(WorkerCall* call, const worker::v1::GenerateResponse& message) {
+void Generation::OnWorkerMessage(Attempt* attempt, const worker::v1::GenerateResponse& message) {
   {
     absl::MutexLock lock(&mutex_);
     if (done_) return;
@@ -219,7 +179,7 @@ void Generation::OnWorkerMessage(WorkerCall* call, const worker::v1::GenerateRes
   const std::optional<std::string>& stop_string = matched;
 
   GenerationResult result;
-  result.worker = call->address();
+  result.worker = attempt->address();
   result.usage.set_prompt_tokens(request_.worker_request.prompt_token_ids_size());
   result.usage.set_completion_tokens(completion_tokens_);
   result.timing.set_time_to_first_token_s(first_token_time_ == absl::InfinitePast()
@@ -227,8 +187,12 @@ void Generation::OnWorkerMessage(WorkerCall* call, const worker::v1::GenerateRes
                                               : absl::ToDoubleSeconds(first_token_time_ - start_));
   result.timing.set_total_s(absl::ToDoubleSeconds(now - start_));
   if (stop_string.has_value()) {
-    // The worker would go on: stop it (this frees its blocks) and finish here.
-    call->Cancel();
+    // The worker would go on: stop it (this frees its blocks) and finish here. The call is alive:
+    // this is one of its callbacks, and its OnDone comes after.
+    {
+      absl::MutexLock lock(&mutex_);
+      if (call_ != nullptr) call_->Cancel();
+    }
     result.finish_reason = ::llmserve::v1::FINISH_REASON_STOP;
     result.matched_stop = *stop_string;
     return Complete(std::move(result));
@@ -246,34 +210,35 @@ void Generation::OnWorkerMessage(WorkerCall* call, const worker::v1::GenerateRes
   Complete(std::move(result));
 }
 
-void Generation::OnWorkerDone(WorkerCall* call, const grpc::Status& status) {
+void Generation::OnWorkerDone(Attempt* attempt, const absl::Status& status) {
   bool cancelled = false;
   {
     absl::MutexLock lock(&mutex_);
-    if (call_ == call) call_ = nullptr;
+    // Attempts run one after another: the call that ends is the current one.
+    call_ = nullptr;
     if (done_) return;
     cancelled = cancelled_;
   }
   if (cancelled) return Fail(absl::CancelledError("the request was cancelled"));
   if (status.ok()) {
-    return Fail(absl::UnavailableError(
-        absl::StrCat("the worker ", call->address(), " ended the stream without a finish reason")));
+    return Fail(absl::UnavailableError(absl::StrCat("the worker ", attempt->address(),
+                                                    " ended the stream without a finish reason")));
   }
-  if (!call->received_tokens() && attempts_ < options_.max_attempts &&
-      Retryable(status.error_code())) {
-    if (status.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED) {
+  if (!attempt->received_tokens() && attempts_ < options_.max_attempts &&
+      Retryable(status.code())) {
+    if (!absl::IsResourceExhausted(status)) {
       // Overload is not a failure of the worker; anything else marks it down until probed.
-      pool_->ReportFailure(call->address(), status.error_message());
+      workers_->ReportFailure(attempt->address(), std::string(status.message()));
     }
-    excluded_.insert(call->address());
+    excluded_.insert(attempt->address());
     return StartAttempt();
   }
-  if (call->received_tokens()) {
-    return Fail(absl::UnavailableError(
-        absl::StrCat("the worker ", call->address(), " failed after ", completion_tokens_,
-                     " generated tokens: ", status.error_message())));
+  if (attempt->received_tokens()) {
+    return Fail(absl::UnavailableError(absl::StrCat("the worker ", attempt->address(),
+                                                    " failed after ", completion_tokens_,
+                                                    " generated tokens: ", status.message())));
   }
-  Fail(common::FromGrpcStatus(status));
+  Fail(status);
 }
 
 void Generation::Fail(const absl::Status& status) {

@@ -1,10 +1,11 @@
-// One request's generation as the gateway runs it: pick a worker (WorkerPool), stream the
-// worker's tokens (gRPC callback client: no thread per stream), detokenize incrementally, apply
-// stop strings, and hand text deltas to an observer (the gRPC or HTTP frontend).
+// One request's generation as the gateway runs it: pick a worker and call it (WorkerClient: the
+// gRPC WorkerPool, or a fake in tests), stream the worker's tokens, detokenize incrementally,
+// apply stop strings, and hand text deltas to an observer (the gRPC or HTTP frontend). The
+// prompt's routing hashes are computed once, for every attempt.
 //
 // Failures: a worker that fails or refuses (unavailable, overloaded) before the first token is
-// reported to the pool and the request is retried on another worker, up to max_attempts; after
-// the first token the observer gets UNAVAILABLE naming how far it got (never a silent
+// reported to the worker client and the request is retried on another worker, up to max_attempts;
+// after the first token the observer gets UNAVAILABLE naming how far it got (never a silent
 // truncation). Cancel() (client gone, deadline) cancels the worker call, which frees the
 // request's KV blocks on the worker at once.
 //
@@ -28,7 +29,8 @@
 #include "gateway/api/gateway_metrics.h"
 #include "gateway/api/prompt_builder.h"
 #include "gateway/api/stop_matcher.h"
-#include "gateway/router/worker_pool.h"
+#include "gateway/router/prompt_routing_hashes.h"
+#include "gateway/router/worker_client.h"
 #include "llmserve/v1/inference.pb.h"
 
 namespace llmserve::gateway {
@@ -69,36 +71,41 @@ struct GenerationOptions {
 
 class Generation : public std::enable_shared_from_this<Generation> {
  public:
-  static std::shared_ptr<Generation> Start(WorkerPool* pool, PreparedRequest request,
+  // `workers` must outlive every generation (see live_count).
+  static std::shared_ptr<Generation> Start(WorkerClient* workers, PreparedRequest request,
                                            const GenerationOptions& options,
                                            std::shared_ptr<GenerationObserver> observer);
   void Cancel();
   ~Generation();
 
   // Generations alive in this process: a gateway shutting down waits for zero before it destroys
-  // the worker pool they use.
+  // the worker client they use.
   static int live_count();
 
  private:
-  class WorkerCall;
+  // One attempt's call observer: holds the generation alive until the call is done.
+  class Attempt;
 
-  Generation(WorkerPool* pool, PreparedRequest request, const GenerationOptions& options,
+  Generation(WorkerClient* workers, PreparedRequest request, const GenerationOptions& options,
              std::shared_ptr<GenerationObserver> observer);
   void StartAttempt();
-  // From the WorkerCall (gRPC threads, one at a time).
-  void OnWorkerMessage(WorkerCall* call, const worker::v1::GenerateResponse& message);
-  void OnWorkerDone(WorkerCall* call, const grpc::Status& status);
+  // From the current attempt's call, one at a time.
+  void OnWorkerMessage(Attempt* attempt, const worker::v1::GenerateResponse& message);
+  void OnWorkerDone(Attempt* attempt, const absl::Status& status);
   void Fail(const absl::Status& status);
   void Complete(GenerationResult result);
   ::llmserve::v1::GeneratedToken ToPublicToken(const worker::v1::GeneratedToken& token) const;
 
-  WorkerPool* const pool_;
+  WorkerClient* const workers_;
   const PreparedRequest request_;
   const GenerationOptions options_;
+  // Routing reads these on every attempt; they are hashed once.
+  PromptRoutingHashes prompt_hashes_;
   const std::shared_ptr<GenerationObserver> observer_;
   const absl::Time start_ = absl::Now();
 
   absl::Mutex mutex_;
+  // The current attempt's call, until its OnDone.
   WorkerCall* call_ ABSL_GUARDED_BY(mutex_) = nullptr;
   bool cancelled_ ABSL_GUARDED_BY(mutex_) = false;
   bool done_ ABSL_GUARDED_BY(mutex_) = false;

@@ -7,19 +7,22 @@
 #include "absl/time/clock.h"
 #include "common/status/grpc_raw_message.h"
 #include "common/status/grpc_status.h"
-#include "gateway/pipeline/active_guard.h"
 
 namespace llmserve::gateway {
 namespace {
 
 using ::llmserve::v1::GenerateStreamResponse;
 
-// What StreamCall and UnaryCall share: reference counting (gRPC holds one reference until
-// OnDone, a pending admission another until its callback ran or was withdrawn), the queued
-// admission, and starting the Generation once admitted.
+// What StreamCall and UnaryCall share: the request's lifecycle (admission, the end counted once),
+// reference counting (gRPC holds one reference until OnDone, a pending admission another until
+// its callback ran or was withdrawn), and starting the Generation once admitted.
 template <typename Call>
 class AdmittedCall {
  public:
+  explicit AdmittedCall(std::shared_ptr<RequestLifecycle> lifecycle)
+      : lifecycle_(std::move(lifecycle)) {}
+  RequestLifecycle& lifecycle() { return *lifecycle_; }
+
   // The call's context, for the retry-after trailer. gRPC keeps it only until the call is done,
   // so it is touched only by whoever finishes the call, right before Finish.
   void set_context(grpc::CallbackServerContext* context) { context_ = context; }
@@ -52,11 +55,6 @@ class AdmittedCall {
     }
     if (last) delete static_cast<Call*>(this);
   }
-  void set_admission_wait(const RequestAdmission* admission, ConcurrencyLimiter::WaitId wait) {
-    absl::MutexLock lock(&lifetime_mutex_);
-    admission_ = admission;
-    wait_ = wait;
-  }
   void set_prepare_ticket(std::shared_ptr<PrepareStage::Ticket> ticket) {
     {
       absl::MutexLock lock(&lifetime_mutex_);
@@ -79,27 +77,26 @@ class AdmittedCall {
   // Withdraws a queued admission; true when its callback will never run (its reference is
   // dropped here).
   bool CancelQueuedAdmission() {
-    const RequestAdmission* admission = nullptr;
-    ConcurrencyLimiter::WaitId wait = 0;
     std::shared_ptr<PrepareStage::Ticket> ticket;
     {
       absl::MutexLock lock(&lifetime_mutex_);
-      std::swap(wait, wait_);
-      admission = admission_;
       ticket = prepare_ticket_;
     }
     // A prompt still waiting for a prepare thread is skipped; its callback then sees the cancel.
     if (ticket != nullptr) ticket->Cancel();
-    if (wait == 0 || admission == nullptr || !admission->CancelWait(wait)) return false;
+    if (!lifecycle_->CancelAdmission()) return false;
     Unref();
     return true;
+  }
+  // The request ended: counted, charged and its slot released, once.
+  void Ended(const GenerationResult* result, absl::StatusCode code) {
+    lifecycle_->Finish(code, result == nullptr ? 0 : result->usage.completion_tokens());
   }
 
  private:
   absl::Mutex lifetime_mutex_;
   int refs_ ABSL_GUARDED_BY(lifetime_mutex_) = 1;
-  const RequestAdmission* admission_ ABSL_GUARDED_BY(lifetime_mutex_) = nullptr;
-  ConcurrencyLimiter::WaitId wait_ ABSL_GUARDED_BY(lifetime_mutex_) = 0;
+  const std::shared_ptr<RequestLifecycle> lifecycle_;
   std::shared_ptr<PrepareStage::Ticket> prepare_ticket_ ABSL_GUARDED_BY(lifetime_mutex_);
   grpc::CallbackServerContext* context_ = nullptr;
   std::atomic<int64_t> retry_after_seconds_{0};
@@ -111,8 +108,10 @@ class AdmittedCall {
 class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
                          public AdmittedCall<StreamCall> {
  public:
-  StreamCall(std::string request_id, std::string model, std::shared_ptr<std::atomic<int>> active)
-      : request_id_(std::move(request_id)), model_(std::move(model)), active_(std::move(active)) {}
+  StreamCall(std::string request_id, std::string model, std::shared_ptr<RequestLifecycle> lifecycle)
+      : AdmittedCall(std::move(lifecycle)),
+        request_id_(std::move(request_id)),
+        model_(std::move(model)) {}
 
   // Forwards the Generation's events while the call lives.
   class Observer final : public GenerationObserver {
@@ -144,9 +143,6 @@ class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   void set_generation(std::shared_ptr<Generation> generation) {
     absl::MutexLock lock(&mutex_);
     generation_ = std::move(generation);
-  }
-  void set_on_done(std::function<void(const GenerationResult*, absl::StatusCode)> on_done) {
-    on_done_ = std::move(on_done);
   }
   bool cancelled() {
     absl::MutexLock lock(&mutex_);
@@ -208,7 +204,7 @@ class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
         finish_status_ = common::ToGrpcStatus(error);
       }
     }
-    if (on_done_ && (result != nullptr || !error.ok())) on_done_(result, error.code());
+    if (result != nullptr || !error.ok()) Ended(result, error.code());
     Pump();
   }
 
@@ -248,9 +244,7 @@ class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
 
   const std::string request_id_;
   const std::string model_;
-  ActiveGuard active_;
   const std::shared_ptr<Observer> observer_ = std::make_shared<Observer>(this);
-  std::function<void(const GenerationResult*, absl::StatusCode)> on_done_;
   absl::Mutex mutex_;
   std::shared_ptr<Generation> generation_ ABSL_GUARDED_BY(mutex_);
   GenerateStreamResponse pending_ ABSL_GUARDED_BY(mutex_);
@@ -276,8 +270,8 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public AdmittedCall<Una
  public:
   // `response` receives the serialized GenerateResponse when the call succeeds.
   UnaryCall(grpc::ByteBuffer* response, std::string request_id, std::string model,
-            std::shared_ptr<std::atomic<int>> active)
-      : raw_response_(response), active_(std::move(active)) {
+            std::shared_ptr<RequestLifecycle> lifecycle)
+      : AdmittedCall(std::move(lifecycle)), raw_response_(response) {
     response_.set_request_id(std::move(request_id));
     response_.set_model(std::move(model));
   }
@@ -304,7 +298,7 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public AdmittedCall<Una
       call->response_.set_matched_stop(result.matched_stop);
       *call->response_.mutable_usage() = result.usage;
       *call->response_.mutable_timing() = result.timing;
-      if (call->on_done_) call->on_done_(&result, absl::StatusCode::kOk);
+      call->Ended(&result, absl::StatusCode::kOk);
       common::SerializeRawResponse(call->response_, call->raw_response_);
       call->Finish(grpc::Status::OK);
     }
@@ -315,7 +309,7 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public AdmittedCall<Una
         std::swap(call, call_);
       }
       if (call == nullptr) return;
-      if (call->on_done_) call->on_done_(nullptr, status.code());
+      call->Ended(nullptr, status.code());
       call->AddRetryAfterTrailer();  // the one Finish is ours: the context is alive
       call->Finish(common::ToGrpcStatus(status));
     }
@@ -329,9 +323,6 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public AdmittedCall<Una
   void set_generation(std::shared_ptr<Generation> generation) {
     absl::MutexLock lock(&mutex_);
     generation_ = std::move(generation);
-  }
-  void set_on_done(std::function<void(const GenerationResult*, absl::StatusCode)> on_done) {
-    on_done_ = std::move(on_done);
   }
   bool cancelled() {
     absl::MutexLock lock(&mutex_);
@@ -357,9 +348,7 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public AdmittedCall<Una
  private:
   ::llmserve::v1::GenerateResponse response_;
   grpc::ByteBuffer* const raw_response_;
-  ActiveGuard active_;
   const std::shared_ptr<Observer> observer_ = std::make_shared<Observer>(this);
-  std::function<void(const GenerationResult*, absl::StatusCode)> on_done_;
   absl::Mutex mutex_;
   std::shared_ptr<Generation> generation_ ABSL_GUARDED_BY(mutex_);
   bool cancelled_ ABSL_GUARDED_BY(mutex_) = false;
@@ -373,79 +362,26 @@ std::string AuthorizationOf(const grpc::CallbackServerContext& context) {
   return it == metadata.end() ? std::string() : std::string(it->second.data(), it->second.size());
 }
 
-absl::StatusOr<Principal> RequestAdmission::Authenticate(absl::string_view authorization) const {
-  if (authenticator_ == nullptr) return Principal{.name = "anonymous"};
-  absl::StatusOr<Principal> principal = authenticator_->Authenticate(authorization);
-  if (!principal.ok() && metrics_ != nullptr) metrics_->OnAuthFailure();
-  return principal;
-}
-
-ConcurrencyLimiter::WaitId RequestAdmission::Admit(const Principal& principal, int64_t tokens,
-                                                   AdmitCallback done) const {
-  if (rate_limiter_ != nullptr) {
-    const RateLimitDecision decision =
-        rate_limiter_->TryAcquire(principal.name, 1, tokens, absl::Now());
-    if (!decision.ok()) {
-      if (metrics_ != nullptr) metrics_->OnRateLimited();
-      std::move(done)(decision.status, decision.retry_after);
-      return 0;
-    }
-  }
-  if (concurrency_ == nullptr) {
-    std::move(done)(Admitted{.principal = principal}, absl::ZeroDuration());
-    return 0;
-  }
-  GatewayMetrics* metrics = metrics_;
-  RateLimiter* rate_limiter = rate_limiter_;
-  return concurrency_->Acquire([principal, tokens, metrics, rate_limiter, done = std::move(done)](
-                                   absl::StatusOr<ConcurrencyLimiter::Permit> permit) mutable {
-    if (!permit.ok()) {
-      if (metrics != nullptr && absl::IsResourceExhausted(permit.status())) {
-        metrics->OnRateLimited();
-      }
-      // Refused before it ran (the queue is full, or the gateway shuts down): what the rate limits
-      // took for it goes back, so that a client retrying a busy gateway does not also run out of
-      // its own budget.
-      if (rate_limiter != nullptr) rate_limiter->Refund(principal.name, 1, tokens, absl::Now());
-      return std::move(done)(
-          absl::Status(permit.status().code(),
-                       absl::StrCat(permit.status().message(),
-                                    " (the gateway's --max_concurrency and its queue are full)")),
-          absl::Seconds(1));
-    }
-    std::move(done)(
-        Admitted{.principal = principal,
-                 .permit = std::make_shared<ConcurrencyLimiter::Permit>(*std::move(permit))},
-        absl::ZeroDuration());
-  });
-}
-
-bool RequestAdmission::CancelWait(ConcurrencyLimiter::WaitId id) const {
-  return concurrency_ != nullptr && id != 0 && concurrency_->CancelWait(id);
-}
-
-void RequestAdmission::ChargeTokens(const Principal& principal, int64_t tokens) const {
-  if (rate_limiter_ != nullptr) rate_limiter_->ChargeTokens(principal.name, tokens, absl::Now());
-}
-
-InferenceService::InferenceService(WorkerPool* pool, ModelCatalog* catalog,
-                                   const RequestAdmission* admission, PrepareStage* prepare,
-                                   InferenceServiceOptions options)
-    : pool_(pool),
+InferenceService::InferenceService(WorkerClient* workers, ModelCatalog* catalog,
+                                   RequestTracker* tracker, PrepareStage* prepare,
+                                   RequestOptions options)
+    : workers_(workers),
       catalog_(catalog),
-      admission_(admission),
+      tracker_(tracker),
       prepare_(prepare),
       options_(std::move(options)) {}
 
 absl::StatusOr<InferenceService::Accepted> InferenceService::Accept(
-    grpc::CallbackServerContext* context, ::llmserve::v1::GenerateRequest& request) {
-  if (draining_) {
-    return absl::UnavailableError("the gateway is draining (shutting down); retry elsewhere");
-  }
-  absl::StatusOr<Principal> principal = admission_->Authenticate(AuthorizationOf(*context));
+    grpc::CallbackServerContext* context, ::llmserve::v1::GenerateRequest& request,
+    RequestLifecycle& lifecycle) {
+  lifecycle.set_model(request.model());
+  if (absl::Status accepting = tracker_->CheckAccepting(); !accepting.ok()) return accepting;
+  absl::StatusOr<Principal> principal =
+      tracker_->admission().Authenticate(AuthorizationOf(*context));
   if (!principal.ok()) return principal.status();
   absl::StatusOr<std::shared_ptr<const ServedModel>> model = catalog_->Resolve(request.model());
   if (!model.ok()) return model.status();
+  lifecycle.set_model((*model)->name());
   // Resolved here, so that the call knows its id before the prompt is prepared.
   absl::StatusOr<std::string> id = ResolveRequestId(request.request_id());
   if (!id.ok()) return id.status();
@@ -456,12 +392,13 @@ absl::StatusOr<InferenceService::Accepted> InferenceService::Accept(
 }
 
 InferenceService::Started InferenceService::MakeStarted(PreparedRequest request,
-                                                        const Accepted& accepted) const {
+                                                        const Accepted& accepted,
+                                                        absl::Time arrival) const {
   const int64_t tokens = request.worker_request.prompt_token_ids_size() +
                          static_cast<int64_t>(request.worker_request.max_tokens());
   Started started{.request = std::move(request), .principal = accepted.principal, .tokens = tokens};
   started.generation.deadline =
-      std::min(accepted.client_deadline, accepted.arrival + options_.request_timeout);
+      std::min(accepted.client_deadline, arrival + options_.request_timeout);
   started.generation.max_attempts = options_.max_attempts;
   started.generation.metrics = options_.metrics;
   started.generation.api = "grpc";
@@ -472,18 +409,9 @@ InferenceService::Started InferenceService::MakeStarted(PreparedRequest request,
 }
 
 template <typename Call>
-void InferenceService::FailCall(Call* call, const absl::Status& status, absl::Duration retry_after,
-                                absl::string_view model, absl::Time arrival) {
-  RecordDone(model, status.code(), arrival);
-  call->FailWith(status, retry_after);
-}
-
-template <typename Call>
 void InferenceService::PrepareThenLaunch(Call* call, ::llmserve::v1::GenerateRequest request,
                                          Accepted accepted) {
   std::shared_ptr<const ServedModel> model = accepted.model;
-  const std::string model_name = model->name();
-  const absl::Time arrival = accepted.arrival;
   // Stored before the work is queued, so that a cancel at any time reaches it.
   auto ticket = std::make_shared<PrepareStage::Ticket>();
   call->set_prepare_ticket(ticket);
@@ -496,10 +424,10 @@ void InferenceService::PrepareThenLaunch(Call* call, ::llmserve::v1::GenerateReq
           prepared = absl::CancelledError("the call was cancelled");
         }
         if (!prepared.ok()) {
-          FailCall(call, prepared.status(), absl::ZeroDuration(), accepted.model->name(),
-                   accepted.arrival);
+          call->FailWith(prepared.status(), absl::ZeroDuration());
         } else {
-          Launch(call, MakeStarted(std::move(prepared->front()), accepted), accepted.arrival);
+          Launch(call,
+                 MakeStarted(std::move(prepared->front()), accepted, call->lifecycle().arrival()));
         }
         call->Unref();
       });
@@ -509,25 +437,23 @@ void InferenceService::PrepareThenLaunch(Call* call, ::llmserve::v1::GenerateReq
       options_.metrics->OnRateLimited();
     }
     call->Unref();
-    FailCall(call, submitted,
-             absl::IsResourceExhausted(submitted) ? absl::Seconds(1) : absl::ZeroDuration(),
-             model_name, arrival);
+    call->FailWith(submitted,
+                   absl::IsResourceExhausted(submitted) ? absl::Seconds(1) : absl::ZeroDuration());
   }
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* InferenceService::GenerateStream(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* bytes) {
-  const absl::Time arrival = absl::Now();
+  std::shared_ptr<RequestLifecycle> lifecycle = tracker_->Begin("grpc");
   ::llmserve::v1::GenerateRequest request;
   absl::Status parsed = common::ParseRawRequest(*bytes, &request);
   absl::StatusOr<Accepted> accepted =
-      parsed.ok() ? Accept(context, request) : absl::StatusOr<Accepted>(parsed);
+      parsed.ok() ? Accept(context, request, *lifecycle) : absl::StatusOr<Accepted>(parsed);
   if (!accepted.ok()) {
-    RecordDone(request.model(), accepted.status().code(), arrival);
+    lifecycle->Finish(accepted.status().code());
     return new RefusedStream(common::ToGrpcStatus(accepted.status()));
   }
-  accepted->arrival = arrival;
-  auto* call = new StreamCall(request.request_id(), accepted->model->name(), active_);
+  auto* call = new StreamCall(request.request_id(), accepted->model->name(), std::move(lifecycle));
   call->set_context(context);
   PrepareThenLaunch(call, std::move(request), *std::move(accepted));
   return call;
@@ -536,65 +462,43 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* InferenceService::GenerateStream(
 grpc::ServerUnaryReactor* InferenceService::Generate(grpc::CallbackServerContext* context,
                                                      const grpc::ByteBuffer* bytes,
                                                      grpc::ByteBuffer* response) {
-  const absl::Time arrival = absl::Now();
+  std::shared_ptr<RequestLifecycle> lifecycle = tracker_->Begin("grpc");
   ::llmserve::v1::GenerateRequest request;
   absl::Status parsed = common::ParseRawRequest(*bytes, &request);
   absl::StatusOr<Accepted> accepted =
-      parsed.ok() ? Accept(context, request) : absl::StatusOr<Accepted>(parsed);
+      parsed.ok() ? Accept(context, request, *lifecycle) : absl::StatusOr<Accepted>(parsed);
   if (!accepted.ok()) {
-    RecordDone(request.model(), accepted.status().code(), arrival);
+    lifecycle->Finish(accepted.status().code());
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     reactor->Finish(common::ToGrpcStatus(accepted.status()));
     return reactor;
   }
-  accepted->arrival = arrival;
-  auto* call = new UnaryCall(response, request.request_id(), accepted->model->name(), active_);
+  auto* call =
+      new UnaryCall(response, request.request_id(), accepted->model->name(), std::move(lifecycle));
   call->set_context(context);
   PrepareThenLaunch(call, std::move(request), *std::move(accepted));
   return call;
 }
 
 template <typename Call>
-void InferenceService::Launch(Call* call, Started started, absl::Time arrival) {
-  const RequestAdmission* admission = admission_;
-  // Set once admitted; the permit is released and unused tokens refunded when the call ends.
-  auto admitted = std::make_shared<std::shared_ptr<RequestAdmission::Admitted>>();
-  const int64_t max_tokens = started.request.worker_request.max_tokens();
-  call->set_on_done(
-      [this, admission, admitted, max_tokens, arrival, model = started.request.model->name()](
-          const GenerationResult* result, absl::StatusCode code) {
-        RecordDone(model, code, arrival);
-        if (*admitted == nullptr) return;
-        const int64_t used = result == nullptr ? 0 : result->usage.completion_tokens();
-        admission->ChargeTokens((*admitted)->principal, used - max_tokens);
-        (*admitted)->permit.reset();
-      });
+void InferenceService::Launch(Call* call, Started started) {
   call->Ref();  // the admission callback's, dropped when it ran (or was cancelled)
-  WorkerPool* pool = pool_;
-  const ConcurrencyLimiter::WaitId wait = admission_->Admit(
+  WorkerClient* workers = workers_;
+  call->lifecycle().Admit(
       started.principal, started.tokens,
-      [call, admitted, pool, request = std::move(started.request), options = started.generation](
-          absl::StatusOr<RequestAdmission::Admitted> result, absl::Duration retry_after) mutable {
-        if (!result.ok()) {
+      [call, workers, request = std::move(started.request), options = started.generation](
+          absl::Status admitted, absl::Duration retry_after) mutable {
+        if (!admitted.ok()) {
           // The trailer is added by the call's own Finish: a stream cancelled meanwhile may be
           // finished already, its context gone.
-          call->FailWith(result.status(), retry_after);
+          call->FailWith(admitted, retry_after);
         } else {
-          *admitted = std::make_shared<RequestAdmission::Admitted>(*std::move(result));
           call->StartGeneration([&] {
-            return Generation::Start(pool, std::move(request), options, call->observer());
+            return Generation::Start(workers, std::move(request), options, call->observer());
           });
         }
         call->Unref();
       });
-  call->set_admission_wait(admission_, wait);
-}
-
-void InferenceService::RecordDone(absl::string_view model, absl::StatusCode code,
-                                  absl::Time arrival) const {
-  if (options_.metrics == nullptr) return;
-  options_.metrics->OnRequestDone("grpc", model, code,
-                                  absl::ToDoubleSeconds(absl::Now() - arrival));
 }
 
 grpc::ServerUnaryReactor* InferenceService::Tokenize(grpc::CallbackServerContext* context,
@@ -609,7 +513,8 @@ grpc::ServerUnaryReactor* InferenceService::Tokenize(grpc::CallbackServerContext
   if (absl::Status status = common::ParseRawRequest(*bytes, request.get()); !status.ok()) {
     return fail(status);
   }
-  absl::StatusOr<Principal> principal = admission_->Authenticate(AuthorizationOf(*context));
+  absl::StatusOr<Principal> principal =
+      tracker_->admission().Authenticate(AuthorizationOf(*context));
   if (!principal.ok()) return fail(principal.status());
   absl::StatusOr<std::shared_ptr<const ServedModel>> model = catalog_->Resolve(request->model());
   if (!model.ok()) return fail(model.status());
@@ -679,7 +584,8 @@ grpc::ServerUnaryReactor* InferenceService::ListModels(grpc::CallbackServerConte
   }
   ::llmserve::v1::ListModelsResponse message;
   ::llmserve::v1::ListModelsResponse* response = &message;
-  absl::StatusOr<Principal> principal = admission_->Authenticate(AuthorizationOf(*context));
+  absl::StatusOr<Principal> principal =
+      tracker_->admission().Authenticate(AuthorizationOf(*context));
   if (!principal.ok()) {
     reactor->Finish(common::ToGrpcStatus(principal.status()));
     return reactor;

@@ -1,6 +1,8 @@
 // The public gRPC service llmserve.v1.Inference (callback API: no thread per call, nothing
-// blocks): authenticates each call from its `authorization` metadata, applies rate and
-// concurrency limits, has the prompt prepared on the prepare stage's threads
+// blocks), a thin adapter over the request pipeline: each generation call is a RequestLifecycle
+// (gateway/pipeline/request_lifecycle.h: drain, admission and accounting, shared with the HTTP
+// API), authenticated from its `authorization` metadata, with its prompt prepared on the prepare
+// stage's threads
 // (gateway/pipeline/prepare_stage.h; gRPC's own threads only parse and authenticate) and runs a
 // Generation, streaming its deltas (GenerateStream) or collecting them (Generate). Cancelling a
 // call cancels its prompt's preparation (while it waits for a thread) or the worker's request.
@@ -25,65 +27,13 @@
 #include "gateway/api/model_catalog.h"
 #include "gateway/api/prompt_builder.h"
 #include "gateway/auth/authenticator.h"
-#include "gateway/auth/concurrency_limiter.h"
-#include "gateway/auth/rate_limiter.h"
 #include "gateway/pipeline/prepare_stage.h"
-#include "gateway/router/worker_pool.h"
+#include "gateway/pipeline/request_lifecycle.h"
+#include "gateway/pipeline/request_options.h"
+#include "gateway/router/worker_client.h"
 #include "llmserve/v1/inference.grpc.pb.h"
 
 namespace llmserve::gateway {
-
-// Who may run a request now: authentication, then limits. Shared by the gRPC and HTTP APIs.
-class RequestAdmission {
- public:
-  // `rate_limiter` and `concurrency` may be null (no limit).
-  RequestAdmission(const Authenticator* authenticator, RateLimiter* rate_limiter,
-                   ConcurrencyLimiter* concurrency, GatewayMetrics* metrics = nullptr)
-      : authenticator_(authenticator),
-        rate_limiter_(rate_limiter),
-        concurrency_(concurrency),
-        metrics_(metrics) {}
-
-  struct Admitted {
-    Principal principal;
-    // Released when the request ends.
-    std::shared_ptr<ConcurrencyLimiter::Permit> permit;
-  };
-  // The caller, from an Authorization header value: UNAUTHENTICATED when it is not accepted.
-  absl::StatusOr<Principal> Authenticate(absl::string_view authorization) const;
-  // Rate limits for a request of `tokens` (prompt + max_tokens), checked now, then a concurrency
-  // slot: now, or from the bounded queue when one frees up. `done` runs exactly once (unless
-  // CancelWait returns true first): with the admission, or with RESOURCE_EXHAUSTED and how long
-  // to wait before retrying (429 / retry-after), or UNAVAILABLE when the gateway shuts down. A
-  // request the concurrency limit refuses gets back what the rate limits took for it: it never
-  // ran. `done` may run on this thread or later on the thread that frees a slot. Returns the
-  // queued wait's id, 0 when `done` already ran.
-  using AdmitCallback =
-      absl::AnyInvocable<void(absl::StatusOr<Admitted> admitted, absl::Duration retry_after) &&>;
-  ConcurrencyLimiter::WaitId Admit(const Principal& principal, int64_t tokens,
-                                   AdmitCallback done) const;
-  // A client left while queued: true when `done` will never run.
-  bool CancelWait(ConcurrencyLimiter::WaitId id) const;
-  // Completion tokens, known at the end, counted against the principal's token budget.
-  void ChargeTokens(const Principal& principal, int64_t tokens) const;
-
- private:
-  const Authenticator* const authenticator_;
-  RateLimiter* const rate_limiter_;
-  ConcurrencyLimiter* const concurrency_;
-  GatewayMetrics* const metrics_;
-};
-
-struct InferenceServiceOptions {
-  PromptLimits limits;
-  int max_attempts = 3;
-  // Requests without a client deadline end after this.
-  absl::Duration request_timeout = absl::Minutes(10);
-  // Mix the principal's name into prefix-cache hashes, so tenants never share cached blocks.
-  bool isolate_cache_per_principal = false;
-  // May be null.
-  GatewayMetrics* metrics = nullptr;
-};
 
 // Every method is registered raw (bytes in, bytes out) and parses its own request, so a request
 // that does not parse gets INVALID_ARGUMENT saying so (gRPC's typed handlers would answer
@@ -98,8 +48,8 @@ class InferenceService final : public RawInferenceService {
  public:
   // `prepare` must stop (PrepareStage::Shutdown) before this service is destroyed: its callbacks
   // come back here. Tokenize runs there too, with its chat renderer.
-  InferenceService(WorkerPool* pool, ModelCatalog* catalog, const RequestAdmission* admission,
-                   PrepareStage* prepare, InferenceServiceOptions options);
+  InferenceService(WorkerClient* workers, ModelCatalog* catalog, RequestTracker* tracker,
+                   PrepareStage* prepare, RequestOptions options);
 
   grpc::ServerUnaryReactor* Generate(grpc::CallbackServerContext* context,
                                      const grpc::ByteBuffer* request,
@@ -113,16 +63,11 @@ class InferenceService final : public RawInferenceService {
                                        const grpc::ByteBuffer* request,
                                        grpc::ByteBuffer* response) override;
 
-  // New calls get UNAVAILABLE from now on.
-  void StartDrain() { draining_ = true; }
-  int active_requests() const { return active_->load(); }
-
   // What a generation call knows before its prompt is prepared.
   struct Accepted {
     Principal principal;
     std::shared_ptr<const ServedModel> model;
     absl::Time client_deadline = absl::InfiniteFuture();
-    absl::Time arrival;
   };
   // Everything a generation call needs before admission: caller, model, prompt.
   struct Started {
@@ -135,33 +80,27 @@ class InferenceService final : public RawInferenceService {
 
  private:
   // Draining, authentication, the model and the request id (set into `request`), on gRPC's
-  // thread: what a call needs before its prompt goes to the prepare stage.
+  // thread: what a call needs before its prompt goes to the prepare stage. Names the model in
+  // `lifecycle` as soon as it is known.
   absl::StatusOr<Accepted> Accept(grpc::CallbackServerContext* context,
-                                  ::llmserve::v1::GenerateRequest& request);
-  Started MakeStarted(PreparedRequest request, const Accepted& accepted) const;
+                                  ::llmserve::v1::GenerateRequest& request,
+                                  RequestLifecycle& lifecycle);
+  Started MakeStarted(PreparedRequest request, const Accepted& accepted, absl::Time arrival) const;
   // Hands the prompt to the prepare stage; when it comes back, Launch, or the error ends the call.
   template <typename Call>
   void PrepareThenLaunch(Call* call, ::llmserve::v1::GenerateRequest request, Accepted accepted);
-  // Ends a call that never reached admission with `status` (counted), with a retry-after trailer
-  // when `retry_after` is positive.
-  template <typename Call>
-  void FailCall(Call* call, const absl::Status& status, absl::Duration retry_after,
-                absl::string_view model, absl::Time arrival);
-  void RecordDone(absl::string_view model, absl::StatusCode code, absl::Time arrival) const;
   // Tokenize's work, on a prepare thread.
   absl::StatusOr<::llmserve::v1::TokenizeResponse> TokenizePrompt(
       const ::llmserve::v1::TokenizeRequest& request, const ServedModel& model) const;
   // Admits the call (possibly after a wait in the concurrency queue), then starts its Generation.
   template <typename Call>
-  void Launch(Call* call, Started started, absl::Time arrival);
+  void Launch(Call* call, Started started);
 
-  WorkerPool* const pool_;
+  WorkerClient* const workers_;
   ModelCatalog* const catalog_;
-  const RequestAdmission* const admission_;
+  RequestTracker* const tracker_;
   PrepareStage* const prepare_;
-  const InferenceServiceOptions options_;
-  std::atomic<bool> draining_{false};
-  std::shared_ptr<std::atomic<int>> active_ = std::make_shared<std::atomic<int>>(0);
+  const RequestOptions options_;
 };
 
 // The `authorization` metadata of a call ("" when absent).

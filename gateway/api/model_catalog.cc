@@ -21,7 +21,7 @@ bool SameModel(const worker::v1::ModelInfo& a, const worker::v1::ModelInfo& b) {
 
 std::vector<ModelCatalog::ModelSummary> ModelCatalog::List() const {
   std::map<std::string, ModelSummary> models;
-  for (const WorkerStatus& worker : pool_->Workers()) {
+  for (const WorkerStatus& worker : workers_->Workers()) {
     if (worker.model_info == nullptr) continue;
     ModelSummary& summary = models[worker.model_info->model_name()];
     // Prefer the description of a ready worker.
@@ -38,7 +38,7 @@ std::vector<ModelCatalog::ModelSummary> ModelCatalog::List() const {
 absl::StatusOr<std::shared_ptr<const ServedModel>> ModelCatalog::Resolve(absl::string_view name) {
   const std::vector<ModelSummary> models = List();
   if (models.empty()) {
-    const std::vector<std::string> known = pool_->KnownModels();
+    const std::vector<std::string> known = workers_->KnownModels();
     if (known.empty()) {
       return absl::UnavailableError("no worker has answered yet: no model is available");
     }
@@ -61,7 +61,7 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> ModelCatalog::Resolve(absl::s
       if (summary.info->model_name() == name) found = &summary;
     }
     if (found == nullptr) {
-      const std::vector<std::string> known = pool_->KnownModels();
+      const std::vector<std::string> known = workers_->KnownModels();
       if (std::find(known.begin(), known.end(), name) != known.end()) {
         // A model served before whose workers all left: unavailable for now, not unknown.
         return absl::UnavailableError(

@@ -16,13 +16,13 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "gateway/api/served_model.h"
-#include "gateway/router/worker_pool.h"
+#include "gateway/router/worker_client.h"
 
 namespace llmserve::gateway {
 
 class ModelCatalog {
  public:
-  explicit ModelCatalog(const WorkerPool* pool) : pool_(pool) {}
+  explicit ModelCatalog(const WorkerClient* workers) : workers_(workers) {}
 
   // `name` empty selects the only model (INVALID_ARGUMENT when there are several); NOT_FOUND
   // naming the served models for an unknown name; UNAVAILABLE before any worker answered.
@@ -40,7 +40,7 @@ class ModelCatalog {
     std::shared_ptr<const worker::v1::ModelInfo> source;
     std::shared_ptr<const ServedModel> model;
   };
-  const WorkerPool* const pool_;
+  const WorkerClient* const workers_;
   absl::Mutex mutex_;
   absl::flat_hash_map<std::string, Entry> cache_ ABSL_GUARDED_BY(mutex_);
 };

@@ -45,8 +45,7 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
  public:
   OpenAiJob(OpenAiEndpoint endpoint, OpenAiRequest parsed, std::shared_ptr<const ServedModel> model,
             std::shared_ptr<http::ResponseWriter> writer, std::string id, int prompt_tokens,
-            std::shared_ptr<std::atomic<int>> active,
-            std::function<void(int64_t, absl::StatusCode)> on_done)
+            std::shared_ptr<RequestLifecycle> lifecycle)
       : endpoint_(endpoint),
         parsed_(std::move(parsed)),
         model_(std::move(model)),
@@ -54,12 +53,8 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
         id_(std::move(id)),
         created_(absl::ToUnixSeconds(absl::Now())),
         prompt_tokens_(prompt_tokens),
-        active_(std::move(active)),
-        on_done_(std::move(on_done)),
-        choices_(parsed_.n) {
-    ++*active_;
-  }
-  ~OpenAiJob() { --*active_; }
+        lifecycle_(std::move(lifecycle)),
+        choices_(parsed_.n) {}
 
   class Observer final : public GenerationObserver {
    public:
@@ -76,11 +71,11 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
   // Starts the n generations. A streamed response starts with the first output of any of them
   // (see OpenStreamLocked), so that what fails before it (no worker to route to, a worker refusing
   // the request) is answered with its real status.
-  void Start(WorkerPool* pool, const std::vector<PreparedRequest>& requests,
+  void Start(WorkerClient* workers, const std::vector<PreparedRequest>& requests,
              const GenerationOptions& options) {
     for (int i = 0; i < parsed_.n; ++i) {
       std::shared_ptr<Generation> generation = Generation::Start(
-          pool, requests[i], options, std::make_shared<Observer>(shared_from_this(), i));
+          workers, requests[i], options, std::make_shared<Observer>(shared_from_this(), i));
       absl::MutexLock lock(&mutex_);
       // Every choice may already have ended (at once, with no worker to route to, or faster than
       // this loop): keeping its generation then would hold this job forever through the cycle
@@ -99,33 +94,30 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
   }
 
   // A client that leaves (even while queued for admission) cancels everything of its request.
-  void WatchClose(const RequestAdmission* admission) {
-    admission_ = admission;
+  void WatchClose() {
     std::weak_ptr<OpenAiJob> weak = weak_from_this();
     writer_->SetOnClose([weak] {
       if (std::shared_ptr<OpenAiJob> job = weak.lock()) job->Cancel();
     });
   }
-  void set_admission_wait(ConcurrencyLimiter::WaitId wait) {
-    absl::MutexLock lock(&mutex_);
-    wait_ = wait;
-  }
 
   void Cancel() {
     std::vector<std::shared_ptr<Generation>> generations;
-    ConcurrencyLimiter::WaitId wait = 0;
     {
       absl::MutexLock lock(&mutex_);
       generations = generations_;
-      std::swap(wait, wait_);
     }
-    if (wait != 0) admission_->CancelWait(wait);
+    // Queued for a slot: leaves the queue (the job, held only by the admission callback, then
+    // ends as cancelled).
+    lifecycle_->CancelAdmission();
     for (const auto& generation : generations) generation->Cancel();
   }
 
+  RequestLifecycle& lifecycle() { return *lifecycle_; }
+
   // Admission refused: the error is the whole response.
   void Refuse(const absl::Status& status, absl::Duration retry_after) {
-    if (on_done_) on_done_(0, status.code());
+    lifecycle_->Finish(status.code());
     SendOpenAiError(*writer_, status, retry_after);
   }
 
@@ -291,7 +283,7 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
     generations_.clear();
     int64_t completion_tokens = 0;
     for (const Choice& choice : choices_) completion_tokens += choice.completion_tokens;
-    if (on_done_) on_done_(completion_tokens, first_error_.code());
+    lifecycle_->Finish(first_error_.code(), completion_tokens);
     // Nothing was sent yet: the first error is the whole response, with its HTTP status.
     if (FailsAsAWholeLocked()) return SendOpenAiError(*writer_, first_error_);
     if (parsed_.stream) {
@@ -345,8 +337,7 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
   const std::string id_;
   const int64_t created_;
   const int64_t prompt_tokens_;
-  std::shared_ptr<std::atomic<int>> active_;
-  std::function<void(int64_t, absl::StatusCode)> on_done_;
+  const std::shared_ptr<RequestLifecycle> lifecycle_;
   absl::Mutex mutex_;
   std::vector<Choice> choices_ ABSL_GUARDED_BY(mutex_);
   int finished_ ABSL_GUARDED_BY(mutex_) = 0;
@@ -356,8 +347,6 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
   // Streamed: whether the headers (200, text/event-stream) were sent.
   bool stream_started_ ABSL_GUARDED_BY(mutex_) = false;
   std::vector<std::shared_ptr<Generation>> generations_ ABSL_GUARDED_BY(mutex_);
-  const RequestAdmission* admission_ = nullptr;
-  ConcurrencyLimiter::WaitId wait_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace
@@ -373,12 +362,12 @@ void SendOpenAiError(http::ResponseWriter& writer, const absl::Status& status,
   writer.Send(error.http_status, std::move(headers), error.body);
 }
 
-OpenAiApi::OpenAiApi(WorkerPool* pool, ModelCatalog* catalog, const RequestAdmission* admission,
-                     PrepareStage* prepare, InferenceServiceOptions options,
+OpenAiApi::OpenAiApi(WorkerClient* workers, ModelCatalog* catalog, RequestTracker* tracker,
+                     PrepareStage* prepare, RequestOptions options,
                      std::function<std::string()> metrics_text)
-    : pool_(pool),
+    : workers_(workers),
       catalog_(catalog),
-      admission_(admission),
+      tracker_(tracker),
       prepare_(prepare),
       options_(std::move(options)),
       metrics_text_(std::move(metrics_text)) {}
@@ -391,11 +380,12 @@ void OpenAiApi::Handle(http::HttpRequest request, std::shared_ptr<http::Response
     return writer->Send(200, {{"content-type", "application/json"}}, R"({"status":"ok"})");
   }
   if (path == "/readyz" && get) {
-    if (!draining_ && pool_->AnyReady()) {
+    if (!tracker_->draining() && workers_->AnyReady()) {
       return writer->Send(200, {{"content-type", "application/json"}}, R"({"status":"ready"})");
     }
-    return SendOpenAiError(*writer, absl::UnavailableError(draining_ ? "the gateway is draining"
-                                                                     : "no worker is ready"));
+    return SendOpenAiError(*writer,
+                           absl::UnavailableError(tracker_->draining() ? "the gateway is draining"
+                                                                       : "no worker is ready"));
   }
   if (path == "/metrics" && get && metrics_text_) {
     return writer->Send(200, {{"content-type", "text/plain; version=0.0.4"}}, metrics_text_());
@@ -424,7 +414,8 @@ void OpenAiApi::Handle(http::HttpRequest request, std::shared_ptr<http::Response
 }
 
 void OpenAiApi::HandleModels(const http::HttpRequest& request, http::ResponseWriter& writer) {
-  absl::StatusOr<Principal> principal = admission_->Authenticate(request.Header("authorization"));
+  absl::StatusOr<Principal> principal =
+      tracker_->admission().Authenticate(request.Header("authorization"));
   if (!principal.ok()) return SendOpenAiError(writer, principal.status());
   Json data = Json::array();
   for (const ModelCatalog::ModelSummary& summary : catalog_->List()) {
@@ -441,29 +432,27 @@ void OpenAiApi::HandleModels(const http::HttpRequest& request, http::ResponseWri
 
 void OpenAiApi::HandleGeneration(OpenAiEndpoint endpoint, const http::HttpRequest& request,
                                  std::shared_ptr<http::ResponseWriter> writer) {
-  const absl::Time arrival = absl::Now();
-  std::string model_name;
-  // Refusals are counted like finished requests.
+  std::shared_ptr<RequestLifecycle> lifecycle = tracker_->Begin("http");
+  // Refusals end the lifecycle: counted like finished requests.
   auto refuse = [&](const absl::Status& status, absl::Duration retry_after = absl::ZeroDuration()) {
-    RefuseGeneration(*writer, model_name, arrival, status, retry_after);
+    lifecycle->Finish(status.code());
+    SendOpenAiError(*writer, status, retry_after);
   };
-  if (draining_) {
-    return SendOpenAiError(
-        *writer,
-        absl::UnavailableError("the gateway is draining (shutting down); retry elsewhere"));
+  if (absl::Status accepting = tracker_->CheckAccepting(); !accepting.ok()) {
+    return refuse(accepting);
   }
-  absl::StatusOr<Principal> principal = admission_->Authenticate(request.Header("authorization"));
+  absl::StatusOr<Principal> principal =
+      tracker_->admission().Authenticate(request.Header("authorization"));
   if (!principal.ok()) return refuse(principal.status());
   absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(endpoint, request.body);
   if (!parsed.ok()) return refuse(parsed.status());
-  model_name = parsed->request.model();
+  lifecycle->set_model(parsed->request.model());
   absl::StatusOr<std::shared_ptr<const ServedModel>> model =
       catalog_->Resolve(parsed->request.model());
   if (!model.ok()) return refuse(model.status());
-  model_name = (*model)->name();
+  lifecycle->set_model((*model)->name());
   // The prompt's template and tokenizer run on the prepare stage's threads, not on this I/O
-  // thread, which also writes every other stream of its connections. The request counts as
-  // active (the drain waits for it) from here.
+  // thread, which also writes every other stream of its connections.
   const int n = parsed->n;
   ::llmserve::v1::GenerateRequest generate = std::move(parsed->request);
   parsed->request.Clear();
@@ -473,8 +462,7 @@ void OpenAiApi::HandleGeneration(OpenAiEndpoint endpoint, const http::HttpReques
                                                             .model = *model,
                                                             .principal = *std::move(principal),
                                                             .writer = writer,
-                                                            .arrival = arrival,
-                                                            .active = ActiveGuard(active_)});
+                                                            .lifecycle = lifecycle});
   // A client that leaves while its prompt waits for a thread spares the work. (The job replaces
   // this hook once it exists, later on the prepare thread.)
   auto ticket = std::make_shared<PrepareStage::Ticket>();
@@ -485,24 +473,14 @@ void OpenAiApi::HandleGeneration(OpenAiEndpoint endpoint, const http::HttpReques
                            absl::StatusOr<std::vector<PreparedRequest>> choices) mutable {
                          OnPrepared(std::move(*pending), std::move(choices));
                        });
-  // A full queue is a busy gateway: retry soon (429).
-  if (absl::IsResourceExhausted(submitted) && options_.metrics != nullptr) {
-    options_.metrics->OnRateLimited();
-  }
   if (!submitted.ok()) {
+    // A full queue is a busy gateway: retry soon (429).
+    if (absl::IsResourceExhausted(submitted) && options_.metrics != nullptr) {
+      options_.metrics->OnRateLimited();
+    }
     return refuse(submitted,
                   absl::IsResourceExhausted(submitted) ? absl::Seconds(1) : absl::ZeroDuration());
   }
-}
-
-void OpenAiApi::RefuseGeneration(http::ResponseWriter& writer, absl::string_view model_name,
-                                 absl::Time arrival, const absl::Status& status,
-                                 absl::Duration retry_after) const {
-  if (options_.metrics != nullptr) {
-    options_.metrics->OnRequestDone("http", model_name, status.code(),
-                                    absl::ToDoubleSeconds(absl::Now() - arrival));
-  }
-  SendOpenAiError(writer, status, retry_after);
 }
 
 void OpenAiApi::OnPrepared(PendingGeneration pending,
@@ -512,8 +490,8 @@ void OpenAiApi::OnPrepared(PendingGeneration pending,
     choices = absl::CancelledError("the client disconnected");
   }
   if (!choices.ok()) {
-    return RefuseGeneration(*pending.writer, pending.model->name(), pending.arrival,
-                            choices.status());
+    pending.lifecycle->Finish(choices.status().code());
+    return SendOpenAiError(*pending.writer, choices.status());
   }
   StartGeneration(std::move(pending), *std::move(choices));
 }
@@ -522,7 +500,7 @@ void OpenAiApi::StartGeneration(PendingGeneration pending, std::vector<PreparedR
   const int prompt_tokens = requests[0].worker_request.prompt_token_ids_size();
   const int64_t max_tokens = requests[0].worker_request.max_tokens();
   GenerationOptions generation;
-  generation.deadline = absl::Now() + options_.request_timeout;
+  generation.deadline = pending.lifecycle->arrival() + options_.request_timeout;
   generation.max_attempts = options_.max_attempts;
   generation.metrics = options_.metrics;
   generation.api = "http";
@@ -530,37 +508,18 @@ void OpenAiApi::StartGeneration(PendingGeneration pending, std::vector<PreparedR
   const std::string id =
       absl::StrCat(pending.endpoint == OpenAiEndpoint::kChatCompletions ? "chatcmpl-" : "cmpl-",
                    requests[0].request_id);
-  const RequestAdmission* admission = admission_;
-  // Set once admitted; the permit is released and unused tokens refunded when the job ends.
-  auto admitted = std::make_shared<std::shared_ptr<RequestAdmission::Admitted>>();
   const int n = pending.parsed.n;
-  const int64_t reserved = n * max_tokens;
-  const absl::Time arrival = pending.arrival;
-  const std::string model_name = pending.model->name();
   const Principal principal = pending.principal;
-  auto job = std::make_shared<OpenAiJob>(
-      pending.endpoint, std::move(pending.parsed), std::move(pending.model),
-      std::move(pending.writer), id, prompt_tokens, active_,
-      [admission, admitted, reserved, arrival, model_name, metrics = options_.metrics](
-          int64_t completion_tokens, absl::StatusCode code) {
-        if (metrics != nullptr) {
-          metrics->OnRequestDone("http", model_name, code,
-                                 absl::ToDoubleSeconds(absl::Now() - arrival));
-        }
-        if (*admitted == nullptr) return;
-        admission->ChargeTokens((*admitted)->principal, completion_tokens - reserved);
-        (*admitted)->permit.reset();
-      });
-  job->WatchClose(admission_);
-  const ConcurrencyLimiter::WaitId wait = admission_->Admit(
-      principal, prompt_tokens + n * max_tokens,
-      [job, admitted, pool = pool_, requests = std::move(requests), generation](
-          absl::StatusOr<RequestAdmission::Admitted> result, absl::Duration retry_after) {
-        if (!result.ok()) return job->Refuse(result.status(), retry_after);
-        *admitted = std::make_shared<RequestAdmission::Admitted>(*std::move(result));
-        job->Start(pool, requests, generation);
-      });
-  job->set_admission_wait(wait);
+  auto job = std::make_shared<OpenAiJob>(pending.endpoint, std::move(pending.parsed),
+                                         std::move(pending.model), std::move(pending.writer), id,
+                                         prompt_tokens, std::move(pending.lifecycle));
+  job->WatchClose();
+  job->lifecycle().Admit(principal, prompt_tokens + n * max_tokens,
+                         [job, workers = workers_, requests = std::move(requests), generation](
+                             absl::Status admitted, absl::Duration retry_after) {
+                           if (!admitted.ok()) return job->Refuse(admitted, retry_after);
+                           job->Start(workers, requests, generation);
+                         });
 }
 
 }  // namespace llmserve::gateway

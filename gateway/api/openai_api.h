@@ -3,8 +3,10 @@
 //   GET  /v1/models
 //   GET  /healthz (liveness), /readyz (a worker is ready and the gateway is not draining),
 //        /metrics (Prometheus text)
-// Requests go through the same admission, prompt preparation and Generation as the gRPC API:
-// the I/O thread parses, authenticates and resolves the model, the prompt is rendered and
+// A thin adapter over the request pipeline it shares with the gRPC API: each generation request
+// is a RequestLifecycle (gateway/pipeline/request_lifecycle.h: drain, admission, accounting) and
+// runs the same prompt preparation and Generation. The I/O thread parses, authenticates and
+// resolves the model, the prompt is rendered and
 // tokenized on the prepare stage's threads (gateway/pipeline/prepare_stage.h), once for all `n`
 // choices, which then run as n generations (seeds seed, seed+1, ... when a seed is given).
 // Errors use OpenAI's JSON shape with the HTTP status of common/status/http_error.h; 429 carries
@@ -25,14 +27,15 @@
 #include <string>
 #include <vector>
 
-#include "gateway/api/inference_service.h"
+#include "gateway/api/generation.h"
 #include "gateway/api/model_catalog.h"
 #include "gateway/api/openai_request.h"
 #include "gateway/http/http_request.h"
 #include "gateway/http/response_writer.h"
-#include "gateway/pipeline/active_guard.h"
 #include "gateway/pipeline/prepare_stage.h"
-#include "gateway/router/worker_pool.h"
+#include "gateway/pipeline/request_lifecycle.h"
+#include "gateway/pipeline/request_options.h"
+#include "gateway/router/worker_client.h"
 
 namespace llmserve::gateway {
 
@@ -41,14 +44,11 @@ class OpenAiApi {
   // `metrics_text` renders /metrics (may be null: 404).
   // `prepare` runs the prompts' CPU work; it must stop (PrepareStage::Shutdown) before this API
   // is destroyed, since its callbacks come back here.
-  OpenAiApi(WorkerPool* pool, ModelCatalog* catalog, const RequestAdmission* admission,
-            PrepareStage* prepare, InferenceServiceOptions options,
+  OpenAiApi(WorkerClient* workers, ModelCatalog* catalog, RequestTracker* tracker,
+            PrepareStage* prepare, RequestOptions options,
             std::function<std::string()> metrics_text);
 
   void Handle(http::HttpRequest request, std::shared_ptr<http::ResponseWriter> writer);
-
-  void StartDrain() { draining_ = true; }
-  int active_requests() const { return active_->load(); }
 
  private:
   void HandleGeneration(OpenAiEndpoint endpoint, const http::HttpRequest& request,
@@ -63,26 +63,19 @@ class OpenAiApi {
     std::shared_ptr<const ServedModel> model;
     Principal principal;
     std::shared_ptr<http::ResponseWriter> writer;
-    absl::Time arrival;
-    ActiveGuard active;
+    std::shared_ptr<RequestLifecycle> lifecycle;
   };
   // On the prepare thread: the prepared choices, or the error to answer with.
   void OnPrepared(PendingGeneration pending, absl::StatusOr<std::vector<PreparedRequest>> choices);
   // The prompt is ready: admission, then the n generations.
   void StartGeneration(PendingGeneration pending, std::vector<PreparedRequest> requests);
-  // Answers `status` (counted like a finished request).
-  void RefuseGeneration(http::ResponseWriter& writer, absl::string_view model_name,
-                        absl::Time arrival, const absl::Status& status,
-                        absl::Duration retry_after = absl::ZeroDuration()) const;
 
-  WorkerPool* const pool_;
+  WorkerClient* const workers_;
   ModelCatalog* const catalog_;
-  const RequestAdmission* const admission_;
+  RequestTracker* const tracker_;
   PrepareStage* const prepare_;
-  const InferenceServiceOptions options_;
+  const RequestOptions options_;
   const std::function<std::string()> metrics_text_;
-  std::atomic<bool> draining_{false};
-  std::shared_ptr<std::atomic<int>> active_ = std::make_shared<std::atomic<int>>(0);
 };
 
 // Sends `status` as an OpenAI error, with retry-after when given (429).

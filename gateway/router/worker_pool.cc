@@ -14,7 +14,7 @@
 #include "absl/time/clock.h"
 #include "common/base/logging.h"
 #include "common/base/worker_api_limits.h"
-#include "common/prefix_cache/block_hash.h"
+#include "gateway/router/grpc_worker_call.h"
 
 namespace llmserve::gateway {
 namespace {
@@ -188,7 +188,8 @@ absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Start(const WorkerPoolOp
   return pool;
 }
 
-WorkerPool::WorkerPool(const WorkerPoolOptions& options) : options_(options) {}
+WorkerPool::WorkerPool(const WorkerPoolOptions& options)
+    : options_(options), snapshot_(std::make_shared<RoutingSnapshot>()) {}
 
 WorkerPool::~WorkerPool() {
   {
@@ -337,6 +338,7 @@ void WorkerPool::Discover() {
     worker->backoff = options_.backoff_initial;
     workers_[address] = std::move(worker);
   }
+  bool changed = false;
   for (auto it = workers_.begin(); it != workers_.end();) {
     if (wanted.contains(it->first)) {
       ++it;
@@ -344,9 +346,14 @@ void WorkerPool::Discover() {
     }
     // Gone from DNS. Its stream (if any) ends on its own: OnStreamDone finds no worker.
     if (it->second->stream != nullptr) it->second->stream->Cancel();
-    prefix_index_.Remove(it->first);
+    {
+      absl::MutexLock prefix_lock(&prefix_mutex_);
+      prefix_index_.Remove(it->first);
+    }
     workers_.erase(it++);
+    changed = true;
   }
+  if (changed) PublishLocked();
 }
 
 void WorkerPool::Probe(const std::string& address) {
@@ -379,7 +386,7 @@ void WorkerPool::Probe(const std::string& address) {
     return MarkDown(worker, absl::StrCat("GetModelInfo failed: ", info_status.error_message()));
   }
   worker.model_info = std::move(info);
-  known_models_.insert(worker.model_info->model_name());
+  if (known_models_.insert(worker.model_info->model_name()).second) PublishLocked();
   ++worker.generation;
   worker.last_report_time = absl::Now();
   auto* stream = new LoadStream(this, address, worker.generation);
@@ -395,7 +402,37 @@ void WorkerPool::MarkDown(Worker& worker, const std::string& error) {
   ++worker.generation;
   worker.next_probe = absl::Now() + worker.backoff;
   worker.backoff = std::min(2 * worker.backoff, options_.backoff_max);
-  prefix_index_.Remove(worker.address);
+  {
+    absl::MutexLock prefix_lock(&prefix_mutex_);
+    prefix_index_.Remove(worker.address);
+  }
+  PublishLocked();
+}
+
+void WorkerPool::PublishLocked() {
+  auto snapshot = std::make_shared<RoutingSnapshot>();
+  snapshot->known_models = known_models_;
+  for (const auto& [address, worker] : workers_) {
+    if (!worker->ready || worker->draining || worker->model_info == nullptr) continue;
+    const worker::v1::LoadReport& load = worker->last_report;
+    snapshot->workers.push_back({.address = address,
+                                 .channel = worker->channel,
+                                 .model_info = worker->model_info,
+                                 .running = static_cast<int32_t>(load.running()),
+                                 .waiting = static_cast<int32_t>(load.waiting()),
+                                 .kv_blocks_total = static_cast<int32_t>(load.kv_blocks_total()),
+                                 .kv_blocks_free = static_cast<int32_t>(load.kv_blocks_free())});
+  }
+  // A fixed order, so that turns among equals go round the same way whatever the map's order.
+  std::sort(snapshot->workers.begin(), snapshot->workers.end(),
+            [](const RoutableWorker& a, const RoutableWorker& b) { return a.address < b.address; });
+  absl::MutexLock lock(&snapshot_mutex_);
+  snapshot_ = std::move(snapshot);
+}
+
+std::shared_ptr<const WorkerPool::RoutingSnapshot> WorkerPool::snapshot() const {
+  absl::MutexLock lock(&snapshot_mutex_);
+  return snapshot_;
 }
 
 void WorkerPool::OnReport(const std::string& address, uint64_t generation,
@@ -410,7 +447,11 @@ void WorkerPool::OnReport(const std::string& address, uint64_t generation,
   worker.ready = !report.draining();
   worker.backoff = options_.backoff_initial;
   worker.last_error.clear();
-  prefix_index_.Apply(address, report);
+  {
+    absl::MutexLock prefix_lock(&prefix_mutex_);
+    prefix_index_.Apply(address, report);
+  }
+  PublishLocked();
 }
 
 void WorkerPool::OnStreamDone(const std::string& address, uint64_t generation,
@@ -439,63 +480,69 @@ void WorkerPool::ReportFailure(const std::string& address, const std::string& er
   if (it->second->stream != nullptr) it->second->stream->Cancel();
 }
 
-absl::StatusOr<RoutedWorker> WorkerPool::Route(absl::string_view model,
-                                               absl::Span<const int32_t> prompt_tokens,
-                                               absl::string_view cache_salt,
+absl::StatusOr<RoutedWorker> WorkerPool::Route(absl::string_view model, PromptRoutingHashes& prompt,
                                                const absl::flat_hash_set<std::string>& excluded) {
-  absl::MutexLock lock(&mutex_);
+  const std::shared_ptr<const RoutingSnapshot> current = snapshot();
   absl::flat_hash_map<std::string, int32_t> in_flight;
   {
     absl::MutexLock calls_lock(&calls_mutex_);
     in_flight = calls_per_worker_;
   }
-  std::vector<Worker*> eligible;
+  std::vector<const RoutableWorker*> eligible;
   std::vector<RoutingCandidate> candidates;
-  absl::flat_hash_map<uint32_t, std::vector<uint64_t>> hashes_by_block_size;
-  for (auto& [address, worker] : workers_) {
-    if (!worker->ready || worker->draining || worker->model_info == nullptr ||
-        excluded.contains(address)) {
-      continue;
+  {
+    absl::ReaderMutexLock prefix_lock(&prefix_mutex_);
+    for (const RoutableWorker& worker : current->workers) {
+      if (excluded.contains(worker.address)) continue;
+      if (!model.empty() && worker.model_info->model_name() != model) continue;
+      const auto flying = in_flight.find(worker.address);
+      eligible.push_back(&worker);
+      candidates.push_back({.worker = worker.address,
+                            .running = worker.running,
+                            .waiting = worker.waiting,
+                            .kv_blocks_total = worker.kv_blocks_total,
+                            .kv_blocks_free = worker.kv_blocks_free,
+                            .matched_blocks = prefix_index_.MatchedBlocks(
+                                worker.address, prompt.ForBlockSize(static_cast<int32_t>(
+                                                    worker.model_info->block_size()))),
+                            .in_flight = flying == in_flight.end() ? 0 : flying->second});
     }
-    if (!model.empty() && worker->model_info->model_name() != model) continue;
-    const uint32_t block_size = worker->model_info->block_size();
-    auto [hashes, inserted] = hashes_by_block_size.try_emplace(block_size);
-    if (inserted && block_size > 0) {
-      for (const common::BlockHash& hash :
-           common::HashFullBlocks(prompt_tokens, static_cast<int32_t>(block_size), cache_salt)) {
-        hashes->second.push_back(hash.RoutingHash());
-      }
-    }
-    const worker::v1::LoadReport& load = worker->last_report;
-    eligible.push_back(worker.get());
-    candidates.push_back({.worker = address,
-                          .running = static_cast<int32_t>(load.running()),
-                          .waiting = static_cast<int32_t>(load.waiting()),
-                          .kv_blocks_total = static_cast<int32_t>(load.kv_blocks_total()),
-                          .kv_blocks_free = static_cast<int32_t>(load.kv_blocks_free()),
-                          .matched_blocks = prefix_index_.MatchedBlocks(address, hashes->second),
-                          .in_flight = in_flight.contains(address) ? in_flight[address] : 0});
   }
-  const std::optional<RoutingDecision> decision =
-      ChooseWorker(candidates, options_.routing, &round_robin_);
+  std::optional<RoutingDecision> decision;
+  {
+    absl::MutexLock turn_lock(&turn_mutex_);
+    decision = ChooseWorker(candidates, options_.routing, &round_robin_);
+  }
   if (!decision.has_value()) {
-    if (!model.empty() && !known_models_.contains(model)) {
+    if (!model.empty() && !current->known_models.contains(model)) {
+      std::vector<std::string> known(current->known_models.begin(), current->known_models.end());
+      std::sort(known.begin(), known.end());
       return absl::NotFoundError(
           absl::StrCat("model \"", model, "\" is not served here; known models: ",
-                       known_models_.empty() ? "none yet" : absl::StrJoin(known_models_, ", ")));
+                       known.empty() ? "none yet" : absl::StrJoin(known, ", ")));
     }
     return absl::UnavailableError(absl::StrCat("no ready worker", model.empty() ? "" : " for ",
                                                model, excluded.empty() ? "" : " left to try"));
   }
-  Worker& chosen = *eligible[decision->index];
+  const RoutableWorker& chosen = *eligible[decision->index];
   return RoutedWorker{.address = chosen.address,
-                      .channel = chosen.channel,
                       .model_info = chosen.model_info,
-                      .decision = *decision};
+                      .decision = *decision,
+                      .connection = chosen.channel};
+}
+
+std::unique_ptr<WorkerCall> WorkerPool::NewCall(const RoutedWorker& worker,
+                                                worker::v1::GenerateRequest request,
+                                                absl::Time deadline,
+                                                std::shared_ptr<WorkerCallObserver> observer) {
+  return std::make_unique<GrpcWorkerCall>(
+      this, worker.address, std::static_pointer_cast<grpc::Channel>(worker.connection),
+      std::move(request), deadline, std::move(observer));
 }
 
 std::vector<WorkerStatus> WorkerPool::Workers() const {
   absl::MutexLock lock(&mutex_);
+  absl::ReaderMutexLock prefix_lock(&prefix_mutex_);
   std::vector<WorkerStatus> statuses;
   for (const auto& [address, worker] : workers_) {
     statuses.push_back({.address = address,
@@ -512,18 +559,12 @@ std::vector<WorkerStatus> WorkerPool::Workers() const {
 }
 
 std::vector<std::string> WorkerPool::KnownModels() const {
-  absl::MutexLock lock(&mutex_);
-  std::vector<std::string> models(known_models_.begin(), known_models_.end());
+  const std::shared_ptr<const RoutingSnapshot> current = snapshot();
+  std::vector<std::string> models(current->known_models.begin(), current->known_models.end());
   std::sort(models.begin(), models.end());
   return models;
 }
 
-bool WorkerPool::AnyReady() const {
-  absl::MutexLock lock(&mutex_);
-  for (const auto& [address, worker] : workers_) {
-    if (worker->ready && !worker->draining) return true;
-  }
-  return false;
-}
+bool WorkerPool::AnyReady() const { return !snapshot()->workers.empty(); }
 
 }  // namespace llmserve::gateway

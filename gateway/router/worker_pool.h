@@ -5,10 +5,16 @@
 // thread per worker).
 //
 // One monitor thread discovers workers and probes the ones not streaming; a worker that fails
-// is marked down and retried with exponential backoff. Route() picks a worker for a request with
-// the configured policy (routing_policy.h) among the ready workers serving the model.
+// is marked down and retried with exponential backoff. Every change of a worker's state (a load
+// report, a probe, a failure, a DNS change) publishes an immutable snapshot of the routable
+// workers; Route() picks among the current snapshot's workers with the configured policy
+// (routing_policy.h) and never takes the lock that discovery, probes and reports hold. The prefix
+// index is the one thing it reads in place, under a reader lock that report handling holds only
+// to apply a report's events: copying every worker's cached-block set on each report (5 per
+// second per worker) would cost far more than it saves.
 //
-// Thread-safe: every public method may be called from any thread.
+// The gateway's WorkerClient (worker_client.h). Thread-safe: every public method may be called
+// from any thread.
 
 #ifndef LLMSERVE_GATEWAY_ROUTER_WORKER_POOL_H_
 #define LLMSERVE_GATEWAY_ROUTER_WORKER_POOL_H_
@@ -31,8 +37,10 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "gateway/router/prefix_index.h"
+#include "gateway/router/prompt_routing_hashes.h"
 #include "gateway/router/routing_policy.h"
 #include "gateway/router/watched_call.h"
+#include "gateway/router/worker_client.h"
 #include "llmserve/worker/v1/worker.grpc.pb.h"
 
 namespace llmserve::gateway {
@@ -69,54 +77,43 @@ struct WorkerPoolOptions {
 // out of range.
 absl::Status ValidateWorkerPoolOptions(const WorkerPoolOptions& options);
 
-// A worker chosen for one request.
-struct RoutedWorker {
-  std::string address;
-  std::shared_ptr<grpc::Channel> channel;
-  std::shared_ptr<const worker::v1::ModelInfo> model_info;
-  RoutingDecision decision;
-};
-
-// What the pool knows of one worker (for /readyz, ListModels, metrics and tests).
-struct WorkerStatus {
-  std::string address;
-  bool ready = false;
-  bool draining = false;
-  // Set once GetModelInfo answered.
-  std::shared_ptr<const worker::v1::ModelInfo> model_info;
-  worker::v1::LoadReport last_report;
-  size_t cached_blocks = 0;
-  std::string last_error;
-};
-
-class WorkerPool {
+class WorkerPool final : public WorkerClient {
  public:
   static absl::StatusOr<std::unique_ptr<WorkerPool>> Start(const WorkerPoolOptions& options);
-  ~WorkerPool();
+  ~WorkerPool() override;
 
-  // A ready, non-draining worker serving `model` (empty: any model) for a prompt of
-  // `prompt_tokens` with `cache_salt`, skipping `excluded` addresses (earlier failed attempts).
-  // NOT_FOUND when no worker ever served the model; UNAVAILABLE when none is ready now.
-  absl::StatusOr<RoutedWorker> Route(absl::string_view model,
-                                     absl::Span<const int32_t> prompt_tokens,
-                                     absl::string_view cache_salt,
-                                     const absl::flat_hash_set<std::string>& excluded = {});
+  absl::StatusOr<RoutedWorker> Route(absl::string_view model, PromptRoutingHashes& prompt,
+                                     const absl::flat_hash_set<std::string>& excluded) override;
+  void ReportFailure(const std::string& address, const std::string& error) override;
+  std::unique_ptr<WorkerCall> NewCall(const RoutedWorker& worker,
+                                      worker::v1::GenerateRequest request, absl::Time deadline,
+                                      std::shared_ptr<WorkerCallObserver> observer) override;
+  std::vector<WorkerStatus> Workers() const override;
+  std::vector<std::string> KnownModels() const override;
+  bool AnyReady() const override;
+  RoutingPolicy routing_policy() const override { return options_.routing.policy; }
 
-  // A call to `address` failed before its first token: mark it down until probes bring it back.
-  void ReportFailure(const std::string& address, const std::string& error);
-
-  std::vector<WorkerStatus> Workers() const;
   // Watches `call`, a call to the worker at `address`, until Unwatch (which must come before the
   // call is destroyed): the monitor aborts it when it or its worker falls silent.
   void Watch(const std::string& address, WatchedCall* call);
   void Unwatch(WatchedCall* call);
 
-  // Every model a worker has described since the pool started (also after its workers left).
-  std::vector<std::string> KnownModels() const;
-  RoutingPolicy routing_policy() const { return options_.routing.policy; }
-  bool AnyReady() const;
-
  private:
+  // What Route reads: the workers that may take a request now, as of the last state change.
+  struct RoutableWorker {
+    std::string address;
+    std::shared_ptr<grpc::Channel> channel;
+    std::shared_ptr<const worker::v1::ModelInfo> model_info;
+    int32_t running = 0;
+    int32_t waiting = 0;
+    int32_t kv_blocks_total = 0;
+    int32_t kv_blocks_free = 0;
+  };
+  struct RoutingSnapshot {
+    std::vector<RoutableWorker> workers;
+    absl::flat_hash_set<std::string> known_models;
+  };
+
   class LoadStream;
   struct Worker {
     std::string address;
@@ -150,6 +147,9 @@ class WorkerPool {
   // Probes one worker (health + model info) and, when ready, starts its load stream.
   void Probe(const std::string& address);
   void MarkDown(Worker& worker, const std::string& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Publishes the routing snapshot of the workers' state now; after every change of it.
+  void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  std::shared_ptr<const RoutingSnapshot> snapshot() const;
   // Aborts the watched calls that are idle past stream_idle_timeout, or whose worker has been
   // silent (no load report, no message on the call) for `silence`.
   void AbortSilentCalls(absl::Duration silence);
@@ -164,9 +164,17 @@ class WorkerPool {
   const WorkerPoolOptions options_;
   mutable absl::Mutex mutex_;
   absl::flat_hash_map<std::string, std::unique_ptr<Worker>> workers_ ABSL_GUARDED_BY(mutex_);
-  PrefixIndex prefix_index_ ABSL_GUARDED_BY(mutex_);
   absl::flat_hash_set<std::string> known_models_ ABSL_GUARDED_BY(mutex_);
-  uint64_t round_robin_ ABSL_GUARDED_BY(mutex_) = 0;
+  // Written with mutex_ held too (reports, failures, discovery); read by Route without it.
+  mutable absl::Mutex prefix_mutex_ ABSL_ACQUIRED_AFTER(mutex_);
+  PrefixIndex prefix_index_ ABSL_GUARDED_BY(prefix_mutex_);
+  // The current routing snapshot: the lock guards only the pointer's copy.
+  mutable absl::Mutex snapshot_mutex_ ABSL_ACQUIRED_AFTER(mutex_);
+  std::shared_ptr<const RoutingSnapshot> snapshot_ ABSL_GUARDED_BY(snapshot_mutex_);
+  // Whose turn it is among equally loaded workers; its own lock, so that two requests routed at
+  // the same moment take different turns.
+  absl::Mutex turn_mutex_;
+  uint64_t round_robin_ ABSL_GUARDED_BY(turn_mutex_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   int live_streams_ ABSL_GUARDED_BY(mutex_) = 0;
   absl::Time next_dns_ ABSL_GUARDED_BY(mutex_) = absl::InfinitePast();

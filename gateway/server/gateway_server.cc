@@ -34,8 +34,10 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(
     return absl::InvalidArgumentError(
         absl::StrCat("--grpc_port=", options.grpc_port, " is outside [0, 65535]"));
   }
-  if (absl::Status pool_options = ValidateWorkerPoolOptions(options.pool); !pool_options.ok()) {
-    return pool_options;
+  if (options.worker_client == nullptr) {
+    if (absl::Status pool_options = ValidateWorkerPoolOptions(options.pool); !pool_options.ok()) {
+      return pool_options;
+    }
   }
   const int jwt_key_flags = !options.jwt_hs256_secret_file.empty() +
                             !options.jwt_public_key_file.empty() + !options.jwt_jwks_file.empty();
@@ -86,22 +88,26 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> worker_credentials =
       common::MakeChannelCredentials(options.worker_tls, "worker_");
   if (!worker_credentials.ok()) return worker_credentials.status();
-  WorkerPoolOptions pool_options = options.pool;
-  pool_options.credentials = *worker_credentials;
-  pool_options.tls_server_name = options.worker_tls_server_name;
-  absl::StatusOr<std::unique_ptr<WorkerPool>> pool = WorkerPool::Start(pool_options);
-  if (!pool.ok()) return pool.status();
-  server->pool_ = *std::move(pool);
+  if (options.worker_client != nullptr) {
+    server->workers_ = options.worker_client;
+  } else {
+    WorkerPoolOptions pool_options = options.pool;
+    pool_options.credentials = *worker_credentials;
+    pool_options.tls_server_name = options.worker_tls_server_name;
+    absl::StatusOr<std::unique_ptr<WorkerPool>> pool = WorkerPool::Start(pool_options);
+    if (!pool.ok()) return pool.status();
+    server->pool_ = *std::move(pool);
+    server->workers_ = server->pool_.get();
+  }
   GatewayServer* raw = server.get();
   server->metrics_ = std::make_unique<GatewayMetrics>([raw] {
     GatewayMetrics::LiveState state;
     // Read before Start finished wiring the APIs, too.
-    state.active_requests = (raw->inference_ != nullptr ? raw->inference_->active_requests() : 0) +
-                            (raw->openai_ != nullptr ? raw->openai_->active_requests() : 0);
+    state.active_requests = raw->tracker_ != nullptr ? raw->tracker_->active() : 0;
     state.prepare_queued = raw->prepare_ != nullptr ? raw->prepare_->queued() : 0;
     state.draining = raw->drained_.load();
-    state.models = raw->pool_->KnownModels();
-    for (const WorkerStatus& worker : raw->pool_->Workers()) {
+    state.models = raw->workers_->KnownModels();
+    for (const WorkerStatus& worker : raw->workers_->Workers()) {
       state.workers.push_back(
           {.address = worker.address,
            .model = worker.model_info != nullptr ? worker.model_info->model_name() : "",
@@ -113,7 +119,9 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(
   server->admission_ =
       std::make_unique<RequestAdmission>(server->authenticator_.get(), server->rate_limiter_.get(),
                                          server->concurrency_.get(), server->metrics_.get());
-  server->catalog_ = std::make_unique<ModelCatalog>(server->pool_.get());
+  server->tracker_ =
+      std::make_unique<RequestTracker>(server->admission_.get(), server->metrics_.get());
+  server->catalog_ = std::make_unique<ModelCatalog>(server->workers_);
   absl::StatusOr<std::unique_ptr<PrepareStage>> prepare = PrepareStage::Create(
       {.threads = options.prepare_threads > 0
                       ? options.prepare_threads
@@ -124,7 +132,7 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(
   if (!prepare.ok()) return prepare.status();
   server->prepare_ = *std::move(prepare);
   server->inference_ = std::make_unique<InferenceService>(
-      server->pool_.get(), server->catalog_.get(), server->admission_.get(), server->prepare_.get(),
+      server->workers_, server->catalog_.get(), server->tracker_.get(), server->prepare_.get(),
       server->options_.inference);
 
   if (options.http_port >= 0) {
@@ -132,8 +140,8 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(
     // the public network) it is served there only.
     std::function<std::string()> metrics_text;
     if (options.metrics_port < 0) metrics_text = [raw] { return raw->metrics_->Render(); };
-    server->openai_ = std::make_unique<OpenAiApi>(server->pool_.get(), server->catalog_.get(),
-                                                  server->admission_.get(), server->prepare_.get(),
+    server->openai_ = std::make_unique<OpenAiApi>(server->workers_, server->catalog_.get(),
+                                                  server->tracker_.get(), server->prepare_.get(),
                                                   server->options_.inference, metrics_text);
     absl::StatusOr<std::unique_ptr<http::HttpServer>> http = http::HttpServer::Start(
         {.host = options.host,
@@ -193,7 +201,7 @@ void GatewayServer::HealthLoop() {
   absl::Time next_reload = absl::Now() + kKeyReloadInterval;
   bool was_ready = false;
   while (!stop_health_.WaitForNotificationWithTimeout(kHealthInterval)) {
-    const bool ready = pool_->AnyReady() && !drained_.load();
+    const bool ready = workers_->AnyReady() && !drained_.load();
     if (ready != was_ready) {
       grpc_server_->GetHealthCheckService()->SetServingStatus(kGatewayReadinessService, ready);
       LLMSERVE_LOG(INFO) << "gateway: " << (ready ? "ready" : "not ready");
@@ -211,9 +219,7 @@ void GatewayServer::HealthLoop() {
   }
 }
 
-int GatewayServer::active_requests() const {
-  return inference_->active_requests() + (openai_ != nullptr ? openai_->active_requests() : 0);
-}
+int GatewayServer::active_requests() const { return tracker_->active(); }
 
 int GatewayServer::Drain() {
   if (drained_.exchange(true)) return 0;
@@ -221,12 +227,11 @@ int GatewayServer::Drain() {
   // listeners stay open: a load balancer or kubelet probing /readyz reads "not ready", not
   // "refused", and clients of HTTP keep-alive connections reconnect elsewhere.
   grpc_server_->GetHealthCheckService()->SetServingStatus(kGatewayReadinessService, false);
-  inference_->StartDrain();
-  if (openai_ != nullptr) openai_->StartDrain();
+  tracker_->StartDrain();
   if (http_server_ != nullptr) http_server_->CloseConnectionsAfterResponses();
-  LLMSERVE_LOG(INFO) << "gateway: draining " << inference_->active_requests() << " gRPC and "
-                     << (openai_ != nullptr ? openai_->active_requests() : 0)
-                     << " HTTP requests, up to " << absl::FormatDuration(options_.drain_timeout);
+  LLMSERVE_LOG(INFO) << "gateway: draining " << tracker_->active("grpc") << " gRPC and "
+                     << tracker_->active("http") << " HTTP requests, up to "
+                     << absl::FormatDuration(options_.drain_timeout);
   const absl::Time deadline = absl::Now() + options_.drain_timeout;
   while (active_requests() > 0 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(10));

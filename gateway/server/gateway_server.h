@@ -35,6 +35,8 @@
 #include "gateway/auth/rate_limiter.h"
 #include "gateway/http/http_server.h"
 #include "gateway/pipeline/prepare_stage.h"
+#include "gateway/pipeline/request_lifecycle.h"
+#include "gateway/pipeline/request_options.h"
 #include "gateway/router/worker_pool.h"
 
 namespace llmserve::gateway {
@@ -63,6 +65,9 @@ struct GatewayServerOptions {
   absl::Duration http_idle_timeout = absl::Seconds(60);
   absl::Duration http_header_timeout = absl::Seconds(10);
   WorkerPoolOptions pool;
+  // The workers to use instead of a WorkerPool made from `pool` (tests: a fake). Not owned; must
+  // outlive the server.
+  WorkerClient* worker_client = nullptr;
   // Auth: none configured means anonymous access, allowed only on a loopback host unless
   // allow_unauthenticated.
   std::string api_keys_file;
@@ -79,7 +84,7 @@ struct GatewayServerOptions {
   // arrival order) for a slot; beyond that, 429 / RESOURCE_EXHAUSTED.
   int64_t max_concurrency = 0;
   int64_t max_queued_requests = 256;
-  InferenceServiceOptions inference;
+  RequestOptions inference;
   absl::Duration drain_timeout = absl::Seconds(30);
   // TLS on the public gRPC port; empty: plaintext.
   common::ServerTlsFiles tls;
@@ -100,7 +105,7 @@ class GatewayServer {
   int http_port() const { return http_server_ == nullptr ? -1 : http_server_->port(); }
   // -1 without a separate metrics port.
   int metrics_port() const { return exposer_ == nullptr ? -1 : exposer_->port(); }
-  WorkerPool& pool() { return *pool_; }
+  WorkerClient& workers() { return *workers_; }
 
   // Readiness NOT_SERVING on gRPC and 503 on /readyz, new requests UNAVAILABLE (gRPC) or 503
   // (HTTP) while the listeners stay open, in-flight requests and streams of both APIs finish (up to
@@ -128,7 +133,12 @@ class GatewayServer {
   std::unique_ptr<GatewayMetrics> metrics_;
   std::unique_ptr<common::MetricsExposer> exposer_;
   std::unique_ptr<RequestAdmission> admission_;
+  // Both APIs' requests in flight, and whether new ones are accepted.
+  std::unique_ptr<RequestTracker> tracker_;
+  // Null with options.worker_client.
   std::unique_ptr<WorkerPool> pool_;
+  // pool_, or options.worker_client.
+  WorkerClient* workers_ = nullptr;
   std::unique_ptr<ModelCatalog> catalog_;
   // Shut down before the APIs whose callbacks it runs are destroyed.
   std::unique_ptr<PrepareStage> prepare_;

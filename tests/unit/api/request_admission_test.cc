@@ -1,12 +1,13 @@
 // RequestAdmission: rate limits, then a concurrency slot. A request refused by the concurrency
 // limit never ran, so it must leave the principal's rate budget as it was.
 
+#include "gateway/pipeline/request_admission.h"
+
 #include <memory>
 #include <optional>
 #include <utility>
 
 #include "absl/status/status.h"
-#include "gateway/api/inference_service.h"
 #include "gateway/auth/concurrency_limiter.h"
 #include "gateway/auth/rate_limiter.h"
 #include "gtest/gtest.h"

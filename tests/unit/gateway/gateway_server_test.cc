@@ -379,10 +379,10 @@ TEST_F(GatewayServerTest, RequestsThatFailAtOnceLeaveNothingRunning) {
   StartGateway();
   workers_.clear();
   const absl::Time deadline = absl::Now() + kPatience;
-  while (gateway_->pool().AnyReady() && absl::Now() < deadline) {
+  while (gateway_->workers().AnyReady() && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(10));
   }
-  ASSERT_FALSE(gateway_->pool().AnyReady());
+  ASSERT_FALSE(gateway_->workers().AnyReady());
   const int port = gateway_->http_port();
   for (const char* body : {R"({"model": "tiny", "prompt": "x", "max_tokens": 2})",
                            R"({"model": "tiny", "prompt": "x", "max_tokens": 2, "n": 3})",
@@ -552,7 +552,7 @@ TEST(GatewayTlsTest, MutualTlsToWorkersAndTlsForClients) {
   absl::StatusOr<std::unique_ptr<GatewayServer>> refused = GatewayServer::Start(options);
   ASSERT_TRUE(refused.ok()) << refused.status();
   absl::SleepFor(absl::Milliseconds(500));
-  EXPECT_FALSE((*refused)->pool().AnyReady());
+  EXPECT_FALSE((*refused)->workers().AnyReady());
   refused->reset();
 
   options.worker_tls = {
@@ -560,10 +560,10 @@ TEST(GatewayTlsTest, MutualTlsToWorkersAndTlsForClients) {
   absl::StatusOr<std::unique_ptr<GatewayServer>> gateway = GatewayServer::Start(options);
   ASSERT_TRUE(gateway.ok()) << gateway.status();
   const absl::Time deadline = absl::Now() + kPatience;
-  while (!(*gateway)->pool().AnyReady() && absl::Now() < deadline) {
+  while (!(*gateway)->workers().AnyReady() && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(10));
   }
-  ASSERT_TRUE((*gateway)->pool().AnyReady());
+  ASSERT_TRUE((*gateway)->workers().AnyReady());
 
   grpc::SslCredentialsOptions client_tls;
   std::ifstream ca(d + "/ca.pem");

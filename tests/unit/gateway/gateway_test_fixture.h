@@ -65,7 +65,7 @@ class GatewayServerTest : public ::testing::Test {
     const absl::Time deadline = absl::Now() + kPatience;
     while (absl::Now() < deadline) {
       int ready = 0;
-      for (const WorkerStatus& worker : gateway_->pool().Workers()) ready += worker.ready;
+      for (const WorkerStatus& worker : gateway_->workers().Workers()) ready += worker.ready;
       if (ready == 2) return;
       absl::SleepFor(absl::Milliseconds(10));
     }

@@ -109,7 +109,7 @@ TEST_F(SlowGatewayServerTest, AStreamWithNoWorkerLeftIsA503) {
   for (auto& worker : workers_) drains.emplace_back([&worker] { worker->Drain(); });
   const absl::Time deadline = absl::Now() + kPatience;
   auto routable = [&] {
-    for (const WorkerStatus& worker : gateway_->pool().Workers()) {
+    for (const WorkerStatus& worker : gateway_->workers().Workers()) {
       if (worker.ready && !worker.draining) return true;
     }
     return false;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
@@ -52,6 +53,14 @@ class WorkerPoolTest : public ::testing::Test {
     return false;
   }
 
+  // Routes a prompt of `tokens` (hashed for this one call).
+  static absl::StatusOr<RoutedWorker> RouteTokens(
+      WorkerPool& pool, absl::string_view model, const std::vector<int32_t>& tokens,
+      absl::string_view salt, const absl::flat_hash_set<std::string>& excluded = {}) {
+    PromptRoutingHashes prompt(tokens, salt);
+    return pool.Route(model, prompt, excluded);
+  }
+
   static WorkerPoolOptions FastOptions(std::vector<std::string> workers) {
     return {.workers = std::move(workers),
             .probe_interval = absl::Milliseconds(50),
@@ -84,7 +93,7 @@ TEST_F(WorkerPoolTest, FindsWorkersAndRoutesByPrefix) {
   EXPECT_TRUE((*pool)->AnyReady());
   EXPECT_EQ((*pool)->Workers()[0].model_info->model_name(), "tiny");
 
-  const absl::StatusOr<RoutedWorker> unknown = (*pool)->Route("other-model", {1, 2, 3}, "");
+  const absl::StatusOr<RoutedWorker> unknown = RouteTokens(**pool, "other-model", {1, 2, 3}, "");
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
   EXPECT_NE(unknown.status().message().find("known models: tiny"), absl::string_view::npos);
 
@@ -115,19 +124,50 @@ TEST_F(WorkerPoolTest, FindsWorkersAndRoutesByPrefix) {
   std::vector<int32_t> follow_up = prompt;
   follow_up.push_back(7);
   for (int i = 0; i < 4; ++i) {
-    const absl::StatusOr<RoutedWorker> routed = (*pool)->Route("tiny", follow_up, "");
+    const absl::StatusOr<RoutedWorker> routed = RouteTokens(**pool, "tiny", follow_up, "");
     ASSERT_TRUE(routed.ok()) << routed.status();
     EXPECT_EQ(routed->address, Address(*b));
     EXPECT_EQ(routed->decision.reason, "prefix_hit");
   }
   // A different tenant's salt changes the hashes: no hit.
-  const absl::StatusOr<RoutedWorker> salted = (*pool)->Route("tiny", follow_up, "tenant-x");
+  const absl::StatusOr<RoutedWorker> salted = RouteTokens(**pool, "tiny", follow_up, "tenant-x");
   ASSERT_TRUE(salted.ok());
   EXPECT_EQ(salted->decision.reason, "prefix_miss");
   // Excluding b (a failed attempt) leaves a.
-  const absl::StatusOr<RoutedWorker> retry = (*pool)->Route("", follow_up, "", {Address(*b)});
+  const absl::StatusOr<RoutedWorker> retry = RouteTokens(**pool, "", follow_up, "", {Address(*b)});
   ASSERT_TRUE(retry.ok());
   EXPECT_EQ(retry->address, Address(*a));
+  // A request's attempts hash its prompt once: the second Route reads what the first computed.
+  PromptRoutingHashes hashes(follow_up, "");
+  ASSERT_TRUE((*pool)->Route("tiny", hashes, {}).ok());
+  ASSERT_TRUE((*pool)->Route("tiny", hashes, {Address(*b)}).ok());
+  EXPECT_EQ(hashes.hash_passes(), 1);
+}
+
+TEST_F(WorkerPoolTest, RoutingFollowsEveryStateChange) {
+  std::unique_ptr<worker::WorkerServer> a = StartWorker("tiny");
+  ASSERT_TRUE(a);
+  WorkerPoolOptions options = FastOptions({Address(*a)});
+  // Long enough that the worker cannot come back between ReportFailure and the Route after it.
+  options.backoff_initial = absl::Seconds(1);
+  options.backoff_max = absl::Seconds(2);
+  absl::StatusOr<std::unique_ptr<WorkerPool>> pool = WorkerPool::Start(options);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  ASSERT_TRUE(WaitFor(**pool, [](const std::vector<WorkerStatus>& workers) {
+    return workers.size() == 1 && workers[0].ready;
+  }));
+  EXPECT_TRUE(RouteTokens(**pool, "tiny", {1, 2, 3}, "").ok());
+  // A failure leaves the rotation at once: the snapshot Route reads is published with it.
+  (*pool)->ReportFailure(Address(*a), "reset");
+  EXPECT_EQ(RouteTokens(**pool, "tiny", {1, 2, 3}, "").status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_FALSE((*pool)->AnyReady());
+  // A probe and the first load report bring it back.
+  ASSERT_TRUE(WaitFor(**pool, [](const std::vector<WorkerStatus>& workers) {
+    return workers.size() == 1 && workers[0].ready;
+  }));
+  EXPECT_TRUE(RouteTokens(**pool, "tiny", {1, 2, 3}, "").ok());
+  EXPECT_TRUE((*pool)->AnyReady());
 }
 
 // A call the test registers with the pool as if it were open to a worker.
@@ -150,7 +190,7 @@ TEST_F(WorkerPoolTest, SpreadsABurstAndCountsItsOwnCallsAsLoad) {
   // Both idle: a burst routed before any load report alternates between them.
   absl::flat_hash_map<std::string, int> picks;
   for (int i = 0; i < 6; ++i) {
-    absl::StatusOr<RoutedWorker> routed = (*pool)->Route("tiny", {1, 2, 3}, "");
+    absl::StatusOr<RoutedWorker> routed = RouteTokens(**pool, "tiny", {1, 2, 3}, "");
     ASSERT_TRUE(routed.ok()) << routed.status();
     ++picks[routed->address];
   }
@@ -161,14 +201,14 @@ TEST_F(WorkerPoolTest, SpreadsABurstAndCountsItsOwnCallsAsLoad) {
   (*pool)->Watch(Address(*a), &first);
   (*pool)->Watch(Address(*a), &second);
   for (int i = 0; i < 4; ++i) {
-    absl::StatusOr<RoutedWorker> routed = (*pool)->Route("tiny", {1, 2, 3}, "");
+    absl::StatusOr<RoutedWorker> routed = RouteTokens(**pool, "tiny", {1, 2, 3}, "");
     ASSERT_TRUE(routed.ok()) << routed.status();
     EXPECT_EQ(routed->address, Address(*b));
   }
   (*pool)->Unwatch(&first);
   (*pool)->Unwatch(&second);
   picks.clear();
-  for (int i = 0; i < 4; ++i) ++picks[(*pool)->Route("tiny", {1, 2, 3}, "")->address];
+  for (int i = 0; i < 4; ++i) ++picks[RouteTokens(**pool, "tiny", {1, 2, 3}, "")->address];
   EXPECT_EQ(picks[Address(*a)], 2);
 }
 
@@ -195,12 +235,12 @@ TEST_F(WorkerPoolTest, DrainingAndDeadWorkersLeaveTheRotation) {
     return false;
   }));
   for (int i = 0; i < 4; ++i) {
-    const absl::StatusOr<RoutedWorker> routed = (*pool)->Route("tiny", {1, 2, 3}, "");
+    const absl::StatusOr<RoutedWorker> routed = RouteTokens(**pool, "tiny", {1, 2, 3}, "");
     ASSERT_TRUE(routed.ok());
     EXPECT_EQ(routed->address, address_b);
   }
   (*pool)->ReportFailure(address_b, "connection reset before the first token");
-  const absl::StatusOr<RoutedWorker> none = (*pool)->Route("tiny", {1, 2, 3}, "");
+  const absl::StatusOr<RoutedWorker> none = RouteTokens(**pool, "tiny", {1, 2, 3}, "");
   EXPECT_EQ(none.status().code(), absl::StatusCode::kUnavailable);
   // Probes bring b back.
   EXPECT_TRUE(WaitFor(**pool, [&](const std::vector<WorkerStatus>& workers) {
@@ -244,8 +284,8 @@ TEST_F(WorkerPoolTest, DiscoversEveryGroupOfSeveralDnsNames) {
     }
     return ready == 2;
   }));
-  EXPECT_TRUE((*pool)->Route("other", {1, 2, 3}, "").ok());
-  EXPECT_TRUE((*pool)->Route("tiny", {1, 2, 3}, "").ok());
+  EXPECT_TRUE(RouteTokens(**pool, "other", {1, 2, 3}, "").ok());
+  EXPECT_TRUE(RouteTokens(**pool, "tiny", {1, 2, 3}, "").ok());
 }
 
 }  // namespace

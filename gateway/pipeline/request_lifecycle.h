@@ -1,0 +1,117 @@
+// One generation request's lifecycle in the gateway, whichever API it came through (gRPC
+// Generate and GenerateStream, OpenAI completions and chat completions), and the one place that
+// knows every request in flight.
+//
+// A RequestLifecycle counts as in flight from arrival until it is destroyed (the drain waits for
+// it); it admits the request against the rate and concurrency limits with its token reservation;
+// and it ends exactly once, in Finish: the request metric (api, model, code, duration), the token
+// charge (completion tokens against the reservation) and the concurrency permit's release happen
+// there, so that no frontend can count a request twice or forget one. A lifecycle destroyed
+// without Finish (its client left) ends as CANCELLED.
+//
+// RequestTracker owns what both frontends share: whether new requests are accepted (drain) and
+// how many are in flight.
+//
+// Thread-safe.
+
+#ifndef LLMSERVE_GATEWAY_PIPELINE_REQUEST_LIFECYCLE_H_
+#define LLMSERVE_GATEWAY_PIPELINE_REQUEST_LIFECYCLE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "gateway/api/gateway_metrics.h"
+#include "gateway/pipeline/active_guard.h"
+#include "gateway/pipeline/request_admission.h"
+
+namespace llmserve::gateway {
+
+class RequestLifecycle;
+
+class RequestTracker {
+ public:
+  // `metrics` may be null. Both must outlive every lifecycle.
+  RequestTracker(const RequestAdmission* admission, GatewayMetrics* metrics)
+      : admission_(admission), metrics_(metrics) {}
+
+  // A request of `api` ("grpc", "http") arriving now.
+  std::shared_ptr<RequestLifecycle> Begin(absl::string_view api);
+
+  // UNAVAILABLE once draining: new requests go elsewhere.
+  absl::Status CheckAccepting() const;
+  void StartDrain() { draining_ = true; }
+  bool draining() const { return draining_; }
+  // Requests in flight on both APIs; of one API.
+  int active() const { return active_->load(); }
+  int active(absl::string_view api) const;
+
+  const RequestAdmission& admission() const { return *admission_; }
+
+ private:
+  std::shared_ptr<std::atomic<int>> CounterOf(absl::string_view api);
+
+  const RequestAdmission* const admission_;
+  GatewayMetrics* const metrics_;
+  std::atomic<bool> draining_{false};
+  const std::shared_ptr<std::atomic<int>> active_ = std::make_shared<std::atomic<int>>(0);
+  mutable absl::Mutex api_mutex_;
+  absl::flat_hash_map<std::string, std::shared_ptr<std::atomic<int>>> active_by_api_
+      ABSL_GUARDED_BY(api_mutex_);
+};
+
+class RequestLifecycle : public std::enable_shared_from_this<RequestLifecycle> {
+ public:
+  // From RequestTracker::Begin.
+  RequestLifecycle(const RequestAdmission* admission, GatewayMetrics* metrics, std::string api,
+                   ActiveGuard active, ActiveGuard active_in_api);
+  ~RequestLifecycle();
+  RequestLifecycle(const RequestLifecycle&) = delete;
+  RequestLifecycle& operator=(const RequestLifecycle&) = delete;
+
+  const std::string& api() const { return api_; }
+  absl::Time arrival() const { return arrival_; }
+  // The model's name for the request metric, once known (as the client sent it, then resolved).
+  void set_model(absl::string_view model);
+
+  // Admits `principal`'s request of `reserved_tokens` (prompt + every choice's max_tokens): the
+  // rate limits now, then a concurrency slot, now or when one frees up. `done` runs exactly once
+  // (unless CancelAdmission returns true first), on this thread or the one that frees a slot:
+  // with OK, or with RESOURCE_EXHAUSTED and when to retry, or UNAVAILABLE at shutdown.
+  using AdmitCallback = absl::AnyInvocable<void(absl::Status, absl::Duration retry_after) &&>;
+  void Admit(const Principal& principal, int64_t reserved_tokens, AdmitCallback done);
+  // The client left while queued for a slot: true when `done` will never run.
+  bool CancelAdmission();
+
+  // Ends the request with `code`; when it was admitted, `completion_tokens` are charged against
+  // its reservation and its slot is released. Only the first call counts.
+  void Finish(absl::StatusCode code, int64_t completion_tokens = 0);
+
+ private:
+  const RequestAdmission* const admission_;
+  GatewayMetrics* const metrics_;
+  const std::string api_;
+  const absl::Time arrival_ = absl::Now();
+  const ActiveGuard active_;
+  const ActiveGuard active_in_api_;
+  absl::Mutex mutex_;
+  std::string model_ ABSL_GUARDED_BY(mutex_);
+  // Set once admitted.
+  std::optional<RequestAdmission::Admitted> admitted_ ABSL_GUARDED_BY(mutex_);
+  int64_t reserved_tokens_ ABSL_GUARDED_BY(mutex_) = 0;
+  ConcurrencyLimiter::WaitId wait_ ABSL_GUARDED_BY(mutex_) = 0;
+  bool finished_ ABSL_GUARDED_BY(mutex_) = false;
+};
+
+}  // namespace llmserve::gateway
+
+#endif  // LLMSERVE_GATEWAY_PIPELINE_REQUEST_LIFECYCLE_H_

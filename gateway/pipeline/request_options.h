@@ -1,0 +1,25 @@
+// How the gateway runs every generation request, whichever API it came through.
+
+#ifndef LLMSERVE_GATEWAY_PIPELINE_REQUEST_OPTIONS_H_
+#define LLMSERVE_GATEWAY_PIPELINE_REQUEST_OPTIONS_H_
+
+#include "absl/time/time.h"
+#include "gateway/api/gateway_metrics.h"
+#include "gateway/api/prompt_builder.h"
+
+namespace llmserve::gateway {
+
+struct RequestOptions {
+  PromptLimits limits;
+  int max_attempts = 3;
+  // Requests without a client deadline end after this.
+  absl::Duration request_timeout = absl::Minutes(10);
+  // Mix the principal's name into prefix-cache hashes, so tenants never share cached blocks.
+  bool isolate_cache_per_principal = false;
+  // May be null.
+  GatewayMetrics* metrics = nullptr;
+};
+
+}  // namespace llmserve::gateway
+
+#endif  // LLMSERVE_GATEWAY_PIPELINE_REQUEST_OPTIONS_H_

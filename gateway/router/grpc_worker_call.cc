@@ -1,0 +1,57 @@
+#include "gateway/router/grpc_worker_call.h"
+
+#include <utility>
+
+#include "common/status/grpc_status.h"
+#include "gateway/router/worker_pool.h"
+
+namespace llmserve::gateway {
+
+GrpcWorkerCall::GrpcWorkerCall(WorkerPool* pool, std::string address,
+                               std::shared_ptr<grpc::Channel> channel,
+                               worker::v1::GenerateRequest request, absl::Time deadline,
+                               std::shared_ptr<WorkerCallObserver> observer)
+    : pool_(pool),
+      address_(std::move(address)),
+      request_(std::move(request)),
+      observer_(std::move(observer)),
+      stub_(worker::v1::Worker::NewStub(channel)) {
+  if (deadline != absl::InfiniteFuture()) context_.set_deadline(absl::ToChronoTime(deadline));
+}
+
+void GrpcWorkerCall::Start() {
+  Touch();
+  pool_->Watch(address_, this);
+  stub_->async()->Generate(&context_, &request_, this);
+  StartRead(&response_);
+  StartCall();
+}
+
+void GrpcWorkerCall::Abort(const absl::Status& reason) {
+  {
+    absl::MutexLock lock(&abort_mutex_);
+    abort_reason_ = reason;
+  }
+  context_.TryCancel();
+}
+
+void GrpcWorkerCall::OnReadDone(bool ok) {
+  if (!ok) return;  // OnDone follows
+  Touch();
+  observer_->OnMessage(response_);
+  StartRead(&response_);
+}
+
+void GrpcWorkerCall::OnDone(const grpc::Status& status) {
+  // No abort can reach this call once it is unwatched.
+  pool_->Unwatch(this);
+  absl::Status aborted;
+  {
+    absl::MutexLock lock(&abort_mutex_);
+    aborted = abort_reason_;
+  }
+  observer_->OnDone(aborted.ok() ? common::FromGrpcStatus(status) : aborted);
+  delete this;
+}
+
+}  // namespace llmserve::gateway

@@ -1,0 +1,286 @@
+// Generation (one request on the workers: route, call, retry before the first token, cancel,
+// stop strings) against the in-memory FakeWorkerClient: every worker behaviour is scripted.
+
+#include "gateway/api/generation.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+#include "tests/testing/fake_worker_client.h"
+
+namespace llmserve::gateway {
+namespace {
+
+using ::llmserve::testing::FakeCall;
+using ::llmserve::testing::FakeModelInfo;
+using ::llmserve::testing::FakeWorkerClient;
+using ::llmserve::v1::FINISH_REASON_LENGTH;
+using ::llmserve::v1::FINISH_REASON_STOP;
+
+constexpr absl::Duration kPatience = absl::Seconds(10);
+
+// What the frontend would see.
+class RecordingObserver final : public GenerationObserver {
+ public:
+  void OnDelta(GenerationDelta delta) override {
+    absl::MutexLock lock(&mutex_);
+    text_ += delta.text;
+    tokens_ += static_cast<int>(delta.tokens.size());
+  }
+  void OnFinish(const GenerationResult& result) override {
+    absl::MutexLock lock(&mutex_);
+    ++ends_;
+    result_ = result;
+    done_.Notify();
+  }
+  void OnError(const absl::Status& status) override {
+    absl::MutexLock lock(&mutex_);
+    ++ends_;
+    error_ = status;
+    done_.Notify();
+  }
+
+  bool WaitDone() { return done_.WaitForNotificationWithTimeout(kPatience); }
+  std::string text() {
+    absl::MutexLock lock(&mutex_);
+    return text_;
+  }
+  int tokens() {
+    absl::MutexLock lock(&mutex_);
+    return tokens_;
+  }
+  int ends() {
+    absl::MutexLock lock(&mutex_);
+    return ends_;
+  }
+  std::optional<GenerationResult> result() {
+    absl::MutexLock lock(&mutex_);
+    return result_;
+  }
+  absl::Status error() {
+    absl::MutexLock lock(&mutex_);
+    return error_;
+  }
+
+ private:
+  absl::Notification done_;
+  absl::Mutex mutex_;
+  std::string text_ ABSL_GUARDED_BY(mutex_);
+  int tokens_ ABSL_GUARDED_BY(mutex_) = 0;
+  int ends_ ABSL_GUARDED_BY(mutex_) = 0;
+  std::optional<GenerationResult> result_ ABSL_GUARDED_BY(mutex_);
+  absl::Status error_ ABSL_GUARDED_BY(mutex_);
+};
+
+class GenerationTest : public ::testing::Test {
+ protected:
+  GenerationTest() {
+    fake_.AddWorker("a:1", FakeModelInfo("tiny"));
+    fake_.AddWorker("b:1", FakeModelInfo("tiny"));
+    absl::StatusOr<std::shared_ptr<const ServedModel>> model =
+        ServedModel::Create(FakeModelInfo("tiny"));
+    model_ = *model;
+  }
+
+  // The ids of `text` in the tiny model's tokenizer.
+  std::vector<int32_t> Ids(const std::string& text) {
+    return *model_->tokenizer()->Encode(text, /*add_special_tokens=*/false);
+  }
+
+  PreparedRequest Request(std::vector<std::string> stop_strings = {}) {
+    PreparedRequest request{.request_id = "req", .model = model_};
+    for (int32_t id : Ids("a prompt of sixteen or so tokens to hash")) {
+      request.worker_request.add_prompt_token_ids(id);
+    }
+    request.worker_request.set_max_tokens(16);
+    request.stop_strings = std::move(stop_strings);
+    return request;
+  }
+
+  std::shared_ptr<Generation> Start(PreparedRequest request, int max_attempts = 3) {
+    return Generation::Start(&fake_, std::move(request), {.max_attempts = max_attempts}, observer_);
+  }
+
+  FakeWorkerClient fake_;
+  std::shared_ptr<const ServedModel> model_;
+  std::shared_ptr<RecordingObserver> observer_ = std::make_shared<RecordingObserver>();
+};
+
+TEST_F(GenerationTest, StreamsTextAndFinishesWithUsage) {
+  std::shared_ptr<Generation> generation = Start(Request());
+  std::shared_ptr<FakeCall> call = fake_.WaitForCall(0);
+  ASSERT_NE(call, nullptr);
+  // The worker gets the prompt under a request id of its own (unique on the worker).
+  EXPECT_EQ(static_cast<size_t>(call->request().prompt_token_ids_size()),
+            Ids("a prompt of sixteen or so tokens to hash").size());
+  EXPECT_NE(call->request().request_id(), "req");
+  ASSERT_TRUE(call->Send(Ids("Hello")));
+  ASSERT_TRUE(call->Send(Ids(", world"), FINISH_REASON_LENGTH));
+  ASSERT_TRUE(observer_->WaitDone());
+  EXPECT_EQ(observer_->text(), "Hello, world");
+  ASSERT_TRUE(observer_->result().has_value());
+  EXPECT_EQ(observer_->result()->finish_reason, FINISH_REASON_LENGTH);
+  EXPECT_EQ(observer_->result()->usage.completion_tokens(), observer_->tokens());
+  EXPECT_EQ(observer_->result()->worker, call->address());
+  EXPECT_TRUE(fake_.reported_failures().empty());
+}
+
+TEST_F(GenerationTest, AFailureBeforeTheFirstTokenIsRetriedOnAnotherWorker) {
+  std::shared_ptr<Generation> generation = Start(Request());
+  std::shared_ptr<FakeCall> first = fake_.WaitForCall(0);
+  ASSERT_NE(first, nullptr);
+  ASSERT_TRUE(first->Finish(absl::UnavailableError("connection reset")));
+  std::shared_ptr<FakeCall> second = fake_.WaitForCall(1);
+  ASSERT_NE(second, nullptr);
+  EXPECT_NE(second->address(), first->address());
+  // The failed worker is reported (marked down until probed); the prompt was hashed once.
+  EXPECT_EQ(fake_.reported_failures(), std::vector<std::string>{first->address()});
+  EXPECT_EQ(fake_.last_hash_passes(), 1);
+  ASSERT_TRUE(second->Send(Ids("ok"), FINISH_REASON_STOP));
+  ASSERT_TRUE(observer_->WaitDone());
+  EXPECT_EQ(observer_->text(), "ok");
+  EXPECT_EQ(observer_->result()->worker, second->address());
+  EXPECT_EQ(observer_->ends(), 1);
+}
+
+TEST_F(GenerationTest, AnOverloadedWorkerIsSkippedButNotMarkedDown) {
+  std::shared_ptr<Generation> generation = Start(Request());
+  std::shared_ptr<FakeCall> first = fake_.WaitForCall(0);
+  ASSERT_NE(first, nullptr);
+  ASSERT_TRUE(first->Finish(absl::ResourceExhaustedError("queue full")));
+  std::shared_ptr<FakeCall> second = fake_.WaitForCall(1);
+  ASSERT_NE(second, nullptr);
+  EXPECT_NE(second->address(), first->address());
+  EXPECT_TRUE(fake_.reported_failures().empty());
+  ASSERT_TRUE(second->Send(Ids("x"), FINISH_REASON_STOP));
+  ASSERT_TRUE(observer_->WaitDone());
+  EXPECT_TRUE(observer_->result().has_value());
+}
+
+TEST_F(GenerationTest, AFailureAfterTheFirstTokenIsNeverRetried) {
+  std::shared_ptr<Generation> generation = Start(Request());
+  std::shared_ptr<FakeCall> call = fake_.WaitForCall(0);
+  ASSERT_NE(call, nullptr);
+  ASSERT_TRUE(call->Send(Ids("partial")));
+  ASSERT_TRUE(call->Finish(absl::UnavailableError("worker died")));
+  ASSERT_TRUE(observer_->WaitDone());
+  // A retry would repeat text the client already has: the error says how far it got instead.
+  EXPECT_EQ(observer_->error().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(observer_->error().message().find(absl::StrCat("failed after ", observer_->tokens(),
+                                                           " generated tokens: worker died")),
+            absl::string_view::npos)
+      << observer_->error();
+  EXPECT_EQ(fake_.calls_started(), 1u);
+}
+
+TEST_F(GenerationTest, ARequestErrorIsFinalAndAttemptsAreBounded) {
+  {
+    std::shared_ptr<Generation> generation = Start(Request());
+    ASSERT_TRUE(fake_.WaitForCall(0)->Finish(absl::InvalidArgumentError("max_tokens too large")));
+    ASSERT_TRUE(observer_->WaitDone());
+    EXPECT_EQ(observer_->error(), absl::InvalidArgumentError("max_tokens too large"));
+    EXPECT_EQ(fake_.calls_started(), 1u);
+  }
+  // Two attempts allowed, both fail: the second failure is the answer.
+  auto observer = std::make_shared<RecordingObserver>();
+  std::shared_ptr<Generation> generation =
+      Generation::Start(&fake_, Request(), {.max_attempts = 2}, observer);
+  ASSERT_TRUE(fake_.WaitForCall(1)->Finish(absl::UnavailableError("first")));
+  ASSERT_TRUE(fake_.WaitForCall(2)->Finish(absl::UnavailableError("second")));
+  ASSERT_TRUE(observer->WaitDone());
+  EXPECT_EQ(observer->error(), absl::UnavailableError("second"));
+  EXPECT_EQ(fake_.calls_started(), 3u);
+}
+
+TEST_F(GenerationTest, RunningOutOfWorkersSaysHowManyAttemptsFailed) {
+  fake_.SetReady("b:1", false);
+  std::shared_ptr<Generation> generation = Start(Request());
+  ASSERT_TRUE(fake_.WaitForCall(0)->Finish(absl::UnavailableError("reset")));
+  ASSERT_TRUE(observer_->WaitDone());
+  EXPECT_EQ(observer_->error().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(observer_->error().message().find("left to try (after 1 failed attempts)"),
+            absl::string_view::npos)
+      << observer_->error();
+}
+
+TEST_F(GenerationTest, AnUnknownModelIsNotFoundWithoutACall) {
+  PreparedRequest request = Request();
+  request.model = *ServedModel::Create(FakeModelInfo("other"));
+  std::shared_ptr<Generation> generation = Start(std::move(request));
+  ASSERT_TRUE(observer_->WaitDone());
+  EXPECT_EQ(observer_->error().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(fake_.calls_started(), 0u);
+}
+
+TEST_F(GenerationTest, CancelReachesTheWorkerCall) {
+  std::shared_ptr<Generation> generation = Start(Request());
+  std::shared_ptr<FakeCall> call = fake_.WaitForCall(0);
+  ASSERT_NE(call, nullptr);
+  ASSERT_TRUE(call->Send(Ids("some")));
+  generation->Cancel();
+  EXPECT_TRUE(call->WaitUntilCancelled(kPatience));
+  ASSERT_TRUE(observer_->WaitDone());
+  EXPECT_EQ(observer_->error().code(), absl::StatusCode::kCancelled);
+  // Nothing the worker sends after the cancel reaches the client; nothing is retried.
+  EXPECT_FALSE(call->Send(Ids("more"), FINISH_REASON_STOP));
+  EXPECT_EQ(fake_.calls_started(), 1u);
+  EXPECT_EQ(observer_->ends(), 1);
+}
+
+TEST_F(GenerationTest, ACancelDuringARetryStartsNoNewCall) {
+  std::shared_ptr<Generation> generation = Start(Request());
+  std::shared_ptr<FakeCall> first = fake_.WaitForCall(0);
+  ASSERT_NE(first, nullptr);
+  generation->Cancel();
+  ASSERT_TRUE(first->WaitUntilCancelled(kPatience));
+  ASSERT_TRUE(observer_->WaitDone());
+  EXPECT_EQ(observer_->error().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(fake_.calls_started(), 1u);
+  EXPECT_TRUE(fake_.reported_failures().empty());
+}
+
+TEST_F(GenerationTest, AStopStringEndsTheRequestAndCancelsTheWorker) {
+  std::shared_ptr<Generation> generation = Start(Request({"STOP"}));
+  std::shared_ptr<FakeCall> call = fake_.WaitForCall(0);
+  ASSERT_NE(call, nullptr);
+  ASSERT_TRUE(call->Send(Ids("one two ")));
+  ASSERT_TRUE(call->Send(Ids("STOP three")));
+  ASSERT_TRUE(observer_->WaitDone());
+  EXPECT_EQ(observer_->text(), "one two ");
+  ASSERT_TRUE(observer_->result().has_value());
+  EXPECT_EQ(observer_->result()->finish_reason, FINISH_REASON_STOP);
+  EXPECT_EQ(observer_->result()->matched_stop, "STOP");
+  // The worker would go on generating: the gateway stops it, which frees its blocks.
+  EXPECT_TRUE(call->WaitUntilCancelled(kPatience));
+  EXPECT_EQ(observer_->ends(), 1);
+}
+
+TEST_F(GenerationTest, ConcurrentRequestsSpreadOverIdleWorkers) {
+  // The gateway counts its own open calls as load: requests that arrive together spread even
+  // though no load report says the first worker got busy.
+  std::vector<std::shared_ptr<RecordingObserver>> observers;
+  std::vector<std::shared_ptr<Generation>> generations;
+  for (int i = 0; i < 8; ++i) {
+    observers.push_back(std::make_shared<RecordingObserver>());
+    generations.push_back(Generation::Start(&fake_, Request(), {}, observers.back()));
+  }
+  absl::flat_hash_map<std::string, int> per_worker;
+  for (int i = 0; i < 8; ++i) {
+    std::shared_ptr<FakeCall> call = fake_.WaitForCall(i);
+    ASSERT_NE(call, nullptr);
+    ++per_worker[call->address()];
+  }
+  EXPECT_EQ(per_worker["a:1"], 4);
+  EXPECT_EQ(per_worker["b:1"], 4);
+  for (int i = 0; i < 8; ++i) fake_.WaitForCall(i)->Send({}, FINISH_REASON_STOP);
+  for (const auto& observer : observers) ASSERT_TRUE(observer->WaitDone());
+}
+
+}  // namespace
+}  // namespace llmserve::gateway
