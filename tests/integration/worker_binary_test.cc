@@ -104,6 +104,20 @@ TEST_F(WorkerBinaryTest, BadFlagsFailWithAClearMessage) {
     EXPECT_EQ(worker.WaitForExit(kPatience), 2);
     EXPECT_NE(worker.output().find("--dtype"), std::string::npos) << worker.output();
   }
+  {
+    Subprocess worker(Args({"--quantization=int4"}));
+    EXPECT_EQ(worker.WaitForExit(kPatience), 2);
+    EXPECT_NE(worker.output().find("--quantization: unknown quantization 'int4'"),
+              std::string::npos)
+        << worker.output();
+  }
+  {
+    Subprocess worker(Args({"--quantization=int8", "--backend=cuda"}));
+    EXPECT_EQ(worker.WaitForExit(kPatience), 2);
+    EXPECT_NE(worker.output().find("--quantization=int8 runs on --backend=cpu only"),
+              std::string::npos)
+        << worker.output();
+  }
 }
 
 }  // namespace

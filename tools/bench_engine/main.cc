@@ -36,12 +36,14 @@
 #include "common/base/flag_names.h"
 #include "worker/engine/cpu/cpu_backend.h"
 #include "worker/engine/cuda/cuda_plugin_loader.h"
+#include "worker/model/auto_dtype.h"
 #include "worker/model/model_files.h"
 #include "worker/model/model_weights.h"
 #include "worker/model/quantization.h"
 
 ABSL_FLAG(std::string, model, "", "model directory (config.json, safetensors, ...)");
-ABSL_FLAG(std::string, dtype, "f32", "runtime weight dtype: f32, bf16 or f16");
+ABSL_FLAG(std::string, dtype, "f32",
+          "runtime weight dtype: f32, bf16, f16 or auto (the checkpoint's torch_dtype)");
 ABSL_FLAG(std::string, batch, "1,4,16,32,64", "comma-separated batch sizes");
 ABSL_FLAG(int, prompt_len, 512, "prompt tokens per sequence");
 ABSL_FLAG(int, gen_len, 128, "generated tokens per sequence");
@@ -139,8 +141,9 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const std::string model = absl::GetFlag(FLAGS_model);
   if (model.empty()) return Fail("--model DIR is required");
-  const auto dtype = llmserve::worker::ParseDType(absl::GetFlag(FLAGS_dtype));
-  if (!dtype.ok()) return Fail(std::string(dtype.status().message()));
+  const auto dtype = llmserve::worker::ResolveDTypeFlag(absl::GetFlag(FLAGS_dtype), model,
+                                                        absl::GetFlag(FLAGS_backend));
+  if (!dtype.ok()) return Fail("--dtype: " + std::string(dtype.status().message()));
   const auto quantization = llmserve::worker::ParseQuantization(absl::GetFlag(FLAGS_quantization));
   if (!quantization.ok()) {
     return Fail("--quantization: " + std::string(quantization.status().message()));
@@ -225,13 +228,14 @@ int main(int argc, char** argv) {
         "\"quantization\": \"%s\", \"quantize_lm_head\": %s, \"threads\": %d, "
         "\"backend\": \"%s\", \"weight_bytes\": %lld, \"prefill_s\": %.4f, \"decode_s\": %.4f, "
         "\"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f}\n",
-        batch, prompt_len, gen_len, absl::GetFlag(FLAGS_dtype).c_str(),
+        batch, prompt_len, gen_len, std::string(llmserve::worker::DTypeName(*dtype)).c_str(),
         std::string(llmserve::worker::QuantizationName(*quantization)).c_str(),
         quantize_lm_head ? "true" : "false", threads, backend_name.c_str(),
         static_cast<long long>(weight_bytes), r.prefill_s, r.decode_s, prefill_tok_s, decode_tok_s);
     std::fflush(stdout);
     std::fprintf(stderr, "%6d %10d %8d %6s %14.1f %14.1f\n", batch, prompt_len, gen_len,
-                 absl::GetFlag(FLAGS_dtype).c_str(), prefill_tok_s, decode_tok_s);
+                 std::string(llmserve::worker::DTypeName(*dtype)).c_str(), prefill_tok_s,
+                 decode_tok_s);
   }
   return 0;
 }

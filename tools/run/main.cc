@@ -24,10 +24,12 @@
 #include "tools/run/prompts.h"
 #include "tools/run/runner.h"
 #include "worker/engine/cpu_engine_builder.h"
+#include "worker/model/auto_dtype.h"
 #include "worker/model/quantization.h"
 
 ABSL_FLAG(std::string, model, "", "model directory");
-ABSL_FLAG(std::string, dtype, "f32", "runtime weight dtype: f32, bf16 or f16");
+ABSL_FLAG(std::string, dtype, "f32",
+          "runtime weight dtype: f32, bf16, f16 or auto (the checkpoint's torch_dtype)");
 ABSL_FLAG(std::string, quantization, "none",
           "quantize weights at load: none or int8 (per output channel, weights only)");
 ABSL_FLAG(bool, quantize_lm_head, false, "with --quantization, also quantize the LM head");
@@ -139,8 +141,9 @@ int main(int argc, char** argv) {
   llmserve::common::NormalizeFlagNames(argc, argv);
   absl::ParseCommandLine(argc, argv);
   if (absl::GetFlag(FLAGS_model).empty()) return Fail("--model DIR is required");
-  const auto dtype = llmserve::worker::ParseDType(absl::GetFlag(FLAGS_dtype));
-  if (!dtype.ok()) return Fail(std::string(dtype.status().message()));
+  const auto dtype = llmserve::worker::ResolveDTypeFlag(absl::GetFlag(FLAGS_dtype),
+                                                        absl::GetFlag(FLAGS_model), "cpu");
+  if (!dtype.ok()) return Fail("--dtype: " + std::string(dtype.status().message()));
   const auto quantization = llmserve::worker::ParseQuantization(absl::GetFlag(FLAGS_quantization));
   if (!quantization.ok()) {
     return Fail("--quantization: " + std::string(quantization.status().message()));

@@ -17,6 +17,8 @@
 #include "common/base/protobuf_log.h"
 #include "common/base/serve_until_signal.h"
 #include "common/status/status_macros.h"
+#include "worker/model/auto_dtype.h"
+#include "worker/model/model_files.h"
 #include "worker/service/worker_server.h"
 
 ABSL_FLAG(std::string, model, "", "Hugging Face model directory to serve (required)");
@@ -24,7 +26,9 @@ ABSL_FLAG(std::string, served_model_name, "",
           "name the model is served under (default: the model directory's name)");
 ABSL_FLAG(std::string, backend, "cpu", "compute backend: cpu or cuda");
 ABSL_FLAG(int, device, 0, "accelerator index for --backend=cuda");
-ABSL_FLAG(std::string, dtype, "f32", "runtime weight dtype: f32, bf16 or f16");
+ABSL_FLAG(std::string, dtype, "auto",
+          "runtime weight dtype: auto (the checkpoint's torch_dtype; f32 checkpoints run as f16 on "
+          "cuda), f32, bf16 or f16");
 ABSL_FLAG(std::string, quantization, "none",
           "quantize weights at load: none or int8 (every linear projection per output channel, "
           "symmetric, weights only; embeddings and norms keep --dtype); --backend=cpu only");
@@ -91,12 +95,20 @@ absl::StatusOr<llmserve::worker::WorkerServerOptions> OptionsFromFlags() {
   options.served_model_name = absl::GetFlag(FLAGS_served_model_name);
   options.backend = absl::GetFlag(FLAGS_backend);
   options.device = absl::GetFlag(FLAGS_device);
-  absl::StatusOr<llmserve::worker::DType> dtype =
-      llmserve::worker::ParseDType(absl::GetFlag(FLAGS_dtype));
-  if (!dtype.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--dtype: ", dtype.status().message()));
+  // auto reads the model directory. When it cannot be opened, the load in WorkerServer::Start
+  // reports why (NOT_FOUND, a malformed file) as it does for any dtype; without --model,
+  // validation below names that flag.
+  const bool auto_dtype = absl::GetFlag(FLAGS_dtype) == "auto";
+  if (!auto_dtype || llmserve::worker::ModelFiles::Open(options.model_dir).ok()) {
+    absl::StatusOr<llmserve::worker::DType> dtype = llmserve::worker::ResolveDTypeFlag(
+        absl::GetFlag(FLAGS_dtype), options.model_dir, options.backend);
+    if (!dtype.ok()) {
+      return absl::Status(
+          dtype.status().code(),
+          absl::StrCat("--dtype=", absl::GetFlag(FLAGS_dtype), ": ", dtype.status().message()));
+    }
+    options.dtype = *dtype;
   }
-  options.dtype = *dtype;
   absl::StatusOr<llmserve::worker::Quantization> quantization =
       llmserve::worker::ParseQuantization(absl::GetFlag(FLAGS_quantization));
   if (!quantization.ok()) {
@@ -130,7 +142,7 @@ absl::StatusOr<llmserve::worker::WorkerServerOptions> OptionsFromFlags() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Serves one model over gRPC (llmserve.worker.v1.Worker).\n"
-      "  llmserve-worker --model=DIR [--port=50051] [--metrics_port=9400] [--dtype=f32]");
+      "  llmserve-worker --model=DIR [--port=50051] [--metrics_port=9400] [--dtype=auto]");
   // Before any thread parses a request: a client can provoke a libprotobuf log line per request.
   llmserve::common::InstallThrottledProtobufLogHandler();
   llmserve::common::NormalizeFlagNames(argc, argv);
