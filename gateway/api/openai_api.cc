@@ -392,10 +392,11 @@ void OpenAiApi::Handle(http::HttpRequest request, std::shared_ptr<http::Response
   }
   if (path == "/v1/models" && get) return HandleModels(request, *writer);
   if (path == "/v1/completions" && post) {
-    return HandleGeneration(OpenAiEndpoint::kCompletions, request, std::move(writer));
+    return HandleGeneration(OpenAiEndpoint::kCompletions, std::move(request), std::move(writer));
   }
   if (path == "/v1/chat/completions" && post) {
-    return HandleGeneration(OpenAiEndpoint::kChatCompletions, request, std::move(writer));
+    return HandleGeneration(OpenAiEndpoint::kChatCompletions, std::move(request),
+                            std::move(writer));
   }
   // Without metrics_text_ (a separate metrics port serves them) /metrics does not exist here.
   const bool known = path == "/healthz" || path == "/readyz" ||
@@ -430,57 +431,69 @@ void OpenAiApi::HandleModels(const http::HttpRequest& request, http::ResponseWri
               Dump({{"object", "list"}, {"data", data}}));
 }
 
-void OpenAiApi::HandleGeneration(OpenAiEndpoint endpoint, const http::HttpRequest& request,
+void OpenAiApi::HandleGeneration(OpenAiEndpoint endpoint, http::HttpRequest request,
                                  std::shared_ptr<http::ResponseWriter> writer) {
   std::shared_ptr<RequestLifecycle> lifecycle = tracker_->Begin("http");
-  // Refusals end the lifecycle: counted like finished requests.
-  auto refuse = [&](const absl::Status& status, absl::Duration retry_after = absl::ZeroDuration()) {
-    lifecycle->Finish(status.code());
-    SendOpenAiError(*writer, status, retry_after);
-  };
   if (absl::Status accepting = tracker_->CheckAccepting(); !accepting.ok()) {
-    return refuse(accepting);
+    lifecycle->Finish(accepting.code());
+    return SendOpenAiError(*writer, accepting);
   }
   absl::StatusOr<Principal> principal =
       tracker_->admission().Authenticate(request.Header("authorization"));
-  if (!principal.ok()) return refuse(principal.status());
-  absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(endpoint, request.body);
-  if (!parsed.ok()) return refuse(parsed.status());
-  lifecycle->set_model(parsed->request.model());
-  absl::StatusOr<std::shared_ptr<const ServedModel>> model =
-      catalog_->Resolve(parsed->request.model());
-  if (!model.ok()) return refuse(model.status());
-  lifecycle->set_model((*model)->name());
-  // The prompt's template and tokenizer run on the prepare stage's threads, not on this I/O
-  // thread, which also writes every other stream of its connections.
-  const int n = parsed->n;
-  ::llmserve::v1::GenerateRequest generate = std::move(parsed->request);
-  parsed->request.Clear();
-  auto pending =
-      std::make_unique<PendingGeneration>(PendingGeneration{.endpoint = endpoint,
-                                                            .parsed = *std::move(parsed),
-                                                            .model = *model,
-                                                            .principal = *std::move(principal),
-                                                            .writer = writer,
-                                                            .lifecycle = lifecycle});
-  // A client that leaves while its prompt waits for a thread spares the work. (The job replaces
-  // this hook once it exists, later on the prepare thread.)
+  if (!principal.ok()) {
+    lifecycle->Finish(principal.status().code());
+    return SendOpenAiError(*writer, principal.status());
+  }
+  // Everything else (the JSON body of up to --max_body_bytes, the template, the tokenizer) runs on
+  // the prepare stage's threads, not on this I/O thread, which also writes every other stream of
+  // its connections. A client that leaves while its request waits for a thread spares the work
+  // (the job replaces this hook once it exists).
   auto ticket = std::make_shared<PrepareStage::Ticket>();
   writer->SetOnClose([ticket] { ticket->Cancel(); });
-  absl::Status submitted =
-      prepare_->Submit(std::move(generate), *std::move(model), n, ticket,
-                       [this, pending = std::move(pending)](
-                           absl::StatusOr<std::vector<PreparedRequest>> choices) mutable {
-                         OnPrepared(std::move(*pending), std::move(choices));
-                       });
+  const size_t body_bytes = request.body.size();
+  const absl::Status submitted = prepare_->Run(
+      body_bytes, ticket,
+      [this, endpoint, body = std::move(request.body), principal = *std::move(principal), writer,
+       lifecycle](absl::Status ready) mutable {
+        if (!ready.ok()) {
+          lifecycle->Finish(ready.code());
+          return SendOpenAiError(*writer, ready);
+        }
+        Prepare(PendingGeneration{.endpoint = endpoint,
+                                  .principal = std::move(principal),
+                                  .writer = std::move(writer),
+                                  .lifecycle = std::move(lifecycle)},
+                body);
+      });
   if (!submitted.ok()) {
     // A full queue is a busy gateway: retry soon (429).
     if (absl::IsResourceExhausted(submitted) && options_.metrics != nullptr) {
       options_.metrics->OnRateLimited();
     }
-    return refuse(submitted,
-                  absl::IsResourceExhausted(submitted) ? absl::Seconds(1) : absl::ZeroDuration());
+    lifecycle->Finish(submitted.code());
+    SendOpenAiError(*writer, submitted,
+                    absl::IsResourceExhausted(submitted) ? absl::Seconds(1) : absl::ZeroDuration());
   }
+}
+
+void OpenAiApi::Prepare(PendingGeneration pending, absl::string_view body) {
+  absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(pending.endpoint, body);
+  absl::StatusOr<std::shared_ptr<const ServedModel>> model =
+      parsed.ok() ? catalog_->Resolve(parsed->request.model())
+                  : absl::StatusOr<std::shared_ptr<const ServedModel>>(parsed.status());
+  if (parsed.ok()) {
+    pending.lifecycle->set_model(model.ok() ? (*model)->name() : parsed->request.model());
+  }
+  if (!model.ok()) {
+    pending.lifecycle->Finish(model.status().code());
+    return SendOpenAiError(*pending.writer, model.status());
+  }
+  absl::StatusOr<std::vector<PreparedRequest>> choices = PrepareChoices(
+      parsed->request, *model, parsed->n, prepare_->limits(), prepare_->render_chat());
+  parsed->request.Clear();
+  pending.parsed = *std::move(parsed);
+  pending.model = *std::move(model);
+  OnPrepared(std::move(pending), std::move(choices));
 }
 
 void OpenAiApi::OnPrepared(PendingGeneration pending,

@@ -5,10 +5,10 @@
 //        /metrics (Prometheus text)
 // A thin adapter over the request pipeline it shares with the gRPC API: each generation request
 // is a RequestLifecycle (gateway/pipeline/request_lifecycle.h: drain, admission, accounting) and
-// runs the same prompt preparation and Generation. The I/O thread parses, authenticates and
-// resolves the model, the prompt is rendered and
-// tokenized on the prepare stage's threads (gateway/pipeline/prepare_stage.h), once for all `n`
-// choices, which then run as n generations (seeds seed, seed+1, ... when a seed is given).
+// runs the same prompt preparation and Generation. The I/O thread only authenticates; the JSON
+// body is parsed, the model resolved and the prompt rendered and tokenized on the prepare stage's
+// threads (gateway/pipeline/prepare_stage.h), once for all `n` choices, which then run as n
+// generations (seeds seed, seed+1, ... when a seed is given).
 // Errors use OpenAI's JSON shape with the HTTP status of common/status/http_error.h; 429 carries
 // retry-after. A streamed response's status and headers go out with its first output, so that
 // what fails before (a bad prompt, no ready worker, a worker refusing the request) gets its real
@@ -51,20 +51,22 @@ class OpenAiApi {
   void Handle(http::HttpRequest request, std::shared_ptr<http::ResponseWriter> writer);
 
  private:
-  void HandleGeneration(OpenAiEndpoint endpoint, const http::HttpRequest& request,
+  void HandleGeneration(OpenAiEndpoint endpoint, http::HttpRequest request,
                         std::shared_ptr<http::ResponseWriter> writer);
   void HandleModels(const http::HttpRequest& request, http::ResponseWriter& writer);
 
-  // A generation request between its parsing (on the I/O thread) and its prepared prompt (on a
-  // prepare thread).
+  // A generation request from its authentication (on the I/O thread) to its generations.
   struct PendingGeneration {
     OpenAiEndpoint endpoint;
-    OpenAiRequest parsed;  // its `request` moved to the prepare stage
-    std::shared_ptr<const ServedModel> model;
     Principal principal;
     std::shared_ptr<http::ResponseWriter> writer;
     std::shared_ptr<RequestLifecycle> lifecycle;
+    // Set by Prepare: the parsed request (its `request` cleared once prepared) and its model.
+    OpenAiRequest parsed;
+    std::shared_ptr<const ServedModel> model;
   };
+  // On a prepare thread: parses `body`, resolves the model and prepares the choices.
+  void Prepare(PendingGeneration pending, absl::string_view body);
   // On the prepare thread: the prepared choices, or the error to answer with.
   void OnPrepared(PendingGeneration pending, absl::StatusOr<std::vector<PreparedRequest>> choices);
   // The prompt is ready: admission, then the n generations.
