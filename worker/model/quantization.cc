@@ -36,8 +36,12 @@ void QuantizeRowInt8(const float* row, int64_t k, int8_t* q, float* scale) {
   // Divide in double, so that the largest element lands on exactly +-127 and the rounding does
   // not depend on how the compiler contracts the expression.
   const double inverse = kInt8Max / static_cast<double>(max_abs);
+  // Adding and subtracting 1.5 * 2^52 rounds |v| <= 127 to the nearest integer, ties to even (the
+  // default rounding mode), as std::nearbyint does, without its libm call per weight: loading the
+  // small model with int8 on one thread took 1.95 s instead of 2.2.
+  constexpr double kRound = 6755399441055744.0;
   for (int64_t c = 0; c < k; ++c) {
-    const double v = std::nearbyint(row[c] * inverse);
+    const double v = (row[c] * inverse + kRound) - kRound;
     q[c] = static_cast<int8_t>(std::clamp(v, double{-kInt8Max}, double{kInt8Max}));
   }
 }
