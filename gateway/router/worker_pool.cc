@@ -169,9 +169,13 @@ absl::Status ValidateWorkerPoolOptions(const WorkerPoolOptions& options) {
   if (options.probe_timeout <= absl::ZeroDuration() ||
       options.probe_interval <= absl::ZeroDuration() ||
       options.backoff_initial <= absl::ZeroDuration() ||
-      options.backoff_max < options.backoff_initial ||
       options.dns_refresh <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("probe, backoff and DNS refresh durations must be positive");
+  }
+  if (options.backoff_max < options.backoff_initial) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the longest backoff (", absl::FormatDuration(options.backoff_max),
+        ") is shorter than the first (", absl::FormatDuration(options.backoff_initial), ")"));
   }
   if (options.stream_idle_timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
@@ -185,6 +189,9 @@ absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Start(const WorkerPoolOp
   if (absl::Status valid = ValidateWorkerPoolOptions(options); !valid.ok()) return valid;
   std::unique_ptr<WorkerPool> pool(new WorkerPool(options));
   pool->monitor_ = std::thread([raw = pool.get()] { raw->MonitorLoop(); });
+  if (!options.worker_dns.empty()) {
+    pool->dns_thread_ = std::thread([raw = pool.get()] { raw->DnsLoop(); });
+  }
   return pool;
 }
 
@@ -197,6 +204,8 @@ WorkerPool::~WorkerPool() {
     stopping_ = true;
   }
   if (monitor_.joinable()) monitor_.join();
+  // A resolver call in progress is waited for (getaddrinfo cannot be interrupted).
+  if (dns_thread_.joinable()) dns_thread_.join();
   absl::MutexLock lock(&mutex_);
   for (auto& [address, worker] : workers_) {
     if (worker->stream != nullptr) worker->stream->Cancel();
@@ -206,21 +215,21 @@ WorkerPool::~WorkerPool() {
       +[](int* live) { return *live == 0; }, &live_streams_));
 }
 
+void WorkerPool::DnsLoop() {
+  while (true) {
+    ResolveWorkerDns();
+    absl::MutexLock lock(&mutex_);
+    mutex_.AwaitWithTimeout(absl::Condition(&stopping_), options_.dns_refresh);
+    if (stopping_) return;
+  }
+}
+
 void WorkerPool::MonitorLoop() {
   while (true) {
-    bool resolve = false;
-    {
-      absl::MutexLock lock(&mutex_);
-      mutex_.AwaitWithTimeout(absl::Condition(&stopping_), kTick);
-      if (stopping_) return;
-      const absl::Time now = absl::Now();
-      resolve = !options_.worker_dns.empty() && now >= next_dns_;
-      if (resolve) next_dns_ = now + options_.dns_refresh;
-    }
-    if (resolve) ResolveWorkerDns();
     std::vector<std::string> to_probe;
     {
       absl::MutexLock lock(&mutex_);
+      mutex_.AwaitWithTimeout(absl::Condition(&stopping_), kTick);
       if (stopping_) return;
       const absl::Time now = absl::Now();
       Discover();
@@ -293,7 +302,8 @@ void WorkerPool::AbortSilentCalls(absl::Duration silence) {
 void WorkerPool::ResolveWorkerDns() {
   for (const std::string& name : options_.worker_dns) {
     const auto [host, port] = *SplitHostPort(name);
-    absl::StatusOr<std::vector<std::string>> resolved = Resolve(host, port);
+    absl::StatusOr<std::vector<std::string>> resolved =
+        options_.resolver ? options_.resolver(host, port) : Resolve(host, port);
     absl::MutexLock lock(&mutex_);
     // Logged when it changes, not every refresh.
     std::string& last_problem = dns_problems_[name];

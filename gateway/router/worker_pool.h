@@ -4,14 +4,15 @@
 // their prefix-cache contents (a WatchLoad stream per worker, read by a callback reactor: no
 // thread per worker).
 //
-// One monitor thread discovers workers and probes the ones not streaming; a worker that fails
-// is marked down and retried with exponential backoff. Every change of a worker's state (a load
-// report, a probe, a failure, a DNS change) publishes an immutable snapshot of the routable
-// workers; Route() picks among the current snapshot's workers with the configured policy
-// (routing_policy.h) and never takes the lock that discovery, probes and reports hold. The prefix
-// index is the one thing it reads in place, under a reader lock that report handling holds only
-// to apply a report's events: copying every worker's cached-block set on each report (5 per
-// second per worker) would cost far more than it saves.
+// One thread resolves the worker DNS names (every dns_refresh; a slow resolver delays nothing
+// else) and a monitor thread discovers workers from the answers and probes the ones not
+// streaming; a worker that fails is marked down and retried with exponential backoff. Every change
+// of a worker's state (a load report, a probe, a failure, a DNS change) publishes an immutable
+// snapshot of the routable workers; Route() picks among the current snapshot's workers with the
+// configured policy (routing_policy.h) and never takes the lock that discovery, probes and reports
+// hold. The prefix index is the one thing it reads in place, under a reader lock that report
+// handling holds only to apply a report's events: copying every worker's cached-block set on each
+// report (5 per second per worker) would cost far more than it saves.
 //
 // The gateway's WorkerClient (worker_client.h). Thread-safe: every public method may be called
 // from any thread.
@@ -23,6 +24,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -52,6 +54,11 @@ struct WorkerPoolOptions {
   // Kubernetes headless Service per worker group), re-resolved every dns_refresh.
   std::vector<std::string> worker_dns;
   absl::Duration dns_refresh = absl::Seconds(10);
+  // Resolves one worker_dns entry to "ip:port" addresses (tests: a slow or scripted resolver);
+  // empty: getaddrinfo. NOT_FOUND-like answers are an empty list; errors keep the last answer.
+  std::function<absl::StatusOr<std::vector<std::string>>(const std::string& host,
+                                                         const std::string& port)>
+      resolver;
   // How often a worker without a live load stream is probed.
   absl::Duration probe_interval = absl::Seconds(1);
   // Deadline of each probe call (health, model info).
@@ -135,12 +142,14 @@ class WorkerPool final : public WorkerClient {
 
   explicit WorkerPool(const WorkerPoolOptions& options);
   void MonitorLoop();
+  // Resolves the worker_dns names now, then every dns_refresh, on its own thread.
+  void DnsLoop();
   // How long a worker may say nothing (no load report) before it is treated as gone.
   absl::Duration HeartbeatWindow() const {
     return std::max(3 * options_.load_interval, absl::Seconds(5));
   }
   // Resolves every worker_dns entry; called without the lock, as a slow resolver must not stall
-  // routing. An entry that fails keeps its last answer (a DNS hiccup must not empty the pool).
+  // anything. An entry that fails keeps its last answer (a DNS hiccup must not empty the pool).
   void ResolveWorkerDns();
   // Adds the workers of the static list and of the last DNS answers, drops the others.
   void Discover() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -177,7 +186,6 @@ class WorkerPool final : public WorkerClient {
   uint64_t round_robin_ ABSL_GUARDED_BY(turn_mutex_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   int live_streams_ ABSL_GUARDED_BY(mutex_) = 0;
-  absl::Time next_dns_ ABSL_GUARDED_BY(mutex_) = absl::InfinitePast();
   // The last answer for each worker_dns entry, and the problem last logged for it (empty: none).
   absl::flat_hash_map<std::string, std::vector<std::string>> dns_addresses_ ABSL_GUARDED_BY(mutex_);
   absl::flat_hash_map<std::string, std::string> dns_problems_ ABSL_GUARDED_BY(mutex_);
@@ -188,6 +196,7 @@ class WorkerPool final : public WorkerClient {
   // Watched calls per worker address (what Route counts as this gateway's own in-flight load).
   absl::flat_hash_map<std::string, int32_t> calls_per_worker_ ABSL_GUARDED_BY(calls_mutex_);
   std::thread monitor_;
+  std::thread dns_thread_;
 };
 
 }  // namespace llmserve::gateway

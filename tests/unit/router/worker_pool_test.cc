@@ -2,13 +2,16 @@
 
 #include "gateway/router/worker_pool.h"
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/scoped_temp_dir.h"
@@ -78,6 +81,12 @@ TEST_F(WorkerPoolTest, OptionsAreValidated) {
             absl::string_view::npos);
   EXPECT_FALSE(ValidateWorkerPoolOptions({.worker_dns = {"svc:99999"}}).ok());
   EXPECT_TRUE(ValidateWorkerPoolOptions({.workers = {"[::1]:5000", "host:1"}}).ok());
+  EXPECT_NE(ValidateWorkerPoolOptions({.workers = {"host:1"},
+                                       .backoff_initial = absl::Seconds(2),
+                                       .backoff_max = absl::Seconds(1)})
+                .message()
+                .find("the longest backoff (1s) is shorter than the first (2s)"),
+            absl::string_view::npos);
 }
 
 TEST_F(WorkerPoolTest, FindsWorkersAndRoutesByPrefix) {
@@ -249,6 +258,55 @@ TEST_F(WorkerPoolTest, DrainingAndDeadWorkersLeaveTheRotation) {
     }
     return false;
   }));
+}
+
+TEST_F(WorkerPoolTest, RoutingAndProbesGoOnWhileTheResolverHangs) {
+  std::unique_ptr<worker::WorkerServer> a = StartWorker("tiny");
+  ASSERT_TRUE(a);
+  absl::Notification hanging, release;
+  std::atomic<int> resolutions{0};
+  WorkerPoolOptions options = FastOptions({Address(*a)});
+  options.backoff_initial = absl::Seconds(1);
+  options.backoff_max = absl::Seconds(2);
+  options.worker_dns = {"slow.invalid:1"};
+  options.dns_refresh = absl::Milliseconds(50);
+  // The first answer comes at once (no addresses); the second hangs until the test lets it go,
+  // as a resolver that does not answer would.
+  options.resolver = [&](const std::string&,
+                         const std::string&) -> absl::StatusOr<std::vector<std::string>> {
+    if (resolutions.fetch_add(1) > 0 && !release.HasBeenNotified()) {
+      if (!hanging.HasBeenNotified()) hanging.Notify();
+      release.WaitForNotification();
+    }
+    return std::vector<std::string>();
+  };
+  absl::StatusOr<std::unique_ptr<WorkerPool>> pool = WorkerPool::Start(options);
+  // Whatever fails below, the resolver is released before the pool joins its thread.
+  absl::Cleanup let_go = [&] {
+    if (!release.HasBeenNotified()) release.Notify();
+  };
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  ASSERT_TRUE(WaitFor(**pool, [&](const std::vector<WorkerStatus>& workers) {
+    for (const WorkerStatus& w : workers) {
+      if (w.address == Address(*a)) return w.ready;
+    }
+    return false;
+  }));
+  ASSERT_TRUE(hanging.WaitForNotificationWithTimeout(kPatience));
+  // While it hangs, routing answers...
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(RouteTokens(**pool, "tiny", {1, 2, 3}, "").ok());
+  // ... and the monitor still probes: a worker marked down comes back.
+  (*pool)->ReportFailure(Address(*a), "reset");
+  EXPECT_EQ(RouteTokens(**pool, "tiny", {1, 2, 3}, "").status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(WaitFor(**pool, [&](const std::vector<WorkerStatus>& workers) {
+    for (const WorkerStatus& w : workers) {
+      if (w.address == Address(*a)) return w.ready;
+    }
+    return false;
+  }));
+  EXPECT_FALSE(release.HasBeenNotified());
+  EXPECT_EQ(resolutions.load(), 2);
 }
 
 TEST_F(WorkerPoolTest, DiscoversWorkersByDns) {
