@@ -31,8 +31,8 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "common/base/thread_pool.h"
-#include "gateway/api/prompt_builder.h"
-#include "gateway/api/served_model.h"
+#include "gateway/pipeline/prompt_builder.h"
+#include "gateway/pipeline/served_model.h"
 #include "llmserve/v1/inference.pb.h"
 
 namespace llmserve::gateway {

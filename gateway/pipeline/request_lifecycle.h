@@ -30,9 +30,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "gateway/api/gateway_metrics.h"
+#include "gateway/admission/request_admission.h"
+#include "gateway/metrics/gateway_metrics.h"
 #include "gateway/pipeline/active_guard.h"
-#include "gateway/pipeline/request_admission.h"
 
 namespace llmserve::gateway {
 

@@ -4,8 +4,8 @@
 #define LLMSERVE_GATEWAY_PIPELINE_REQUEST_OPTIONS_H_
 
 #include "absl/time/time.h"
-#include "gateway/api/gateway_metrics.h"
-#include "gateway/api/prompt_builder.h"
+#include "gateway/metrics/gateway_metrics.h"
+#include "gateway/pipeline/prompt_builder.h"
 
 namespace llmserve::gateway {
 

@@ -32,7 +32,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "gateway/auth/jwt_verifier.h"
+#include "gateway/admission/jwt_verifier.h"
 
 namespace {
 

@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "gateway/api/openai_request.h"
+#include "gateway/frontends/openai/openai_request.h"
 #include "llmserve/v1/inference.pb.h"
 
 namespace {

@@ -1,7 +1,7 @@
 // Generation (one request on the workers: route, call, retry before the first token, cancel,
 // stop strings) against the in-memory FakeWorkerClient: every worker behaviour is scripted.
 
-#include "gateway/api/generation.h"
+#include "gateway/pipeline/generation.h"
 
 #include <memory>
 #include <string>

@@ -1,4 +1,4 @@
-#include "gateway/api/openai_request.h"
+#include "gateway/frontends/openai/openai_request.h"
 
 #include <fstream>
 #include <iostream>

@@ -1,15 +1,15 @@
 // RequestAdmission: rate limits, then a concurrency slot. A request refused by the concurrency
 // limit never ran, so it must leave the principal's rate budget as it was.
 
-#include "gateway/pipeline/request_admission.h"
+#include "gateway/admission/request_admission.h"
 
 #include <memory>
 #include <optional>
 #include <utility>
 
 #include "absl/status/status.h"
-#include "gateway/auth/concurrency_limiter.h"
-#include "gateway/auth/rate_limiter.h"
+#include "gateway/admission/concurrency_limiter.h"
+#include "gateway/admission/rate_limiter.h"
 #include "gtest/gtest.h"
 
 namespace llmserve::gateway {

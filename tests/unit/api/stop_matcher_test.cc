@@ -1,4 +1,4 @@
-#include "gateway/api/stop_matcher.h"
+#include "gateway/pipeline/stop_matcher.h"
 
 #include <string>
 #include <vector>

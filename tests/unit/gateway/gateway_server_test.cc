@@ -20,7 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "gateway/auth/api_key_store.h"
+#include "gateway/admission/api_key_store.h"
 #include "gtest/gtest.h"
 #include "llmserve/v1/inference.grpc.pb.h"
 #include "tests/testing/raw_grpc_call.h"

@@ -8,9 +8,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
-#include "gateway/api/gateway_metrics.h"
-#include "gateway/auth/concurrency_limiter.h"
-#include "gateway/auth/rate_limiter.h"
+#include "gateway/admission/concurrency_limiter.h"
+#include "gateway/admission/rate_limiter.h"
+#include "gateway/metrics/gateway_metrics.h"
 #include "gtest/gtest.h"
 
 namespace llmserve::gateway {

@@ -1,0 +1,538 @@
+#include "gateway/frontends/openai/openai_api.h"
+
+#include <nlohmann/json.hpp>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "common/status/http_error.h"
+#include "gateway/http/sse.h"
+
+namespace llmserve::gateway {
+namespace {
+
+using Json = nlohmann::json;
+
+const char* FinishReasonName(::llmserve::v1::FinishReason reason) {
+  switch (reason) {
+    case ::llmserve::v1::FINISH_REASON_STOP:
+      return "stop";
+    case ::llmserve::v1::FINISH_REASON_LENGTH:
+      return "length";
+    case ::llmserve::v1::FINISH_REASON_ABORT:
+      return "abort";
+    default:
+      return nullptr;
+  }
+}
+
+Json Bytes(const std::string& text) {
+  Json bytes = Json::array();
+  for (unsigned char c : text) bytes.push_back(static_cast<int>(c));
+  return bytes;
+}
+
+// Token texts may hold part of a UTF-8 character: the serializer replaces bad bytes with U+FFFD
+// (as OpenAI does) instead of throwing.
+std::string Dump(const Json& json) {
+  return json.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+// One OpenAI request: n generations, their results, and the response (whole or streamed).
+class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
+ public:
+  OpenAiJob(OpenAiEndpoint endpoint, OpenAiRequest parsed, std::shared_ptr<const ServedModel> model,
+            std::shared_ptr<http::ResponseWriter> writer, std::string id, int prompt_tokens,
+            std::shared_ptr<RequestLifecycle> lifecycle)
+      : endpoint_(endpoint),
+        parsed_(std::move(parsed)),
+        model_(std::move(model)),
+        writer_(std::move(writer)),
+        id_(std::move(id)),
+        created_(absl::ToUnixSeconds(absl::Now())),
+        prompt_tokens_(prompt_tokens),
+        lifecycle_(std::move(lifecycle)),
+        choices_(parsed_.n) {}
+
+  class Observer final : public GenerationObserver {
+   public:
+    Observer(std::shared_ptr<OpenAiJob> job, int index) : job_(std::move(job)), index_(index) {}
+    void OnDelta(GenerationDelta delta) override { job_->OnDelta(index_, std::move(delta)); }
+    void OnFinish(const GenerationResult& result) override { job_->OnFinish(index_, &result, {}); }
+    void OnError(const absl::Status& status) override { job_->OnFinish(index_, nullptr, status); }
+
+   private:
+    std::shared_ptr<OpenAiJob> job_;
+    const int index_;
+  };
+
+  // Starts the n generations. A streamed response starts with the first output of any of them
+  // (see OpenStreamLocked), so that what fails before it (no worker to route to, a worker refusing
+  // the request) is answered with its real status.
+  void Start(WorkerClient* workers, const std::vector<PreparedRequest>& requests,
+             const GenerationOptions& options) {
+    for (int i = 0; i < parsed_.n; ++i) {
+      std::shared_ptr<Generation> generation = Generation::Start(
+          workers, requests[i], options, std::make_shared<Observer>(shared_from_this(), i));
+      absl::MutexLock lock(&mutex_);
+      // Every choice may already have ended (at once, with no worker to route to, or faster than
+      // this loop): keeping its generation then would hold this job forever through the cycle
+      // that Complete breaks, and a drain would wait for a request that is over.
+      if (!completed_) generations_.push_back(std::move(generation));
+    }
+    bool failed = false;
+    {
+      absl::MutexLock lock(&mutex_);
+      failed = FailsAsAWholeLocked();
+    }
+    // The client may have left while the job waited for admission (its on_close already ran). A
+    // choice that failed before the first byte fails the request: the others, including those
+    // started after OnFinish cancelled the rest, have no reason to run.
+    if (writer_->closed() || failed) Cancel();
+  }
+
+  // A client that leaves (even while queued for admission) cancels everything of its request.
+  void WatchClose() {
+    std::weak_ptr<OpenAiJob> weak = weak_from_this();
+    writer_->SetOnClose([weak] {
+      if (std::shared_ptr<OpenAiJob> job = weak.lock()) job->Cancel();
+    });
+  }
+
+  void Cancel() {
+    std::vector<std::shared_ptr<Generation>> generations;
+    {
+      absl::MutexLock lock(&mutex_);
+      generations = generations_;
+    }
+    // Queued for a slot: leaves the queue (the job, held only by the admission callback, then
+    // ends as cancelled).
+    lifecycle_->CancelAdmission();
+    for (const auto& generation : generations) generation->Cancel();
+  }
+
+  RequestLifecycle& lifecycle() { return *lifecycle_; }
+
+  // Admission refused: the error is the whole response.
+  void Refuse(const absl::Status& status, absl::Duration retry_after) {
+    lifecycle_->Finish(status.code());
+    SendOpenAiError(*writer_, status, retry_after);
+  }
+
+ private:
+  struct Choice {
+    std::string text;
+    Json logprobs = Json::array();  // chat: content entries; completions: built at the end
+    std::vector<::llmserve::v1::GeneratedToken> tokens;
+    const char* finish_reason = nullptr;
+    int64_t completion_tokens = 0;
+    bool done = false;
+  };
+
+  Json ChatLogprob(const ::llmserve::v1::GeneratedToken& token) const {
+    const std::string text = (model_->TokenText(token.token_id()));
+    Json top = Json::array();
+    for (const ::llmserve::v1::TokenLogprob& alternative : token.top_logprobs()) {
+      top.push_back({{"token", (alternative.text())},
+                     {"logprob", alternative.logprob()},
+                     {"bytes", Bytes(alternative.text())}});
+    }
+    return {{"token", text},
+            {"logprob", token.logprob()},
+            {"bytes", Bytes(model_->TokenText(token.token_id()))},
+            {"top_logprobs", top}};
+  }
+
+  // The completions API's logprobs object for `tokens`.
+  Json CompletionLogprobs(const std::vector<::llmserve::v1::GeneratedToken>& tokens,
+                          size_t text_offset) const {
+    Json out = {{"tokens", Json::array()},
+                {"token_logprobs", Json::array()},
+                {"top_logprobs", Json::array()},
+                {"text_offset", Json::array()}};
+    for (const ::llmserve::v1::GeneratedToken& token : tokens) {
+      const std::string text = (model_->TokenText(token.token_id()));
+      out["tokens"].push_back(text);
+      out["token_logprobs"].push_back(token.logprob());
+      Json top = Json::object();
+      for (const ::llmserve::v1::TokenLogprob& alternative : token.top_logprobs()) {
+        top[(alternative.text())] = alternative.logprob();
+      }
+      out["top_logprobs"].push_back(top);
+      out["text_offset"].push_back(text_offset);
+      text_offset += text.size();
+    }
+    return out;
+  }
+
+  Json Chunk(int index, const Json& delta_or_text, const char* finish_reason,
+             const Json& logprobs) const {
+    Json choice = {{"index", index},
+                   {"logprobs", logprobs.is_null() ? Json() : logprobs},
+                   {"finish_reason", finish_reason ? Json(finish_reason) : Json()}};
+    if (endpoint_ == OpenAiEndpoint::kChatCompletions) {
+      choice["delta"] = delta_or_text;
+    } else {
+      choice["text"] = delta_or_text;
+    }
+    return {{"id", id_},
+            {"object", endpoint_ == OpenAiEndpoint::kChatCompletions ? "chat.completion.chunk"
+                                                                     : "text_completion"},
+            {"created", created_},
+            {"model", model_->name()},
+            {"choices", Json::array({choice})}};
+  }
+
+  Json Usage(int64_t completion_tokens) const {
+    return {{"prompt_tokens", prompt_tokens_},
+            {"completion_tokens", completion_tokens},
+            {"total_tokens", prompt_tokens_ + completion_tokens}};
+  }
+
+  // Sends the stream's headers (and chat's role chunks) unless done already; false when the stream
+  // will never start because the request failed before its first byte.
+  bool OpenStreamLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    if (stream_started_) return true;
+    if (!first_error_.ok()) return false;
+    stream_started_ = true;
+    writer_->StartStream(200,
+                         {{"content-type", "text/event-stream"}, {"cache-control", "no-cache"}});
+    if (endpoint_ == OpenAiEndpoint::kChatCompletions) {
+      for (int i = 0; i < parsed_.n; ++i) {
+        Json delta = {{"role", "assistant"}, {"content", ""}};
+        writer_->Write(http::FormatSseEvent(Dump(Chunk(i, delta, nullptr, Json()))));
+      }
+    }
+    return true;
+  }
+
+  // Whether an error ends the request before anything was sent: every response that is not
+  // streamed, and a stream not yet started.
+  bool FailsAsAWholeLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    return !first_error_.ok() && (!parsed_.stream || !stream_started_);
+  }
+
+  void OnDelta(int index, GenerationDelta delta) {
+    absl::MutexLock lock(&mutex_);
+    Choice& choice = choices_[index];
+    choice.completion_tokens += static_cast<int64_t>(delta.tokens.size());
+    if (!parsed_.stream) {
+      choice.text += delta.text;
+      for (auto& token : delta.tokens) choice.tokens.push_back(std::move(token));
+      return;
+    }
+    Json logprobs;
+    if (parsed_.logprobs && !delta.tokens.empty()) {
+      if (endpoint_ == OpenAiEndpoint::kChatCompletions) {
+        logprobs = {{"content", Json::array()}};
+        for (const auto& token : delta.tokens) logprobs["content"].push_back(ChatLogprob(token));
+      } else {
+        logprobs = CompletionLogprobs(delta.tokens, choice.text.size());
+      }
+    }
+    choice.text += delta.text;  // kept for text offsets
+    if (delta.text.empty() && logprobs.is_null()) return;
+    if (!OpenStreamLocked()) return;
+    const Json content = endpoint_ == OpenAiEndpoint::kChatCompletions
+                             ? Json{{"content", delta.text}}
+                             : Json(delta.text);
+    writer_->Write(http::FormatSseEvent(Dump(Chunk(index, content, nullptr, logprobs))));
+  }
+
+  void OnFinish(int index, const GenerationResult* result, const absl::Status& error) {
+    bool all_done = false;
+    bool failed = false;
+    {
+      absl::MutexLock lock(&mutex_);
+      Choice& choice = choices_[index];
+      choice.done = true;
+      if (result != nullptr) {
+        choice.finish_reason = FinishReasonName(result->finish_reason);
+        choice.completion_tokens = result->usage.completion_tokens();
+      } else if (first_error_.ok()) {
+        first_error_ = error;
+      }
+      if (parsed_.stream) {
+        if (result != nullptr) {
+          if (OpenStreamLocked()) {
+            const Json empty =
+                endpoint_ == OpenAiEndpoint::kChatCompletions ? Json::object() : Json("");
+            writer_->Write(
+                http::FormatSseEvent(Dump(Chunk(index, empty, choice.finish_reason, Json()))));
+          }
+        } else if (stream_started_) {
+          // Past the first byte an error can only be an event of the stream.
+          const common::HttpError http_error = common::ToHttpError(error);
+          writer_->Write(http::FormatSseEvent(http_error.body));
+        }
+      }
+      failed = result == nullptr && FailsAsAWholeLocked();
+      all_done = ++finished_ == parsed_.n;
+    }
+    if (all_done) return Complete();
+    // The response will be this error: the other choices need not run on.
+    if (failed) Cancel();
+  }
+
+  void Complete() {
+    absl::MutexLock lock(&mutex_);
+    // The generations hold observers that hold this job: let go of them to break the cycle.
+    completed_ = true;
+    generations_.clear();
+    int64_t completion_tokens = 0;
+    for (const Choice& choice : choices_) completion_tokens += choice.completion_tokens;
+    lifecycle_->Finish(first_error_.code(), completion_tokens);
+    // Nothing was sent yet: the first error is the whole response, with its HTTP status.
+    if (FailsAsAWholeLocked()) return SendOpenAiError(*writer_, first_error_);
+    if (parsed_.stream) {
+      OpenStreamLocked();
+      if (parsed_.include_usage) {
+        Json usage_chunk = Chunk(0, Json(), nullptr, Json());
+        usage_chunk["choices"] = Json::array();
+        usage_chunk["usage"] = Usage(completion_tokens);
+        writer_->Write(http::FormatSseEvent(Dump(usage_chunk)));
+      }
+      writer_->Write(std::string(http::kSseDone));
+      writer_->Finish();
+      return;
+    }
+    Json choices = Json::array();
+    for (int i = 0; i < parsed_.n; ++i) {
+      const Choice& choice = choices_[i];
+      Json entry = {{"index", i}, {"finish_reason", choice.finish_reason}};
+      Json logprobs;
+      if (parsed_.logprobs) {
+        if (endpoint_ == OpenAiEndpoint::kChatCompletions) {
+          logprobs = {{"content", Json::array()}};
+          for (const auto& token : choice.tokens) logprobs["content"].push_back(ChatLogprob(token));
+        } else {
+          logprobs = CompletionLogprobs(choice.tokens, 0);
+        }
+      }
+      entry["logprobs"] = logprobs;
+      if (endpoint_ == OpenAiEndpoint::kChatCompletions) {
+        entry["message"] = {{"role", "assistant"}, {"content", choice.text}};
+      } else {
+        entry["text"] = choice.text;
+      }
+      choices.push_back(std::move(entry));
+    }
+    const Json response = {
+        {"id", id_},
+        {"object",
+         endpoint_ == OpenAiEndpoint::kChatCompletions ? "chat.completion" : "text_completion"},
+        {"created", created_},
+        {"model", model_->name()},
+        {"choices", choices},
+        {"usage", Usage(completion_tokens)}};
+    writer_->Send(200, {{"content-type", "application/json"}}, Dump(response));
+  }
+
+  const OpenAiEndpoint endpoint_;
+  const OpenAiRequest parsed_;
+  const std::shared_ptr<const ServedModel> model_;
+  std::shared_ptr<http::ResponseWriter> writer_;
+  const std::string id_;
+  const int64_t created_;
+  const int64_t prompt_tokens_;
+  const std::shared_ptr<RequestLifecycle> lifecycle_;
+  absl::Mutex mutex_;
+  std::vector<Choice> choices_ ABSL_GUARDED_BY(mutex_);
+  int finished_ ABSL_GUARDED_BY(mutex_) = 0;
+  bool completed_ ABSL_GUARDED_BY(mutex_) = false;
+  // The first choice to fail, in time.
+  absl::Status first_error_ ABSL_GUARDED_BY(mutex_);
+  // Streamed: whether the headers (200, text/event-stream) were sent.
+  bool stream_started_ ABSL_GUARDED_BY(mutex_) = false;
+  std::vector<std::shared_ptr<Generation>> generations_ ABSL_GUARDED_BY(mutex_);
+};
+
+}  // namespace
+
+void SendOpenAiError(http::ResponseWriter& writer, const absl::Status& status,
+                     absl::Duration retry_after) {
+  const common::HttpError error = common::ToHttpError(status);
+  http::HttpHeaders headers = {{"content-type", "application/json"}};
+  if (retry_after > absl::ZeroDuration()) {
+    headers.push_back({"retry-after", absl::StrCat(absl::ToInt64Seconds(
+                                          absl::Ceil(retry_after, absl::Seconds(1))))});
+  }
+  writer.Send(error.http_status, std::move(headers), error.body);
+}
+
+OpenAiApi::OpenAiApi(WorkerClient* workers, ModelCatalog* catalog, RequestTracker* tracker,
+                     PrepareStage* prepare, RequestOptions options,
+                     std::function<std::string()> metrics_text)
+    : workers_(workers),
+      catalog_(catalog),
+      tracker_(tracker),
+      prepare_(prepare),
+      options_(std::move(options)),
+      metrics_text_(std::move(metrics_text)) {}
+
+void OpenAiApi::Handle(http::HttpRequest request, std::shared_ptr<http::ResponseWriter> writer) {
+  const std::string& path = request.path;
+  const bool get = request.method == "GET" || request.method == "HEAD";
+  const bool post = request.method == "POST";
+  if (path == "/healthz" && get) {
+    return writer->Send(200, {{"content-type", "application/json"}}, R"({"status":"ok"})");
+  }
+  if (path == "/readyz" && get) {
+    if (!tracker_->draining() && workers_->AnyReady()) {
+      return writer->Send(200, {{"content-type", "application/json"}}, R"({"status":"ready"})");
+    }
+    return SendOpenAiError(*writer,
+                           absl::UnavailableError(tracker_->draining() ? "the gateway is draining"
+                                                                       : "no worker is ready"));
+  }
+  if (path == "/metrics" && get && metrics_text_) {
+    return writer->Send(200, {{"content-type", "text/plain; version=0.0.4"}}, metrics_text_());
+  }
+  if (path == "/v1/models" && get) return HandleModels(request, *writer);
+  if (path == "/v1/completions" && post) {
+    return HandleGeneration(OpenAiEndpoint::kCompletions, std::move(request), std::move(writer));
+  }
+  if (path == "/v1/chat/completions" && post) {
+    return HandleGeneration(OpenAiEndpoint::kChatCompletions, std::move(request),
+                            std::move(writer));
+  }
+  // Without metrics_text_ (a separate metrics port serves them) /metrics does not exist here.
+  const bool known = path == "/healthz" || path == "/readyz" ||
+                     (path == "/metrics" && metrics_text_) || path == "/v1/models" ||
+                     path == "/v1/completions" || path == "/v1/chat/completions";
+  if (known) {
+    return writer->Send(
+        405, {{"content-type", "application/json"}},
+        Dump({{"error",
+               {{"message", absl::StrCat(request.method, " is not allowed on ", path)},
+                {"type", "invalid_request_error"},
+                {"param", nullptr},
+                {"code", "method_not_allowed"}}}}));
+  }
+  SendOpenAiError(*writer, absl::NotFoundError(absl::StrCat("no such endpoint: ", path)));
+}
+
+void OpenAiApi::HandleModels(const http::HttpRequest& request, http::ResponseWriter& writer) {
+  absl::StatusOr<Principal> principal =
+      tracker_->admission().Authenticate(request.Header("authorization"));
+  if (!principal.ok()) return SendOpenAiError(writer, principal.status());
+  Json data = Json::array();
+  for (const ModelCatalog::ModelSummary& summary : catalog_->List()) {
+    if (summary.ready_workers == 0) continue;
+    data.push_back({{"id", summary.info->model_name()},
+                    {"object", "model"},
+                    {"created", 0},
+                    {"owned_by", "llmserve"},
+                    {"max_model_len", summary.info->max_model_len()}});
+  }
+  writer.Send(200, {{"content-type", "application/json"}},
+              Dump({{"object", "list"}, {"data", data}}));
+}
+
+void OpenAiApi::HandleGeneration(OpenAiEndpoint endpoint, http::HttpRequest request,
+                                 std::shared_ptr<http::ResponseWriter> writer) {
+  std::shared_ptr<RequestLifecycle> lifecycle = tracker_->Begin("http");
+  if (absl::Status accepting = tracker_->CheckAccepting(); !accepting.ok()) {
+    lifecycle->Finish(accepting.code());
+    return SendOpenAiError(*writer, accepting);
+  }
+  absl::StatusOr<Principal> principal =
+      tracker_->admission().Authenticate(request.Header("authorization"));
+  if (!principal.ok()) {
+    lifecycle->Finish(principal.status().code());
+    return SendOpenAiError(*writer, principal.status());
+  }
+  // Everything else (the JSON body of up to --max_body_bytes, the template, the tokenizer) runs on
+  // the prepare stage's threads, not on this I/O thread, which also writes every other stream of
+  // its connections. A client that leaves while its request waits for a thread spares the work
+  // (the job replaces this hook once it exists).
+  auto ticket = std::make_shared<PrepareStage::Ticket>();
+  writer->SetOnClose([ticket] { ticket->Cancel(); });
+  const size_t body_bytes = request.body.size();
+  const absl::Status submitted = prepare_->Run(
+      body_bytes, ticket,
+      [this, endpoint, body = std::move(request.body), principal = *std::move(principal), writer,
+       lifecycle](absl::Status ready) mutable {
+        if (!ready.ok()) {
+          lifecycle->Finish(ready.code());
+          return SendOpenAiError(*writer, ready);
+        }
+        Prepare(PendingGeneration{.endpoint = endpoint,
+                                  .principal = std::move(principal),
+                                  .writer = std::move(writer),
+                                  .lifecycle = std::move(lifecycle)},
+                body);
+      });
+  if (!submitted.ok()) {
+    // A full queue is a busy gateway: retry soon (429).
+    if (absl::IsResourceExhausted(submitted) && options_.metrics != nullptr) {
+      options_.metrics->OnRateLimited();
+    }
+    lifecycle->Finish(submitted.code());
+    SendOpenAiError(*writer, submitted,
+                    absl::IsResourceExhausted(submitted) ? absl::Seconds(1) : absl::ZeroDuration());
+  }
+}
+
+void OpenAiApi::Prepare(PendingGeneration pending, absl::string_view body) {
+  absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(pending.endpoint, body);
+  absl::StatusOr<std::shared_ptr<const ServedModel>> model =
+      parsed.ok() ? catalog_->Resolve(parsed->request.model())
+                  : absl::StatusOr<std::shared_ptr<const ServedModel>>(parsed.status());
+  if (parsed.ok()) {
+    pending.lifecycle->set_model(model.ok() ? (*model)->name() : parsed->request.model());
+  }
+  if (!model.ok()) {
+    pending.lifecycle->Finish(model.status().code());
+    return SendOpenAiError(*pending.writer, model.status());
+  }
+  absl::StatusOr<std::vector<PreparedRequest>> choices = PrepareChoices(
+      parsed->request, *model, parsed->n, prepare_->limits(), prepare_->render_chat());
+  parsed->request.Clear();
+  pending.parsed = *std::move(parsed);
+  pending.model = *std::move(model);
+  OnPrepared(std::move(pending), std::move(choices));
+}
+
+void OpenAiApi::OnPrepared(PendingGeneration pending,
+                           absl::StatusOr<std::vector<PreparedRequest>> choices) {
+  // A client that left while its prompt was being prepared needs no generation.
+  if (choices.ok() && pending.writer->closed()) {
+    choices = absl::CancelledError("the client disconnected");
+  }
+  if (!choices.ok()) {
+    pending.lifecycle->Finish(choices.status().code());
+    return SendOpenAiError(*pending.writer, choices.status());
+  }
+  StartGeneration(std::move(pending), *std::move(choices));
+}
+
+void OpenAiApi::StartGeneration(PendingGeneration pending, std::vector<PreparedRequest> requests) {
+  const int prompt_tokens = requests[0].worker_request.prompt_token_ids_size();
+  const int64_t max_tokens = requests[0].worker_request.max_tokens();
+  GenerationOptions generation;
+  generation.deadline = pending.lifecycle->arrival() + options_.request_timeout;
+  generation.max_attempts = options_.max_attempts;
+  generation.metrics = options_.metrics;
+  generation.api = "http";
+  if (options_.isolate_cache_per_principal) generation.cache_salt = pending.principal.name;
+  const std::string id =
+      absl::StrCat(pending.endpoint == OpenAiEndpoint::kChatCompletions ? "chatcmpl-" : "cmpl-",
+                   requests[0].request_id);
+  const int n = pending.parsed.n;
+  const Principal principal = pending.principal;
+  auto job = std::make_shared<OpenAiJob>(pending.endpoint, std::move(pending.parsed),
+                                         std::move(pending.model), std::move(pending.writer), id,
+                                         prompt_tokens, std::move(pending.lifecycle));
+  job->WatchClose();
+  job->lifecycle().Admit(principal, prompt_tokens + n * max_tokens,
+                         [job, workers = workers_, requests = std::move(requests), generation](
+                             absl::Status admitted, absl::Duration retry_after) {
+                           if (!admitted.ok()) return job->Refuse(admitted, retry_after);
+                           job->Start(workers, requests, generation);
+                         });
+}
+
+}  // namespace llmserve::gateway

@@ -1,0 +1,407 @@
+#include "gateway/frontends/openai/openai_request.h"
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <iterator>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace llmserve::gateway {
+namespace {
+
+using Json = nlohmann::json;
+
+absl::Status Invalid(absl::string_view field, absl::string_view problem) {
+  return absl::InvalidArgumentError(absl::StrCat("'", field, "' ", problem));
+}
+
+// The field, or nullptr when absent or null (OpenAI clients send null for "unset").
+const Json* Find(const Json& body, const char* field) {
+  const auto it = body.find(field);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+absl::StatusOr<double> Number(const Json& value, const char* field) {
+  if (!value.is_number()) return Invalid(field, "must be a number");
+  const double number = value.get<double>();
+  if (!std::isfinite(number)) return Invalid(field, "must be finite");
+  return number;
+}
+
+absl::StatusOr<int64_t> Integer(const Json& value, const char* field, int64_t low, int64_t high) {
+  if (!value.is_number_integer() && !value.is_number_unsigned()) {
+    return Invalid(field, "must be an integer");
+  }
+  if (value.is_number_unsigned() &&
+      value.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return Invalid(field, absl::StrCat("must be in [", low, ", ", high, "]"));
+  }
+  const int64_t number = value.get<int64_t>();
+  if (number < low || number > high) {
+    return Invalid(field, absl::StrCat("must be in [", low, ", ", high, "], got ", number));
+  }
+  return number;
+}
+
+absl::StatusOr<bool> Bool(const Json& value, const char* field) {
+  if (!value.is_boolean()) return Invalid(field, "must be true or false");
+  return value.get<bool>();
+}
+
+// Sets a float sampling field when present.
+template <typename Setter>
+absl::Status OptionalFloat(const Json& body, const char* field, Setter set) {
+  const Json* value = Find(body, field);
+  if (value == nullptr) return absl::OkStatus();
+  absl::StatusOr<double> number = Number(*value, field);
+  if (!number.ok()) return number.status();
+  set(static_cast<float>(*number));
+  return absl::OkStatus();
+}
+
+// A message's content: a string, or a list of parts of which the text ones are joined.
+absl::StatusOr<std::string> MessageContent(const Json& content, int index) {
+  const std::string field = absl::StrCat("messages[", index, "].content");
+  if (content.is_null()) return std::string();
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) return Invalid(field, "must be a string or a list of parts");
+  std::string text;
+  for (const Json& part : content) {
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+        !part["text"].is_string()) {
+      return Invalid(field, "parts must be {\"type\": \"text\", \"text\": ...} (only text)");
+    }
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+absl::Status ParseSampling(const Json& body, OpenAiEndpoint endpoint, OpenAiRequest* out) {
+  ::llmserve::v1::SamplingParams& sampling = *out->request.mutable_sampling();
+  absl::Status status;
+  status.Update(OptionalFloat(body, "temperature", [&](float v) { sampling.set_temperature(v); }));
+  status.Update(OptionalFloat(body, "top_p", [&](float v) { sampling.set_top_p(v); }));
+  status.Update(OptionalFloat(body, "min_p", [&](float v) { sampling.set_min_p(v); }));
+  status.Update(
+      OptionalFloat(body, "presence_penalty", [&](float v) { sampling.set_presence_penalty(v); }));
+  status.Update(OptionalFloat(body, "frequency_penalty",
+                              [&](float v) { sampling.set_frequency_penalty(v); }));
+  status.Update(OptionalFloat(body, "repetition_penalty",
+                              [&](float v) { sampling.set_repetition_penalty(v); }));
+  if (!status.ok()) return status;
+  if (const Json* top_k = Find(body, "top_k")) {
+    // vLLM accepts -1 for "disabled".
+    absl::StatusOr<int64_t> value =
+        Integer(*top_k, "top_k", -1, std::numeric_limits<int32_t>::max());
+    if (!value.ok()) return value.status();
+    sampling.set_top_k(*value < 0 ? 0 : static_cast<int32_t>(*value));
+  }
+  if (const Json* seed = Find(body, "seed")) {
+    absl::StatusOr<int64_t> value = Integer(*seed, "seed", std::numeric_limits<int64_t>::min(),
+                                            std::numeric_limits<int64_t>::max());
+    if (!value.ok()) return value.status();
+    sampling.set_seed(static_cast<uint64_t>(*value));
+  }
+  if (endpoint == OpenAiEndpoint::kCompletions) {
+    if (const Json* logprobs = Find(body, "logprobs")) {
+      absl::StatusOr<int64_t> value = Integer(*logprobs, "logprobs", 0, 20);
+      if (!value.ok()) return value.status();
+      out->logprobs = true;
+      sampling.set_return_logprobs(true);
+      sampling.set_top_logprobs(static_cast<int32_t>(*value));
+    }
+  } else {
+    if (const Json* logprobs = Find(body, "logprobs")) {
+      absl::StatusOr<bool> value = Bool(*logprobs, "logprobs");
+      if (!value.ok()) return value.status();
+      out->logprobs = *value;
+      sampling.set_return_logprobs(*value);
+    }
+    if (const Json* top = Find(body, "top_logprobs")) {
+      absl::StatusOr<int64_t> value = Integer(*top, "top_logprobs", 0, 20);
+      if (!value.ok()) return value.status();
+      if (*value > 0 && !out->logprobs) return Invalid("top_logprobs", "needs \"logprobs\": true");
+      sampling.set_top_logprobs(static_cast<int32_t>(*value));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseStopping(const Json& body, OpenAiRequest* out) {
+  ::llmserve::v1::StoppingCriteria& stopping = *out->request.mutable_stopping();
+  for (const char* field : {"max_completion_tokens", "max_tokens"}) {
+    const Json* value = Find(body, field);
+    if (value == nullptr) continue;
+    absl::StatusOr<int64_t> tokens = Integer(*value, field, 1, std::numeric_limits<int32_t>::max());
+    if (!tokens.ok()) return tokens.status();
+    stopping.set_max_tokens(static_cast<uint32_t>(*tokens));
+    break;  // max_completion_tokens (the newer name) wins
+  }
+  if (const Json* stop = Find(body, "stop")) {
+    if (stop->is_string()) {
+      stopping.add_stop(stop->get<std::string>());
+    } else if (stop->is_array()) {
+      for (const Json& entry : *stop) {
+        if (!entry.is_string()) return Invalid("stop", "must be a string or a list of strings");
+        stopping.add_stop(entry.get<std::string>());
+      }
+    } else {
+      return Invalid("stop", "must be a string or a list of strings");
+    }
+  }
+  if (const Json* ids = Find(body, "stop_token_ids")) {
+    if (!ids->is_array()) return Invalid("stop_token_ids", "must be a list of integers");
+    for (const Json& id : *ids) {
+      absl::StatusOr<int64_t> value =
+          Integer(id, "stop_token_ids", 0, std::numeric_limits<int32_t>::max());
+      if (!value.ok()) return value.status();
+      stopping.add_stop_token_ids(static_cast<int32_t>(*value));
+    }
+  }
+  if (const Json* ignore = Find(body, "ignore_eos")) {
+    absl::StatusOr<bool> value = Bool(*ignore, "ignore_eos");
+    if (!value.ok()) return value.status();
+    stopping.set_ignore_eos(*value);
+  }
+  if (const Json* min_tokens = Find(body, "min_tokens")) {
+    absl::StatusOr<int64_t> value =
+        Integer(*min_tokens, "min_tokens", 0, std::numeric_limits<int32_t>::max());
+    if (!value.ok()) return value.status();
+    stopping.set_min_tokens(static_cast<uint32_t>(*value));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParsePrompt(const Json& body, OpenAiEndpoint endpoint, OpenAiRequest* out) {
+  if (endpoint == OpenAiEndpoint::kChatCompletions) {
+    const Json* messages = Find(body, "messages");
+    if (messages == nullptr || !messages->is_array() || messages->empty()) {
+      return Invalid("messages", "must be a non-empty list");
+    }
+    ::llmserve::v1::ChatPrompt& chat = *out->request.mutable_chat();
+    for (size_t i = 0; i < messages->size(); ++i) {
+      const Json& message = (*messages)[i];
+      if (!message.is_object() || !message.contains("role") || !message["role"].is_string()) {
+        return Invalid(absl::StrCat("messages[", i, "]"), "must be an object with a 'role'");
+      }
+      ::llmserve::v1::ChatMessage* added = chat.add_messages();
+      added->set_role(message["role"].get<std::string>());
+      absl::StatusOr<std::string> content =
+          MessageContent(message.contains("content") ? message["content"] : Json(), i);
+      if (!content.ok()) return content.status();
+      added->set_content(*std::move(content));
+      if (message.contains("name") && message["name"].is_string()) {
+        added->set_name(message["name"].get<std::string>());
+      }
+    }
+    if (const Json* add = Find(body, "add_generation_prompt")) {
+      absl::StatusOr<bool> value = Bool(*add, "add_generation_prompt");
+      if (!value.ok()) return value.status();
+      chat.set_add_generation_prompt(*value);
+    }
+    return absl::OkStatus();
+  }
+  const Json* prompt = Find(body, "prompt");
+  if (prompt == nullptr) return Invalid("prompt", "is required");
+  // A list of one prompt is the same as the prompt (clients send [text]).
+  const Json* single = prompt;
+  if (prompt->is_array() && prompt->size() == 1 &&
+      ((*prompt)[0].is_string() || (*prompt)[0].is_array())) {
+    single = &(*prompt)[0];
+  }
+  if (single->is_string()) {
+    out->request.set_text(single->get<std::string>());
+    return absl::OkStatus();
+  }
+  if (single->is_array()) {
+    for (const Json& id : *single) {
+      if (!id.is_number_integer()) {
+        return Invalid("prompt",
+                       "must be a string, a list of token ids, or a list of one of those "
+                       "(batched prompts: send one request per prompt)");
+      }
+      absl::StatusOr<int64_t> value = Integer(id, "prompt", 0, std::numeric_limits<int32_t>::max());
+      if (!value.ok()) return value.status();
+      out->request.mutable_token_ids()->add_ids(static_cast<int32_t>(*value));
+    }
+    return absl::OkStatus();
+  }
+  return Invalid("prompt", "must be a string or a list of token ids");
+}
+
+// The top-level fields ParseOpenAiRequest reads, for either endpoint. The others are skipped by
+// the parser without being stored: a field read below must be listed here.
+// clang-format off
+constexpr absl::string_view kReadFields[] = {
+    "model", "prompt", "messages", "add_generation_prompt", "temperature", "top_p", "min_p",
+    "presence_penalty", "frequency_penalty", "repetition_penalty", "top_k", "seed", "logprobs",
+    "top_logprobs", "max_completion_tokens", "max_tokens", "stop", "stop_token_ids", "ignore_eos",
+    "min_tokens", "n", "stream", "stream_options", "skip_special_tokens", "echo", "user"};
+// clang-format on
+
+bool IsReadField(absl::string_view key) {
+  return std::find(std::begin(kReadFields), std::end(kReadFields), key) != std::end(kReadFields);
+}
+
+// Builds the body's JSON document from nlohmann's SAX events, within bounds: nlohmann's own DOM
+// parser builds whatever it is given (4 MiB of `[{},{},...]` became 156 MiB of nodes). Values of
+// unread top-level fields are skipped; more than kMaxJsonDepth levels or kMaxJsonValues values
+// (skipped ones included) stop the parse with INVALID_ARGUMENT naming the limit.
+class BoundedDocumentBuilder {
+ public:
+  bool null() { return AddValue(Json(nullptr)); }
+  bool boolean(bool value) { return AddValue(Json(value)); }
+  bool number_integer(Json::number_integer_t value) { return AddValue(Json(value)); }
+  bool number_unsigned(Json::number_unsigned_t value) { return AddValue(Json(value)); }
+  bool number_float(Json::number_float_t value, const Json::string_t& /*text*/) {
+    return AddValue(Json(value));
+  }
+  bool string(Json::string_t& value) { return AddValue(Json(std::move(value))); }
+  bool binary(Json::binary_t& value) { return AddValue(Json::binary(std::move(value))); }
+  bool start_object(std::size_t /*size*/) { return Open(Json::value_t::object); }
+  bool end_object() { return Close(); }
+  bool start_array(std::size_t /*size*/) { return Open(Json::value_t::array); }
+  bool end_array() { return Close(); }
+  bool key(Json::string_t& key) {
+    if (open_.back() == nullptr) return true;  // inside a skipped value
+    skip_next_ = open_.size() == 1 && !IsReadField(key);
+    key_ = std::move(key);
+    return true;
+  }
+  bool parse_error(std::size_t /*position*/, const std::string& /*last_token*/,
+                   const Json::exception& error) {
+    status_ =
+        absl::InvalidArgumentError(absl::StrCat("the body is not valid JSON: ", error.what()));
+    return false;
+  }
+
+  // The document once the parse succeeded; the error otherwise.
+  absl::StatusOr<Json> Take(bool parsed) && {
+    if (!status_.ok()) return status_;
+    if (!parsed) return absl::InvalidArgumentError("the body is not valid JSON");
+    return std::move(root_);
+  }
+
+ private:
+  bool Count() {
+    if (++values_ <= kMaxJsonValues) return true;
+    status_ = absl::InvalidArgumentError(
+        absl::StrCat("the body holds more than ", kMaxJsonValues, " JSON values"));
+    return false;
+  }
+  // Where the next value goes: null when it is skipped.
+  Json* NextSlot() {
+    if (open_.empty()) return &root_;
+    Json* parent = open_.back();
+    if (parent == nullptr) return nullptr;
+    if (parent->is_array()) {
+      parent->push_back(Json());
+      return &parent->back();
+    }
+    if (skip_next_) {
+      skip_next_ = false;
+      return nullptr;
+    }
+    return &(*parent)[key_];
+  }
+  bool AddValue(Json value) {
+    if (!Count()) return false;
+    if (Json* slot = NextSlot()) *slot = std::move(value);
+    return true;
+  }
+  bool Open(Json::value_t type) {
+    if (!Count()) return false;
+    if (open_.size() >= static_cast<size_t>(kMaxJsonDepth)) {
+      status_ = absl::InvalidArgumentError(
+          absl::StrCat("the body's JSON is nested more than ", kMaxJsonDepth, " levels deep"));
+      return false;
+    }
+    Json* slot = NextSlot();
+    if (slot != nullptr) *slot = Json(type);
+    // Containers are only appended to while they are the innermost open one, so these pointers
+    // into parents stay valid.
+    open_.push_back(slot);
+    return true;
+  }
+  bool Close() {
+    open_.pop_back();
+    return true;
+  }
+
+  Json root_;
+  // The open containers, outermost first; null for a skipped one.
+  std::vector<Json*> open_;
+  std::string key_;
+  bool skip_next_ = false;
+  int values_ = 0;
+  absl::Status status_;
+};
+
+}  // namespace
+
+absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, absl::string_view body) {
+  Json json;
+  try {
+    BoundedDocumentBuilder builder;
+    const bool parsed = Json::sax_parse(body.begin(), body.end(), &builder);
+    absl::StatusOr<Json> document = std::move(builder).Take(parsed);
+    if (!document.ok()) return document.status();
+    json = *std::move(document);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("the body is not valid JSON: ", e.what()));
+  }
+  if (!json.is_object()) return absl::InvalidArgumentError("the body must be a JSON object");
+  OpenAiRequest out;
+  try {
+    if (const Json* model = Find(json, "model")) {
+      if (!model->is_string()) return Invalid("model", "must be a string");
+      out.request.set_model(model->get<std::string>());
+    }
+    if (absl::Status prompt = ParsePrompt(json, endpoint, &out); !prompt.ok()) return prompt;
+    if (absl::Status sampling = ParseSampling(json, endpoint, &out); !sampling.ok())
+      return sampling;
+    if (absl::Status stopping = ParseStopping(json, &out); !stopping.ok()) return stopping;
+    if (const Json* n = Find(json, "n")) {
+      absl::StatusOr<int64_t> value = Integer(*n, "n", 1, kMaxChoices);
+      if (!value.ok()) return value.status();
+      out.n = static_cast<int>(*value);
+    }
+    if (const Json* stream = Find(json, "stream")) {
+      absl::StatusOr<bool> value = Bool(*stream, "stream");
+      if (!value.ok()) return value.status();
+      out.stream = *value;
+    }
+    if (const Json* options = Find(json, "stream_options")) {
+      if (!options->is_object()) return Invalid("stream_options", "must be an object");
+      if (const Json* usage = Find(*options, "include_usage")) {
+        absl::StatusOr<bool> value = Bool(*usage, "stream_options.include_usage");
+        if (!value.ok()) return value.status();
+        out.include_usage = *value;
+      }
+    }
+    if (const Json* skip = Find(json, "skip_special_tokens")) {
+      absl::StatusOr<bool> value = Bool(*skip, "skip_special_tokens");
+      if (!value.ok()) return value.status();
+      out.request.set_skip_special_tokens(*value);
+    }
+    if (const Json* echo = Find(json, "echo")) {
+      if (echo->is_boolean() && echo->get<bool>()) return Invalid("echo", "is not supported");
+    }
+    if (const Json* user = Find(json, "user")) {
+      if (!user->is_string()) return Invalid("user", "must be a string");
+      out.user = user->get<std::string>();
+    }
+  } catch (const std::exception& e) {
+    // nlohmann's accessors throw on type mismatches the checks above did not foresee.
+    return absl::InvalidArgumentError(absl::StrCat("malformed request: ", e.what()));
+  }
+  return out;
+}
+
+}  // namespace llmserve::gateway

@@ -1,0 +1,140 @@
+#include "gateway/metrics/gateway_metrics.h"
+
+#include <map>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "common/metrics/buckets.h"
+#include "prometheus/text_serializer.h"
+
+namespace llmserve::gateway {
+
+class GatewayMetrics::LiveCollector : public prometheus::Collectable {
+ public:
+  explicit LiveCollector(std::function<LiveState()> live) : live_(std::move(live)) {}
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    const LiveState state = live_ ? live_() : LiveState{};
+    prometheus::MetricFamily active =
+        Family("llmserve_gateway_active_streams", "Requests in flight through the gateway.");
+    active.metric.push_back(Gauge({}, state.active_requests));
+    prometheus::MetricFamily prepare_queued = Family(
+        "llmserve_gateway_prepare_queued",
+        "Prompts waiting for a prepare thread (chat template, tokenizer); beyond --prepare_queue, "
+        "429.");
+    prepare_queued.metric.push_back(Gauge({}, state.prepare_queued));
+    prometheus::MetricFamily draining =
+        Family("llmserve_gateway_draining", "1 while the gateway drains after SIGTERM, else 0.");
+    draining.metric.push_back(Gauge({}, state.draining ? 1 : 0));
+    prometheus::MetricFamily up =
+        Family("llmserve_gateway_worker_up",
+               "1 when the worker is ready for requests (and not draining), 0 otherwise.");
+    std::map<std::string, int> ready_per_model;
+    for (const std::string& model : state.models) ready_per_model[model] = 0;
+    for (const WorkerGauge& worker : state.workers) {
+      up.metric.push_back(
+          Gauge({{"worker", worker.address}, {"model", worker.model}}, worker.ready ? 1 : 0));
+      if (worker.ready && !worker.model.empty()) ++ready_per_model[worker.model];
+    }
+    // A model stays listed (at 0) after its last worker left DNS, so "no ready worker for this
+    // model" can alert instead of the series silently disappearing.
+    prometheus::MetricFamily per_model =
+        Family("llmserve_gateway_model_ready_workers",
+               "Ready workers per model, for every model a worker has served since start.");
+    for (const auto& [model, ready] : ready_per_model) {
+      per_model.metric.push_back(Gauge({{"model", model}}, ready));
+    }
+    return {std::move(active), std::move(prepare_queued), std::move(draining), std::move(up),
+            std::move(per_model)};
+  }
+
+ private:
+  static prometheus::MetricFamily Family(std::string name, std::string help) {
+    return {std::move(name), std::move(help), prometheus::MetricType::Gauge, {}};
+  }
+  static prometheus::ClientMetric Gauge(std::vector<std::pair<std::string, std::string>> labels,
+                                        double value) {
+    prometheus::ClientMetric metric;
+    for (auto& [name, label_value] : labels) {
+      metric.label.push_back({std::move(name), std::move(label_value)});
+    }
+    metric.gauge.value = value;
+    return metric;
+  }
+
+  std::function<LiveState()> live_;
+};
+
+GatewayMetrics::GatewayMetrics(std::function<LiveState()> live)
+    : registry_(std::make_shared<prometheus::Registry>()),
+      live_(std::make_shared<LiveCollector>(std::move(live))) {
+  requests_ = &prometheus::BuildCounter()
+                   .Name("llmserve_gateway_requests_total")
+                   .Help("Requests that ended, by API (grpc, http), model and status code name.")
+                   .Register(*registry_);
+  duration_ = &prometheus::BuildHistogram()
+                   .Name("llmserve_gateway_request_duration_seconds")
+                   .Help("From arrival at the gateway to the end of the response.")
+                   .Register(*registry_);
+  ttft_ = &prometheus::BuildHistogram()
+               .Name("llmserve_gateway_time_to_first_token_seconds")
+               .Help("From arrival at the gateway to the first generated token reaching it.")
+               .Register(*registry_);
+  inter_token_ = &prometheus::BuildHistogram()
+                      .Name("llmserve_gateway_inter_token_latency_seconds")
+                      .Help("Gap between two tokens of a request, as the gateway sees them.")
+                      .Register(*registry_);
+  routing_ = &prometheus::BuildCounter()
+                  .Name("llmserve_gateway_routing_decisions_total")
+                  .Help("Worker choices by policy and the rule that decided.")
+                  .Register(*registry_);
+  rate_limited_ = &prometheus::BuildCounter()
+                       .Name("llmserve_gateway_rate_limited_total")
+                       .Help("Requests refused by a rate or concurrency limit.")
+                       .Register(*registry_)
+                       .Add({});
+  auth_failures_ = &prometheus::BuildCounter()
+                        .Name("llmserve_gateway_auth_failures_total")
+                        .Help("Requests refused because their credentials were not accepted.")
+                        .Register(*registry_)
+                        .Add({});
+}
+
+std::vector<std::shared_ptr<prometheus::Collectable>> GatewayMetrics::collectables() const {
+  return {registry_, live_};
+}
+
+std::string GatewayMetrics::Render() const {
+  std::vector<prometheus::MetricFamily> families = registry_->Collect();
+  for (prometheus::MetricFamily& family : live_->Collect()) families.push_back(std::move(family));
+  return prometheus::TextSerializer().Serialize(families);
+}
+
+void GatewayMetrics::OnRequestDone(absl::string_view api, absl::string_view model,
+                                   absl::StatusCode code, double duration_s) {
+  requests_
+      ->Add({{"api", std::string(api)},
+             {"model", std::string(model)},
+             {"code", absl::AsciiStrToLower(absl::StatusCodeToString(code))}})
+      .Increment();
+  duration_->Add({{"api", std::string(api)}}, common::RequestLatencyBuckets()).Observe(duration_s);
+}
+
+void GatewayMetrics::OnFirstToken(absl::string_view api, double ttft_s) {
+  ttft_->Add({{"api", std::string(api)}}, common::RequestLatencyBuckets()).Observe(ttft_s);
+}
+
+void GatewayMetrics::OnInterToken(absl::string_view api, int num_tokens, double seconds) {
+  prometheus::Histogram& histogram =
+      inter_token_->Add({{"api", std::string(api)}}, common::TokenLatencyBuckets());
+  for (int i = 0; i < num_tokens; ++i) histogram.Observe(seconds / num_tokens);
+}
+
+void GatewayMetrics::OnRoutingDecision(absl::string_view policy, absl::string_view reason) {
+  routing_->Add({{"policy", std::string(policy)}, {"reason", std::string(reason)}}).Increment();
+}
+
+void GatewayMetrics::OnRateLimited() { rate_limited_->Increment(); }
+void GatewayMetrics::OnAuthFailure() { auth_failures_->Increment(); }
+
+}  // namespace llmserve::gateway

@@ -1,0 +1,85 @@
+// The gateway's Prometheus metrics (names prefixed llmserve_gateway_):
+//   requests_total{api,model,code}          every request that ended, by gRPC status code name
+//   request_duration_seconds{api}           arrival to end
+//   time_to_first_token_seconds{api}        arrival to the first token reaching the gateway
+//   inter_token_latency_seconds{api}        gap between tokens of a stream
+//   active_streams                          requests in flight (read at scrape time)
+//   prepare_queued                          prompts waiting for a prepare thread (read at scrape)
+//   worker_up{worker,model}                 1 when the worker is ready and not draining
+//   model_ready_workers{model}              ready workers per model, 0 for a model whose workers
+//                                           are all gone (every model seen since start)
+//   draining                                1 from SIGTERM until exit
+//   routing_decisions_total{policy,reason}  which rule picked the worker
+//   rate_limited_total, auth_failures_total  (429s: rate limits, the concurrency and prepare
+//   queues)
+//
+// Thread-safe.
+
+#ifndef LLMSERVE_GATEWAY_METRICS_GATEWAY_METRICS_H_
+#define LLMSERVE_GATEWAY_METRICS_GATEWAY_METRICS_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "prometheus/collectable.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace llmserve::gateway {
+
+class GatewayMetrics {
+ public:
+  // What the gateway knows of one worker at scrape time.
+  struct WorkerGauge {
+    std::string address;
+    std::string model;   // empty until the worker described its model
+    bool ready = false;  // ready and not draining
+  };
+  struct LiveState {
+    int active_requests = 0;
+    // Prompts waiting for a prepare thread (gateway/pipeline/prepare_stage.h).
+    int prepare_queued = 0;
+    bool draining = false;
+    std::vector<WorkerGauge> workers;
+    // Every model served since start: each gets a model_ready_workers series, 0 when none is up.
+    std::vector<std::string> models;
+  };
+  // `live` is read at every scrape.
+  explicit GatewayMetrics(std::function<LiveState()> live);
+
+  // For an exposer, or Render() for /metrics on the HTTP port.
+  std::vector<std::shared_ptr<prometheus::Collectable>> collectables() const;
+  // The Prometheus text format of everything.
+  std::string Render() const;
+
+  void OnRequestDone(absl::string_view api, absl::string_view model, absl::StatusCode code,
+                     double duration_s);
+  void OnFirstToken(absl::string_view api, double ttft_s);
+  void OnInterToken(absl::string_view api, int num_tokens, double seconds);
+  void OnRoutingDecision(absl::string_view policy, absl::string_view reason);
+  void OnRateLimited();
+  void OnAuthFailure();
+
+ private:
+  class LiveCollector;
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<LiveCollector> live_;
+  prometheus::Family<prometheus::Counter>* requests_;
+  prometheus::Family<prometheus::Histogram>* duration_;
+  prometheus::Family<prometheus::Histogram>* ttft_;
+  prometheus::Family<prometheus::Histogram>* inter_token_;
+  prometheus::Family<prometheus::Counter>* routing_;
+  prometheus::Counter* rate_limited_;
+  prometheus::Counter* auth_failures_;
+};
+
+}  // namespace llmserve::gateway
+
+#endif  // LLMSERVE_GATEWAY_METRICS_GATEWAY_METRICS_H_

@@ -1,0 +1,262 @@
+#include "gateway/pipeline/generation.h"
+
+#include <atomic>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+
+namespace llmserve::gateway {
+namespace {
+
+// Codes after which another worker may well succeed (the request never reached a token).
+bool Retryable(absl::StatusCode code) {
+  return code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kUnknown ||
+         code == absl::StatusCode::kInternal || code == absl::StatusCode::kResourceExhausted ||
+         code == absl::StatusCode::kAborted;
+}
+
+std::atomic<int> live_generations{0};
+
+// Worker request ids must be unique on the worker; clients' ids need not be.
+std::string WorkerRequestId(const std::string& request_id) {
+  static std::atomic<uint64_t> counter{0};
+  return absl::StrCat(request_id.substr(0, 100), "#", counter++);
+}
+
+}  // namespace
+
+class Generation::Attempt final : public WorkerCallObserver {
+ public:
+  Attempt(std::shared_ptr<Generation> owner, std::string address)
+      : owner_(std::move(owner)), address_(std::move(address)) {}
+
+  void OnMessage(const worker::v1::GenerateResponse& message) override {
+    if (message.tokens_size() > 0) received_tokens_ = true;
+    owner_->OnWorkerMessage(this, message);
+  }
+  void OnDone(const absl::Status& status) override { owner_->OnWorkerDone(this, status); }
+
+  const std::string& address() const { return address_; }
+  bool received_tokens() const { return received_tokens_; }
+
+ private:
+  const std::shared_ptr<Generation> owner_;
+  const std::string address_;
+  // Touched only from the call's callbacks (serialized).
+  bool received_tokens_ = false;
+};
+
+std::shared_ptr<Generation> Generation::Start(WorkerClient* workers, PreparedRequest request,
+                                              const GenerationOptions& options,
+                                              std::shared_ptr<GenerationObserver> observer) {
+  std::shared_ptr<Generation> generation(
+      new Generation(workers, std::move(request), options, std::move(observer)));
+  generation->StartAttempt();
+  return generation;
+}
+
+Generation::Generation(WorkerClient* workers, PreparedRequest request,
+                       const GenerationOptions& options,
+                       std::shared_ptr<GenerationObserver> observer)
+    : workers_(workers),
+      request_(std::move(request)),
+      options_(options),
+      prompt_hashes_(absl::MakeConstSpan(request_.worker_request.prompt_token_ids().data(),
+                                         request_.worker_request.prompt_token_ids_size()),
+                     options_.cache_salt),
+      observer_(std::move(observer)),
+      stop_matcher_(request_.stop_strings) {
+  ++live_generations;
+  if (request_.model->tokenizer() != nullptr) {
+    const auto& prompt = request_.worker_request.prompt_token_ids();
+    detokenizer_.emplace(request_.model->tokenizer(),
+                         absl::MakeConstSpan(prompt.data(), prompt.size()),
+                         request_.skip_special_tokens);
+  }
+}
+
+Generation::~Generation() { --live_generations; }
+
+int Generation::live_count() { return live_generations.load(); }
+
+void Generation::Cancel() {
+  absl::MutexLock lock(&mutex_);
+  cancelled_ = true;
+  if (call_ != nullptr) call_->Cancel();
+}
+
+void Generation::StartAttempt() {
+  ++attempts_;
+  absl::StatusOr<RoutedWorker> routed =
+      workers_->Route(request_.model->name(), prompt_hashes_, excluded_);
+  if (!routed.ok()) {
+    if (excluded_.empty()) return Fail(routed.status());
+    return Fail(absl::Status(
+        routed.status().code(),
+        absl::StrCat(routed.status().message(), " (after ", attempts_ - 1, " failed attempts)")));
+  }
+  if (options_.metrics != nullptr) {
+    options_.metrics->OnRoutingDecision(RoutingPolicyName(workers_->routing_policy()),
+                                        routed->decision.reason);
+  }
+  worker::v1::GenerateRequest request = request_.worker_request;
+  request.set_request_id(WorkerRequestId(request_.request_id));
+  request.set_cache_salt(options_.cache_salt);
+  std::unique_ptr<WorkerCall> call =
+      workers_->NewCall(*routed, std::move(request), options_.deadline,
+                        std::make_shared<Attempt>(shared_from_this(), routed->address));
+  bool cancelled = false;
+  {
+    absl::MutexLock lock(&mutex_);
+    cancelled = cancelled_;
+    if (!cancelled) call_ = call.get();
+  }
+  if (cancelled) {
+    call.reset();  // never started: destroyed here, with its attempt
+    return Fail(absl::CancelledError("the request was cancelled"));
+  }
+  call.release()->Start();  // owns itself from here
+}
+
+::llmserve::v1::GeneratedToken Generation::ToPublicToken(
+    const worker::v1::GeneratedToken& token) const {
+  ::llmserve::v1::GeneratedToken out;
+  out.set_token_id(token.token_id());
+  if (token.has_logprob()) out.set_logprob(token.logprob());
+  for (const worker::v1::TokenLogprob& alternative : token.top_logprobs()) {
+    ::llmserve::v1::TokenLogprob* top = out.add_top_logprobs();
+    top->set_token_id(alternative.token_id());
+    top->set_logprob(alternative.logprob());
+    top->set_text(request_.model->TokenText(alternative.token_id()));
+  }
+  const common::tokenizer::Tokenizer* tokenizer = request_.model->tokenizer();
+  out.set_special(tokenizer != nullptr && tokenizer->IsSpecial(token.token_id()));
+  return out;
+}
+
+void Generation::OnWorkerMessage(Attempt* attempt, const worker::v1::GenerateResponse& message) {
+  {
+    absl::MutexLock lock(&mutex_);
+    if (done_) return;
+  }
+  const absl::Time now = absl::Now();
+  const bool finished = message.finish_reason() != ::llmserve::v1::FINISH_REASON_UNSPECIFIED;
+  if (options_.metrics != nullptr && message.tokens_size() > 0) {
+    if (completion_tokens_ == 0) {
+      options_.metrics->OnFirstToken(options_.api, absl::ToDoubleSeconds(now - start_));
+    } else {
+      options_.metrics->OnInterToken(options_.api, message.tokens_size(),
+                                     absl::ToDoubleSeconds(now - last_token_time_));
+    }
+  }
+  if (message.tokens_size() > 0) last_token_time_ = now;
+  GenerationDelta delta;
+  std::optional<std::string> matched;
+  // Token by token, so that a stop string ends the count at the token that completed it (the
+  // worker may have sent more in the same message): usage stays exact.
+  for (const worker::v1::GeneratedToken& token : message.tokens()) {
+    if (completion_tokens_++ == 0) first_token_time_ = now;
+    delta.tokens.push_back(ToPublicToken(token));
+    if (!detokenizer_.has_value()) continue;
+    absl::StatusOr<std::string> piece = detokenizer_->Step(token.token_id());
+    StopMatcher::Step step = stop_matcher_.Add(piece.ok() ? *piece : std::string());
+    delta.text += step.text;
+    if (step.matched.has_value()) {
+      matched = std::move(step.matched);
+      break;
+    }
+  }
+  if (finished && !matched.has_value() && detokenizer_.has_value()) {
+    absl::StatusOr<std::string> rest = detokenizer_->Flush();
+    StopMatcher::Step step = stop_matcher_.Add(rest.ok() ? *rest : std::string());
+    delta.text += step.text;
+    matched = std::move(step.matched);
+    if (!matched.has_value()) delta.text += stop_matcher_.Flush();
+  }
+  if (!delta.text.empty() || !delta.tokens.empty()) observer_->OnDelta(std::move(delta));
+  const std::optional<std::string>& stop_string = matched;
+
+  GenerationResult result;
+  result.worker = attempt->address();
+  result.usage.set_prompt_tokens(request_.worker_request.prompt_token_ids_size());
+  result.usage.set_completion_tokens(completion_tokens_);
+  result.timing.set_time_to_first_token_s(first_token_time_ == absl::InfinitePast()
+                                              ? 0
+                                              : absl::ToDoubleSeconds(first_token_time_ - start_));
+  result.timing.set_total_s(absl::ToDoubleSeconds(now - start_));
+  if (stop_string.has_value()) {
+    // The worker would go on: stop it (this frees its blocks) and finish here. The call is alive:
+    // this is one of its callbacks, and its OnDone comes after.
+    {
+      absl::MutexLock lock(&mutex_);
+      if (call_ != nullptr) call_->Cancel();
+    }
+    result.finish_reason = ::llmserve::v1::FINISH_REASON_STOP;
+    result.matched_stop = *stop_string;
+    return Complete(std::move(result));
+  }
+  if (!finished) return;
+  result.finish_reason = message.finish_reason();
+  result.usage.set_cached_prompt_tokens(message.usage().cached_prompt_tokens());
+  result.timing.set_queue_s(message.timing().queue_s());
+  if (result.finish_reason == ::llmserve::v1::FINISH_REASON_STOP && message.tokens_size() > 0) {
+    const int32_t last = message.tokens(message.tokens_size() - 1).token_id();
+    for (int32_t stop_id : request_.worker_request.stop_token_ids()) {
+      if (stop_id == last) result.matched_stop = absl::StrCat(last);
+    }
+  }
+  Complete(std::move(result));
+}
+
+void Generation::OnWorkerDone(Attempt* attempt, const absl::Status& status) {
+  bool cancelled = false;
+  {
+    absl::MutexLock lock(&mutex_);
+    // Attempts run one after another: the call that ends is the current one.
+    call_ = nullptr;
+    if (done_) return;
+    cancelled = cancelled_;
+  }
+  if (cancelled) return Fail(absl::CancelledError("the request was cancelled"));
+  if (status.ok()) {
+    return Fail(absl::UnavailableError(absl::StrCat("the worker ", attempt->address(),
+                                                    " ended the stream without a finish reason")));
+  }
+  if (!attempt->received_tokens() && attempts_ < options_.max_attempts &&
+      Retryable(status.code())) {
+    if (!absl::IsResourceExhausted(status)) {
+      // Overload is not a failure of the worker; anything else marks it down until probed.
+      workers_->ReportFailure(attempt->address(), std::string(status.message()));
+    }
+    excluded_.insert(attempt->address());
+    return StartAttempt();
+  }
+  if (attempt->received_tokens()) {
+    return Fail(absl::UnavailableError(absl::StrCat("the worker ", attempt->address(),
+                                                    " failed after ", completion_tokens_,
+                                                    " generated tokens: ", status.message())));
+  }
+  Fail(status);
+}
+
+void Generation::Fail(const absl::Status& status) {
+  {
+    absl::MutexLock lock(&mutex_);
+    if (done_) return;
+    done_ = true;
+  }
+  observer_->OnError(status);
+}
+
+void Generation::Complete(GenerationResult result) {
+  {
+    absl::MutexLock lock(&mutex_);
+    if (done_) return;
+    done_ = true;
+  }
+  observer_->OnFinish(result);
+}
+
+}  // namespace llmserve::gateway

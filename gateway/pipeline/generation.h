@@ -1,0 +1,125 @@
+// One request's generation as the gateway runs it: pick a worker and call it (WorkerClient: the
+// gRPC WorkerPool, or a fake in tests), stream the worker's tokens, detokenize incrementally,
+// apply stop strings, and hand text deltas to an observer (the gRPC or HTTP frontend). The
+// prompt's routing hashes are computed once, for every attempt.
+//
+// Failures: a worker that fails or refuses (unavailable, overloaded) before the first token is
+// reported to the worker client and the request is retried on another worker, up to max_attempts;
+// after the first token the observer gets UNAVAILABLE naming how far it got (never a silent
+// truncation). Cancel() (client gone, deadline) cancels the worker call, which frees the
+// request's KV blocks on the worker at once.
+//
+// Thread-safe: Cancel may be called from any thread. Observer methods are called one at a time,
+// in order, from gRPC's threads, and must not block.
+
+#ifndef LLMSERVE_GATEWAY_PIPELINE_GENERATION_H_
+#define LLMSERVE_GATEWAY_PIPELINE_GENERATION_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/tokenizer/incremental_detokenizer.h"
+#include "gateway/metrics/gateway_metrics.h"
+#include "gateway/pipeline/prompt_builder.h"
+#include "gateway/pipeline/stop_matcher.h"
+#include "gateway/router/prompt_routing_hashes.h"
+#include "gateway/router/worker_client.h"
+#include "llmserve/v1/inference.pb.h"
+
+namespace llmserve::gateway {
+
+struct GenerationDelta {
+  std::string text;
+  std::vector<::llmserve::v1::GeneratedToken> tokens;
+};
+
+struct GenerationResult {
+  ::llmserve::v1::FinishReason finish_reason = ::llmserve::v1::FINISH_REASON_UNSPECIFIED;
+  std::string matched_stop;
+  ::llmserve::v1::Usage usage;
+  ::llmserve::v1::Timing timing;
+  // host:port of the worker that served it.
+  std::string worker;
+};
+
+class GenerationObserver {
+ public:
+  virtual ~GenerationObserver() = default;
+  virtual void OnDelta(GenerationDelta delta) = 0;
+  // Exactly one of OnFinish and OnError ends every generation.
+  virtual void OnFinish(const GenerationResult& result) = 0;
+  virtual void OnError(const absl::Status& status) = 0;
+};
+
+struct GenerationOptions {
+  int max_attempts = 3;
+  // Passed to the worker call (the client's deadline, or the gateway's request timeout).
+  absl::Time deadline = absl::InfiniteFuture();
+  // Mixed into the prefix-cache hashes (per-tenant isolation).
+  std::string cache_salt;
+  // Token latencies and routing decisions go here when set, labelled with `api`.
+  GatewayMetrics* metrics = nullptr;
+  std::string api;
+};
+
+class Generation : public std::enable_shared_from_this<Generation> {
+ public:
+  // `workers` must outlive every generation (see live_count).
+  static std::shared_ptr<Generation> Start(WorkerClient* workers, PreparedRequest request,
+                                           const GenerationOptions& options,
+                                           std::shared_ptr<GenerationObserver> observer);
+  void Cancel();
+  ~Generation();
+
+  // Generations alive in this process: a gateway shutting down waits for zero before it destroys
+  // the worker client they use.
+  static int live_count();
+
+ private:
+  // One attempt's call observer: holds the generation alive until the call is done.
+  class Attempt;
+
+  Generation(WorkerClient* workers, PreparedRequest request, const GenerationOptions& options,
+             std::shared_ptr<GenerationObserver> observer);
+  void StartAttempt();
+  // From the current attempt's call, one at a time.
+  void OnWorkerMessage(Attempt* attempt, const worker::v1::GenerateResponse& message);
+  void OnWorkerDone(Attempt* attempt, const absl::Status& status);
+  void Fail(const absl::Status& status);
+  void Complete(GenerationResult result);
+  ::llmserve::v1::GeneratedToken ToPublicToken(const worker::v1::GeneratedToken& token) const;
+
+  WorkerClient* const workers_;
+  const PreparedRequest request_;
+  const GenerationOptions options_;
+  // Routing reads these on every attempt; they are hashed once.
+  PromptRoutingHashes prompt_hashes_;
+  const std::shared_ptr<GenerationObserver> observer_;
+  const absl::Time start_ = absl::Now();
+
+  absl::Mutex mutex_;
+  // The current attempt's call, until its OnDone.
+  WorkerCall* call_ ABSL_GUARDED_BY(mutex_) = nullptr;
+  bool cancelled_ ABSL_GUARDED_BY(mutex_) = false;
+  bool done_ ABSL_GUARDED_BY(mutex_) = false;
+
+  // Touched only from the current call's callbacks (serialized).
+  int attempts_ = 0;
+  absl::flat_hash_set<std::string> excluded_;
+  int32_t completion_tokens_ = 0;
+  absl::Time first_token_time_ = absl::InfinitePast();
+  absl::Time last_token_time_ = absl::InfinitePast();
+  std::optional<common::tokenizer::IncrementalDetokenizer> detokenizer_;
+  StopMatcher stop_matcher_;
+};
+
+}  // namespace llmserve::gateway
+
+#endif  // LLMSERVE_GATEWAY_PIPELINE_GENERATION_H_

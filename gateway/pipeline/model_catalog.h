@@ -1,0 +1,50 @@
+// The models the gateway serves, as its workers describe them: resolves a request's model name
+// to a ServedModel (tokenizer, template, limits), built once per distinct worker description and
+// cached.
+//
+// Thread-safe.
+
+#ifndef LLMSERVE_GATEWAY_PIPELINE_MODEL_CATALOG_H_
+#define LLMSERVE_GATEWAY_PIPELINE_MODEL_CATALOG_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "gateway/pipeline/served_model.h"
+#include "gateway/router/worker_client.h"
+
+namespace llmserve::gateway {
+
+class ModelCatalog {
+ public:
+  explicit ModelCatalog(const WorkerClient* workers) : workers_(workers) {}
+
+  // `name` empty selects the only model (INVALID_ARGUMENT when there are several); NOT_FOUND
+  // naming the served models for an unknown name; UNAVAILABLE before any worker answered.
+  absl::StatusOr<std::shared_ptr<const ServedModel>> Resolve(absl::string_view name);
+
+  struct ModelSummary {
+    std::shared_ptr<const worker::v1::ModelInfo> info;
+    int ready_workers = 0;
+  };
+  // Every model some worker described, sorted by name.
+  std::vector<ModelSummary> List() const;
+
+ private:
+  struct Entry {
+    std::shared_ptr<const worker::v1::ModelInfo> source;
+    std::shared_ptr<const ServedModel> model;
+  };
+  const WorkerClient* const workers_;
+  absl::Mutex mutex_;
+  absl::flat_hash_map<std::string, Entry> cache_ ABSL_GUARDED_BY(mutex_);
+};
+
+}  // namespace llmserve::gateway
+
+#endif  // LLMSERVE_GATEWAY_PIPELINE_MODEL_CATALOG_H_

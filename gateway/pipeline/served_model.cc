@@ -1,0 +1,79 @@
+#include "gateway/pipeline/served_model.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/base/logging.h"
+
+namespace llmserve::gateway {
+
+absl::StatusOr<std::shared_ptr<const ServedModel>> ServedModel::Create(
+    const worker::v1::ModelInfo& info) {
+  std::shared_ptr<ServedModel> model(new ServedModel());
+  model->info_ = info;
+  // The files are large and only needed to build the tokenizer.
+  model->info_.clear_tokenizer_json();
+  model->info_.clear_tokenizer_config_json();
+  if (info.tokenizer_json().empty()) {
+    model->tokenizer_error_ =
+        absl::StrCat("model \"", info.model_name(), "\" has no tokenizer: send token ids");
+  } else {
+    absl::StatusOr<std::unique_ptr<common::tokenizer::Tokenizer>> tokenizer =
+        common::tokenizer::Tokenizer::FromJson(info.tokenizer_json(), info.tokenizer_config_json());
+    if (tokenizer.ok()) {
+      model->tokenizer_ = *std::move(tokenizer);
+    } else {
+      model->tokenizer_error_ = absl::StrCat("the tokenizer of model \"", info.model_name(),
+                                             "\" does not load: ", tokenizer.status().message());
+    }
+  }
+  if (!info.chat_template().empty()) {
+    absl::StatusOr<common::ChatTemplate> parsed = common::ChatTemplate::Parse(info.chat_template());
+    if (parsed.ok()) {
+      model->chat_template_ = *std::move(parsed);
+    } else {
+      model->chat_template_error_ =
+          absl::StrCat("the chat template of model \"", info.model_name(),
+                       "\" is not supported: ", parsed.status().message());
+      LLMSERVE_LOG(ERROR) << model->chat_template_error_
+                          << " (chat requests to it will fail; text and token prompts work)";
+    }
+  }
+  return std::shared_ptr<const ServedModel>(std::move(model));
+}
+
+absl::StatusOr<std::string> ServedModel::RenderChat(const ::llmserve::v1::ChatPrompt& chat) const {
+  if (!chat_template_error_.empty()) return absl::FailedPreconditionError(chat_template_error_);
+  common::ChatTemplateInput input;
+  for (const ::llmserve::v1::ChatMessage& message : chat.messages()) {
+    input.messages.push_back(
+        {.role = message.role(), .content = message.content(), .name = message.name()});
+  }
+  input.add_generation_prompt =
+      chat.has_add_generation_prompt() ? chat.add_generation_prompt() : true;
+  if (tokenizer_ != nullptr) {
+    if (tokenizer_->bos_token_id().has_value()) {
+      input.bos_token = tokenizer_->IdToToken(*tokenizer_->bos_token_id()).value_or("");
+    }
+    if (tokenizer_->eos_token_id().has_value()) {
+      input.eos_token = tokenizer_->IdToToken(*tokenizer_->eos_token_id()).value_or("");
+    }
+  }
+  if (!chat_template_.has_value()) return common::RenderPlainChat(input);
+  absl::StatusOr<std::string> text = chat_template_->Render(input);
+  if (!text.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("chat: ", text.status().message()));
+  }
+  return text;
+}
+
+absl::StatusOr<std::string> RenderChatPrompt(const ServedModel& model,
+                                             const ::llmserve::v1::ChatPrompt& chat) {
+  return model.RenderChat(chat);
+}
+
+std::string ServedModel::TokenText(int32_t id) const {
+  if (tokenizer_ == nullptr) return "";
+  absl::StatusOr<std::string> text = tokenizer_->Decode({id}, /*skip_special_tokens=*/false);
+  return text.ok() ? *text : "";
+}
+
+}  // namespace llmserve::gateway

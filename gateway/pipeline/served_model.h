@@ -1,0 +1,66 @@
+// What the gateway needs to serve one model without its files: the tokenizer, the chat template
+// and the limits, built from a worker's GetModelInfo answer.
+//
+// Thread-safe: immutable after Create.
+
+#ifndef LLMSERVE_GATEWAY_PIPELINE_SERVED_MODEL_H_
+#define LLMSERVE_GATEWAY_PIPELINE_SERVED_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/chat_template/chat_template.h"
+#include "common/tokenizer/tokenizer.h"
+#include "llmserve/v1/inference.pb.h"
+#include "llmserve/worker/v1/worker.pb.h"
+
+namespace llmserve::gateway {
+
+class ServedModel {
+ public:
+  // FAILED_PRECONDITION naming the model when the worker sent no tokenizer, or one that does not
+  // load (the model is then served for token-id prompts only: see tokenizer()).
+  static absl::StatusOr<std::shared_ptr<const ServedModel>> Create(
+      const worker::v1::ModelInfo& info);
+
+  const std::string& name() const { return info_.model_name(); }
+  const worker::v1::ModelInfo& info() const { return info_; }
+  // Null when the worker sent no usable tokenizer; tokenizer_error() says why.
+  const common::tokenizer::Tokenizer* tokenizer() const { return tokenizer_.get(); }
+  const std::string& tokenizer_error() const { return tokenizer_error_; }
+  const std::string& chat_template() const { return info_.chat_template(); }
+  uint32_t max_model_len() const { return info_.max_model_len(); }
+  uint32_t vocab_size() const { return info_.vocab_size(); }
+
+  // The token's text alone (for logprob alternatives); "" when unknown.
+  std::string TokenText(int32_t id) const;
+
+  // The chat rendered into prompt text with the model's template (or the plain fallback for a
+  // model without one); FAILED_PRECONDITION when the template could not be parsed (the reason
+  // was logged when the model was discovered), INVALID_ARGUMENT for a render error
+  // (raise_exception in the template, e.g. roles not alternating).
+  absl::StatusOr<std::string> RenderChat(const ::llmserve::v1::ChatPrompt& chat) const;
+  // Empty, or why chat prompts cannot be served.
+  const std::string& chat_template_error() const { return chat_template_error_; }
+
+ private:
+  ServedModel() = default;
+
+  worker::v1::ModelInfo info_;
+  std::unique_ptr<common::tokenizer::Tokenizer> tokenizer_;
+  std::string tokenizer_error_;
+  std::optional<common::ChatTemplate> chat_template_;
+  std::string chat_template_error_;
+};
+
+// ChatRenderer (prompt_builder.h) over ServedModel::RenderChat.
+absl::StatusOr<std::string> RenderChatPrompt(const ServedModel& model,
+                                             const ::llmserve::v1::ChatPrompt& chat);
+
+}  // namespace llmserve::gateway
+
+#endif  // LLMSERVE_GATEWAY_PIPELINE_SERVED_MODEL_H_
