@@ -41,6 +41,7 @@ endif()
 # tsan): the engine thread, the worker service, the gateway's worker pool, HTTP server and
 # request pipeline, and the thread pool and limiters they share.
 set(LLMSERVE_TSAN_TESTS engine_test worker_server_test worker_pool_test gateway_server_test
+                        gateway_generation_test gateway_drain_test gateway_request_lifecycle_test
                         http_server_test base_test auth_concurrency_limiter_test)
 
 function(_llmserve_common_target_settings target)

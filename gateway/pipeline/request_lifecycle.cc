@@ -56,12 +56,19 @@ void RequestLifecycle::Admit(const Principal& principal, int64_t reserved_tokens
       [self, done = std::move(done)](absl::StatusOr<RequestAdmission::Admitted> admitted,
                                      absl::Duration retry_after) mutable {
         if (!admitted.ok()) return std::move(done)(admitted.status(), retry_after);
+        bool finished = false;
         {
           absl::MutexLock lock(&self->mutex_);
           self->wait_ = 0;
-          // Finished while queued (its client left and the cancel lost the race): the slot goes
-          // straight back.
-          if (!self->finished_) self->admitted_ = *std::move(admitted);
+          finished = self->finished_;
+          if (!finished) self->admitted_ = *std::move(admitted);
+        }
+        // Ended while it waited (its client left and the cancel lost the race to the slot): the
+        // slot goes straight back (with `admitted`, here) and nothing is started.
+        if (finished) {
+          return std::move(done)(
+              absl::CancelledError("the request ended while it waited for a slot"),
+              absl::ZeroDuration());
         }
         std::move(done)(absl::OkStatus(), absl::ZeroDuration());
       });

@@ -86,7 +86,8 @@ class RequestLifecycle : public std::enable_shared_from_this<RequestLifecycle> {
   // Admits `principal`'s request of `reserved_tokens` (prompt + every choice's max_tokens): the
   // rate limits now, then a concurrency slot, now or when one frees up. `done` runs exactly once
   // (unless CancelAdmission returns true first), on this thread or the one that frees a slot:
-  // with OK, or with RESOURCE_EXHAUSTED and when to retry, or UNAVAILABLE at shutdown.
+  // with OK, or with RESOURCE_EXHAUSTED and when to retry, or UNAVAILABLE at shutdown, or
+  // CANCELLED when the request was finished while it waited (the slot then goes back at once).
   using AdmitCallback = absl::AnyInvocable<void(absl::Status, absl::Duration retry_after) &&>;
   void Admit(const Principal& principal, int64_t reserved_tokens, AdmitCallback done);
   // The client left while queued for a slot: true when `done` will never run.

@@ -108,5 +108,19 @@ TEST_F(RequestLifecycleTest, AClientThatLeavesTheQueueIsNeverAdmitted) {
   EXPECT_EQ(*Admit(*next, 10), "admitted");
 }
 
+TEST_F(RequestLifecycleTest, ARequestThatEndsWhileQueuedGivesItsSlotBackWhenItComes) {
+  std::shared_ptr<RequestLifecycle> first = tracker_.Begin("grpc");
+  EXPECT_EQ(*Admit(*first, 10), "admitted");
+  std::shared_ptr<RequestLifecycle> queued = tracker_.Begin("http");
+  std::shared_ptr<std::string> queued_outcome = Admit(*queued, 10);
+  // Ended without leaving the queue (a cancel that lost a race): when the slot reaches it, it is
+  // told so and the slot goes on.
+  queued->Finish(absl::StatusCode::kCancelled);
+  first->Finish(absl::StatusCode::kOk);
+  EXPECT_EQ(*queued_outcome, "the request ended while it waited for a slot");
+  std::shared_ptr<RequestLifecycle> next = tracker_.Begin("http");
+  EXPECT_EQ(*Admit(*next, 10), "admitted");
+}
+
 }  // namespace
 }  // namespace llmserve::gateway
