@@ -14,7 +14,6 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <atomic>
 #include <memory>
 #include <string>
 

@@ -21,7 +21,6 @@
 #ifndef LLMSERVE_GATEWAY_FRONTENDS_OPENAI_OPENAI_API_H_
 #define LLMSERVE_GATEWAY_FRONTENDS_OPENAI_OPENAI_API_H_
 
-#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
