@@ -1,0 +1,246 @@
+#include "gateway/tool_calls/streaming_tool_call_parser.h"
+
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gateway/tool_calls/parse_tool_calls.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/unit/tool_calls/test_tools.h"
+
+namespace llmserve::gateway::tool_calls {
+namespace {
+
+using ::llmserve::gateway::tool_calls::testing::TestTools;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+using Call = std::pair<std::string, std::string>;
+
+struct Streamed {
+  std::string content;
+  std::vector<Call> calls;
+  bool saw_tool_calls = false;
+};
+
+// Streams `output` cut at `cuts` (increasing offsets) and checks the delta protocol on the way:
+// content only grows towards `expected_content` (so no marker prefix ever goes out and is taken
+// back), a call's id and name come in its first delta only, indices count up from 0, the
+// fragments of a call concatenate to its final arguments, which are valid JSON.
+Streamed Stream(ToolCallFormat format, const std::string& output, const std::vector<size_t>& cuts,
+                const std::string& expected_content) {
+  StreamingToolCallParser parser(format, TestTools());
+  Streamed out;
+  std::vector<std::string> ids;
+  std::vector<std::string> names;
+  std::vector<std::string> arguments;
+  const auto take = [&](const StreamDelta& delta) {
+    out.content += delta.content;
+    EXPECT_EQ(expected_content.substr(0, out.content.size()), out.content)
+        << "content went out that the whole output does not have";
+    for (const ToolCallDelta& call : delta.tool_calls) {
+      if (call.index == static_cast<int>(ids.size())) {
+        EXPECT_FALSE(call.id.empty());
+        EXPECT_FALSE(call.name.empty());
+        ids.push_back(call.id);
+        names.push_back(call.name);
+        arguments.push_back(call.arguments);
+      } else {
+        ASSERT_LT(call.index, static_cast<int>(ids.size()));
+        EXPECT_TRUE(call.id.empty());
+        EXPECT_TRUE(call.name.empty());
+        arguments[call.index] += call.arguments;
+      }
+    }
+  };
+  size_t start = 0;
+  for (size_t cut : cuts) {
+    take(parser.Feed(output.substr(start, cut - start)));
+    start = cut;
+  }
+  take(parser.Feed(output.substr(start)));
+  take(parser.Finish());
+  EXPECT_TRUE(parser.Feed("more").empty());
+  const auto& calls = parser.calls();
+  EXPECT_EQ(calls.size(), ids.size());
+  for (size_t i = 0; i < calls.size() && i < ids.size(); ++i) {
+    EXPECT_EQ(calls[i].id(), ids[i]);
+    EXPECT_EQ(calls[i].name(), names[i]);
+    EXPECT_EQ(calls[i].arguments(), arguments[i]);
+    EXPECT_TRUE(nlohmann::json::accept(arguments[i])) << arguments[i];
+    out.calls.emplace_back(calls[i].name(), calls[i].arguments());
+  }
+  out.saw_tool_calls = parser.saw_tool_calls();
+  return out;
+}
+
+std::vector<Call> Calls(const ParsedOutput& parsed) {
+  std::vector<Call> calls;
+  for (const auto& call : parsed.calls) calls.emplace_back(call.name(), call.arguments());
+  return calls;
+}
+
+struct Case {
+  ToolCallFormat format;
+  std::string output;
+};
+
+// Outputs where streaming must agree with the non-streamed parse exactly.
+std::vector<Case> AgreeingCases() {
+  return {
+      {ToolCallFormat::kHermes, "Plain answer, no calls at all."},
+      {ToolCallFormat::kHermes, "  \n"},
+      {ToolCallFormat::kHermes,
+       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\"}}\n"
+       "</tool_call>"},
+      {ToolCallFormat::kHermes,
+       "Let me look.\n\n<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": \"a "
+       "\\\"b\\\" \xc3\xa9\", \"n\": {\"x\": [1, 2.5, true, null]}}}\n</tool_call>\n"
+       "<tool_call>\n{\"arguments\": {}, \"name\": \"get-time_2\"}\n</tool_call>\nAfter."},
+      {ToolCallFormat::kHermes, "<tool_call>{\"name\": \"nope\", \"arguments\": {}}</tool_call>"},
+      {ToolCallFormat::kHermes, "<tool_call>{\"nam\": 1}</tool_call> and <tool_ca"},
+      {ToolCallFormat::kHermes, "<tool_call> not json </tool_call><tool_call>"},
+      {ToolCallFormat::kHermes, "<<tool_call>{\"name\": \"search\", \"arguments\": {}}"},
+      {ToolCallFormat::kHermes, "<tool_call>{\"name\": \"search\", \"arguments\": {}}</tool_cal>"},
+      {ToolCallFormat::kLlama3Json,
+       "<|python_tag|>{\"name\": \"search\", \"parameters\": {\"q\": \"x\"}}; "
+       "{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Oslo\"}}"},
+      {ToolCallFormat::kLlama3Json, " {\"name\": \"search\", \"parameters\": {}}\n"},
+      {ToolCallFormat::kLlama3Json, "Text first {\"name\": \"search\", \"parameters\": {}}"},
+      {ToolCallFormat::kLlama3Json, "{\"result\": [1, 2, {\"a\": \"}\"}]} trailing"},
+      {ToolCallFormat::kLlama3Json,
+       "I'll call it.<|python_tag|>{\"name\": \"x\", \"parameters\": {}}"},
+      {ToolCallFormat::kLlama3Json, "<|python"},
+      {ToolCallFormat::kMistral,
+       "[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Rome\"}}, "
+       "{\"name\": \"search\", \"arguments\": {\"q\": \"[TOOL_CALLS]\"}}]"},
+      {ToolCallFormat::kMistral,
+       "Sure.[TOOL_CALLS]get_weather[ARGS]{\"location\": \"Lima\"}"
+       "[TOOL_CALLS]search[CALL_ID]abc123xyz[ARGS]{}"},
+      {ToolCallFormat::kMistral, "[TOOL_CALLS]search{\"q\": \"}\"}"},
+      {ToolCallFormat::kMistral, "[TOOL_CALLS][{\"name\": \"nope\", \"arguments\": {}}] tail"},
+      {ToolCallFormat::kMistral, "[TOOL_CALLS]nope[ARGS]{\"a\": 1}"},
+      {ToolCallFormat::kMistral, "[TOOL_CALLS]sear"},
+      {ToolCallFormat::kMistral, "[TOOL_"},
+      {ToolCallFormat::kNone, "<tool_call>{\"name\": \"search\", \"arguments\": {}}</tool_call>"},
+  };
+}
+
+void ExpectAgrees(const Case& c, const std::vector<size_t>& cuts) {
+  const ParsedOutput whole = ParseToolCalls(c.format, c.output, TestTools());
+  const Streamed streamed = Stream(c.format, c.output, cuts, whole.content);
+  EXPECT_EQ(streamed.content, whole.content);
+  EXPECT_EQ(streamed.calls, Calls(whole));
+  EXPECT_EQ(streamed.saw_tool_calls, !whole.calls.empty());
+}
+
+TEST(StreamingToolCallParserTest, EverySplitPointAgreesWithTheWholeParse) {
+  for (const Case& c : AgreeingCases()) {
+    SCOPED_TRACE(c.output);
+    for (size_t cut = 0; cut <= c.output.size(); ++cut) ExpectAgrees(c, {cut});
+  }
+}
+
+TEST(StreamingToolCallParserTest, ByteAtATimeAgreesWithTheWholeParse) {
+  for (const Case& c : AgreeingCases()) {
+    SCOPED_TRACE(c.output);
+    std::vector<size_t> cuts;
+    for (size_t i = 1; i < c.output.size(); ++i) cuts.push_back(i);
+    ExpectAgrees(c, cuts);
+  }
+}
+
+TEST(StreamingToolCallParserTest, RandomChunkingsAgreeWithTheWholeParse) {
+  std::mt19937 rng(17);
+  for (const Case& c : AgreeingCases()) {
+    SCOPED_TRACE(c.output);
+    for (int trial = 0; trial < 50; ++trial) {
+      std::vector<size_t> cuts;
+      size_t at = 0;
+      while (true) {
+        at += std::uniform_int_distribution<size_t>(1, 8)(rng);
+        if (at >= c.output.size()) break;
+        cuts.push_back(at);
+      }
+      ExpectAgrees(c, cuts);
+    }
+  }
+}
+
+TEST(StreamingToolCallParserTest, NameGoesOutBeforeTheArguments) {
+  StreamingToolCallParser parser(ToolCallFormat::kHermes, TestTools());
+  StreamDelta delta = parser.Feed("Hi <tool");
+  EXPECT_EQ(delta.content, "Hi ");
+  delta = parser.Feed("_call>\n{\"name\": \"get_weather\", \"arguments\": {\"loc");
+  EXPECT_EQ(delta.content, "");
+  ASSERT_EQ(delta.tool_calls.size(), 1u);
+  EXPECT_EQ(delta.tool_calls[0].index, 0);
+  EXPECT_EQ(delta.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(delta.tool_calls[0].arguments, "");
+  EXPECT_TRUE(parser.saw_tool_calls());
+  delta = parser.Feed("ation\": \"Paris\"}}\n</tool_call>");
+  ASSERT_EQ(delta.tool_calls.size(), 1u);
+  EXPECT_TRUE(delta.tool_calls[0].id.empty());
+  EXPECT_EQ(delta.tool_calls[0].arguments, R"({"location":"Paris"})");
+  EXPECT_TRUE(parser.Finish().empty());
+}
+
+TEST(StreamingToolCallParserTest, MistralNameGoesOutAtArgs) {
+  StreamingToolCallParser parser(ToolCallFormat::kMistral, TestTools());
+  EXPECT_TRUE(parser.Feed("[TOOL_CALLS]sear").empty());
+  const StreamDelta delta = parser.Feed("ch[ARGS]{\"q\"");
+  ASSERT_EQ(delta.tool_calls.size(), 1u);
+  EXPECT_EQ(delta.tool_calls[0].name, "search");
+}
+
+// Once a call's name went out it cannot be taken back: a call cut off by max_tokens (or with
+// broken JSON) keeps its name with arguments "{}", and its text is not content.
+TEST(StreamingToolCallParserTest, CallCutAfterItsNameKeepsTheNameWithEmptyArguments) {
+  const std::vector<Case> cases = {
+      {ToolCallFormat::kHermes,
+       "Ok.<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": \"ab"},
+      {ToolCallFormat::kHermes,
+       "<tool_call>{\"name\": \"search\", \"arguments\": {\"q\": }}</tool_call>Later."},
+      {ToolCallFormat::kLlama3Json, "{\"name\": \"search\", \"parameters\": {\"q\""},
+      {ToolCallFormat::kMistral, "[TOOL_CALLS]search[ARGS]{\"q\": tru"},
+      {ToolCallFormat::kMistral, "[TOOL_CALLS]search[AR"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.output);
+    const std::string content = c.output.substr(0, c.output.find_first_of("<{["));
+    const std::string tail = c.output.ends_with("Later.") ? "Later." : "";
+    for (size_t cut = 0; cut <= c.output.size(); ++cut) {
+      const Streamed streamed = Stream(c.format, c.output, {cut}, content + tail);
+      EXPECT_EQ(streamed.content, content + tail);
+      EXPECT_THAT(streamed.calls, ElementsAre(Call("search", "{}")));
+      EXPECT_TRUE(streamed.saw_tool_calls);
+    }
+    // The non-streamed parse sent nothing early, so the text stays content there.
+    const ParsedOutput whole = ParseToolCalls(c.format, c.output, TestTools());
+    EXPECT_EQ(whole.content, c.output);
+    EXPECT_THAT(whole.calls, IsEmpty());
+  }
+}
+
+TEST(StreamingToolCallParserTest, HeldBackMarkerPrefixIsFlushedAtTheEnd) {
+  StreamingToolCallParser parser(ToolCallFormat::kHermes, TestTools());
+  EXPECT_EQ(parser.Feed("a <tool_ca").content, "a ");
+  EXPECT_EQ(parser.Finish().content, "<tool_ca");
+  EXPECT_FALSE(parser.saw_tool_calls());
+}
+
+TEST(StreamingToolCallParserTest, ManyCallsAreBounded) {
+  std::string output;
+  for (int i = 0; i < kMaxToolCalls + 5; ++i) {
+    output += "<tool_call>{\"name\": \"search\", \"arguments\": {}}</tool_call>";
+  }
+  const ParsedOutput whole = ParseToolCalls(ToolCallFormat::kHermes, output, TestTools());
+  EXPECT_EQ(whole.calls.size(), static_cast<size_t>(kMaxToolCalls));
+  EXPECT_FALSE(whole.content.empty());
+}
+
+}  // namespace
+}  // namespace llmserve::gateway::tool_calls
