@@ -17,7 +17,7 @@ build_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 test_packages=(
-  python3
+  python3 python3-jinja2
   # real peers in end-to-end tests (a Python gRPC client)
   python3-grpcio python3-grpc-tools curl openssl
   # deployment checks: docker-compose validates deploy/docker-compose.yml (no engine needed)

@@ -58,7 +58,18 @@ enum class StmtKind {
   kBreak,
   kContinue,
   kBlock,  // a plain body ({% generation %} ... {% endgeneration %})
+  // {% macro text(targets[i] [= defaults[i]], ...) %} body {% endmacro %}
+  kMacro,
+  // {% call(targets [= defaults]) expr %} body {% endcall %}: expr is the macro call; the body
+  // is the `caller` macro it receives (targets are caller's parameters).
+  kCallBlock,
+  // {% filter f(...) | g %} body {% endfilter %}: expr applies the filters to the kName
+  // kFilterBlockInput, bound to the body's output.
+  kFilterBlock,
 };
+
+// The name the body of a {% filter %} block is bound to; no template can spell it.
+inline constexpr char kFilterBlockInput[] = " filter block input";
 
 struct Stmt {
   StmtKind kind;
@@ -71,6 +82,13 @@ struct Stmt {
   std::vector<std::pair<ExprPtr, Body>> branches;
   Body body;
   Body else_body;
+  // macro / call block: one default per target (null: none), and whether the body refers to
+  // `varargs`, `kwargs` or `caller` (jinja2 binds those only then, and refuses extra
+  // positional or keyword arguments otherwise).
+  std::vector<ExprPtr> defaults;
+  bool uses_varargs = false;
+  bool uses_kwargs = false;
+  bool uses_caller = false;
 };
 
 }  // namespace llmserve::common::ast

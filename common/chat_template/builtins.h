@@ -28,6 +28,10 @@ absl::StatusOr<Value> ApplyFilter(const std::string& name, const Value& value,
 absl::StatusOr<bool> ApplyTest(const std::string& name, const Value& value,
                                const std::vector<Value>& args);
 
+// Python's `format % args` (args a tuple for several values, a dict for %(name)s): the
+// directives s r d i f F x X o c and %, with flags -, 0, +, space, a width and a precision.
+absl::StatusOr<Value> PercentFormat(const std::string& format, const Value& args);
+
 // Whether `object.name(...)` is a method this renderer implements for the object's type
 // (str.strip, dict.items, ...).
 bool HasMethod(const Value& object, const std::string& name);

@@ -1,11 +1,14 @@
 #include "common/chat_template/chat_template.h"
 
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/chat_template/lexer.h"
 #include "common/chat_template/parser.h"
+#include "common/status/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace llmserve::common {
@@ -54,24 +57,124 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromTokenizerConfig(
       absl::StrCat("tokenizer_config.json has no chat template named \"", name, "\""));
 }
 
+namespace {
+
+// Values nested deeper than this in tools_json or tool-call arguments are refused (the renderer
+// bounds value depth too; refusing here gives a clearer error).
+constexpr int kMaxJsonDepth = 32;
+
+absl::StatusOr<Value> ValueFromJson(const nlohmann::ordered_json& json, int depth) {
+  if (depth > kMaxJsonDepth) return absl::InvalidArgumentError("JSON nested too deeply");
+  switch (json.type()) {
+    case nlohmann::ordered_json::value_t::null:
+      return Value::None();
+    case nlohmann::ordered_json::value_t::boolean:
+      return Value::Bool(json.get<bool>());
+    case nlohmann::ordered_json::value_t::number_integer:
+      return Value::Int(json.get<int64_t>());
+    case nlohmann::ordered_json::value_t::number_unsigned: {
+      const uint64_t u = json.get<uint64_t>();
+      if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        return absl::InvalidArgumentError("JSON integer out of range");
+      }
+      return Value::Int(static_cast<int64_t>(u));
+    }
+    case nlohmann::ordered_json::value_t::number_float:
+      return Value::Float(json.get<double>());
+    case nlohmann::ordered_json::value_t::string:
+      return Value::String(json.get<std::string>());
+    case nlohmann::ordered_json::value_t::array: {
+      ValueList items;
+      for (const nlohmann::ordered_json& item : json) {
+        Value v;
+        LLMSERVE_ASSIGN_OR_RETURN(v, ValueFromJson(item, depth + 1));
+        items.push_back(std::move(v));
+      }
+      return Value::List(std::move(items));
+    }
+    case nlohmann::ordered_json::value_t::object: {
+      ValueDict dict;
+      for (const auto& [key, item] : json.items()) {
+        Value v;
+        LLMSERVE_ASSIGN_OR_RETURN(v, ValueFromJson(item, depth + 1));
+        dict.Set(key, std::move(v));
+      }
+      return Value::Dict(std::move(dict));
+    }
+    default:
+      return absl::InvalidArgumentError("unsupported JSON value");
+  }
+}
+
+// nlohmann throws on malformed input; nothing may leave this module as an exception. Ordered:
+// the template sees the keys in the order the client sent them (json.loads keeps it too).
+nlohmann::ordered_json ParseJson(const std::string& text) {
+  return nlohmann::ordered_json::parse(text.begin(), text.end(), nullptr,
+                                       /*allow_exceptions=*/false);
+}
+
+// The arguments as the template sees them: a dict when they are a JSON object (see ChatMessage).
+Value ToolCallArguments(const std::string& arguments) {
+  const nlohmann::ordered_json json = ParseJson(arguments);
+  if (!json.is_discarded() && json.is_object()) {
+    absl::StatusOr<Value> v = ValueFromJson(json, 0);
+    if (v.ok()) return *std::move(v);
+  }
+  return Value::String(arguments);
+}
+
+Value MessageValue(const ChatMessage& message) {
+  ValueDict dict;
+  dict.Set("role", Value::String(message.role));
+  dict.Set("content", message.content_is_none ? Value::None() : Value::String(message.content));
+  if (!message.name.empty()) dict.Set("name", Value::String(message.name));
+  if (!message.tool_calls.empty()) {
+    ValueList calls;
+    for (const ChatToolCall& call : message.tool_calls) {
+      ValueDict function;
+      function.Set("name", Value::String(call.name));
+      function.Set("arguments", ToolCallArguments(call.arguments));
+      ValueDict entry;
+      entry.Set("id", Value::String(call.id));
+      entry.Set("type", Value::String("function"));
+      entry.Set("function", Value::Dict(std::move(function)));
+      calls.push_back(Value::Dict(std::move(entry)));
+    }
+    dict.Set("tool_calls", Value::List(std::move(calls)));
+  }
+  if (!message.tool_call_id.empty()) {
+    dict.Set("tool_call_id", Value::String(message.tool_call_id));
+  }
+  return Value::Dict(std::move(dict));
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> ChatTemplate::Render(const ChatTemplateInput& input) const {
   ValueList messages;
   messages.reserve(input.messages.size());
-  for (const ChatMessage& message : input.messages) {
-    ValueDict dict;
-    dict.Set("role", Value::String(message.role));
-    dict.Set("content", Value::String(message.content));
-    if (!message.name.empty()) dict.Set("name", Value::String(message.name));
-    messages.push_back(Value::Dict(std::move(dict)));
+  for (const ChatMessage& message : input.messages) messages.push_back(MessageValue(message));
+  Value tools = Value::None();
+  if (!input.tools_json.empty()) {
+    const nlohmann::ordered_json json = ParseJson(input.tools_json);
+    if (json.is_discarded() || !json.is_array()) {
+      return absl::InvalidArgumentError("chat template: tools must be a JSON array");
+    }
+    absl::StatusOr<Value> parsed = ValueFromJson(json, 0);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("chat template: tools: ", parsed.status().message()));
+    }
+    tools = *std::move(parsed);
   }
   ValueDict globals;
   globals.Set("messages", Value::List(std::move(messages)));
   globals.Set("add_generation_prompt", Value::Bool(input.add_generation_prompt));
   globals.Set("bos_token", Value::String(input.bos_token));
   globals.Set("eos_token", Value::String(input.eos_token));
-  globals.Set("tools", Value::None());
+  globals.Set("tools", std::move(tools));
   globals.Set("documents", Value::None());
-  return RenderTemplate(*body_, globals, limits_);
+  return RenderTemplate(*body_, globals, limits_, input.now.value_or(absl::Now()));
 }
 
 std::string RenderPlainChat(const ChatTemplateInput& input) {

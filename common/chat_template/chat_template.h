@@ -17,22 +17,42 @@
 #define LLMSERVE_COMMON_CHAT_TEMPLATE_CHAT_TEMPLATE_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "common/chat_template/ast.h"
 #include "common/chat_template/renderer.h"
 
 namespace llmserve::common {
+
+// One call of an assistant turn, as OpenAI's API carries it.
+struct ChatToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;  // JSON text
+};
 
 struct ChatMessage {
   std::string role;
   std::string content;
   // Optional; when empty the message has no "name" key (`message.name is defined` is false).
   std::string name;
+  // OpenAI's `content: null` (an assistant turn that only calls tools): the template sees None.
+  bool content_is_none = false;
+  // When non-empty the template sees message.tool_calls =
+  //   [{"id": id, "type": "function", "function": {"name": name, "arguments": arguments}}]
+  // where `arguments` is a dict when the JSON text parses as a JSON object, else the string.
+  // That is vLLM's behaviour, not bare transformers' (which passes whatever the caller gave):
+  // templates such as Qwen2.5's write `arguments | tojson` and Llama 3.1's iterate it, so they
+  // need the object.
+  std::vector<ChatToolCall> tool_calls;
+  // When non-empty the template sees message.tool_call_id (a `tool` message's answer to).
+  std::string tool_call_id;
 };
 
 struct ChatTemplateInput {
@@ -40,6 +60,12 @@ struct ChatTemplateInput {
   bool add_generation_prompt = true;
   std::string bos_token;
   std::string eos_token;
+  // A JSON array of OpenAI tools ([{"type": "function", "function": {...}}]) the template sees
+  // as `tools`; empty: `tools` is None. Render fails with INVALID_ARGUMENT when it is not a
+  // JSON array.
+  std::string tools_json;
+  // strftime_now()'s clock (tests pin it); unset: the real clock. Formatted in UTC.
+  std::optional<absl::Time> now;
 };
 
 class ChatTemplate {
@@ -55,9 +81,10 @@ class ChatTemplate {
   static absl::StatusOr<ChatTemplate> FromTokenizerConfig(absl::string_view tokenizer_config_json,
                                                           absl::string_view name = "default");
 
-  // The template sees `messages` (a list of dicts with "role", "content" and, when non-empty,
-  // "name"), `add_generation_prompt`, `bos_token`, `eos_token`, `tools` and `documents` (None,
-  // as transformers passes them without tools), `raise_exception(msg)` and `namespace(...)`.
+  // The template sees `messages` (a list of dicts with "role", "content" and, when given,
+  // "name", "tool_calls", "tool_call_id"), `add_generation_prompt`, `bos_token`, `eos_token`,
+  // `tools` (the parsed tools_json, or None), `documents` (None), and the globals
+  // raise_exception(msg), namespace(...), range(...), dict(...), strftime_now(format).
   absl::StatusOr<std::string> Render(const ChatTemplateInput& input) const;
 
   const std::string& source() const { return *source_; }

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/chat_template/py_string.h"
 #include "common/utf8/utf8.h"
@@ -244,11 +245,33 @@ class Lexer {
       }
       ++p;
     }
-    if (p < src_.size() && (src_[p] == '.' && p + 1 < src_.size() && IsDigit(src_[p + 1]))) {
-      return Error(start, "floating-point literals are not supported");
+    // jinja2's float literal: digits, then .digits and/or e[+-]digits.
+    size_t q = p;
+    bool is_float = false;
+    if (q + 1 < src_.size() && src_[q] == '.' && IsDigit(src_[q + 1])) {
+      is_float = true;
+      ++q;
+      while (q < src_.size() && (IsDigit(src_[q]) || src_[q] == '_')) ++q;
     }
-    if (p < src_.size() && (src_[p] == 'e' || src_[p] == 'E')) {
-      return Error(start, "floating-point literals are not supported");
+    if (q < src_.size() && (src_[q] == 'e' || src_[q] == 'E')) {
+      size_t e = q + 1;
+      if (e < src_.size() && (src_[e] == '+' || src_[e] == '-')) ++e;
+      if (e < src_.size() && IsDigit(src_[e])) {
+        is_float = true;
+        q = e;
+        while (q < src_.size() && (IsDigit(src_[q]) || src_[q] == '_')) ++q;
+      }
+    }
+    if (is_float) {
+      std::string text;
+      for (size_t i = start; i < q; ++i) {
+        if (src_[i] != '_') text.push_back(src_[i]);
+      }
+      double d = 0;
+      if (!absl::SimpleAtod(text, &d)) return Error(start, "malformed float literal");
+      Emit(TokenType::kFloat, text, start);
+      tokens_.back().float_value = d;
+      return q;
     }
     Emit(TokenType::kInt, src_.substr(start, p - start), start);
     tokens_.back().int_value = value;

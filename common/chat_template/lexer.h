@@ -38,6 +38,7 @@ enum class TokenType {
   kName,        // identifier or keyword
   kString,      // string literal; text holds the decoded value
   kInt,         // integer literal; int_value holds it
+  kFloat,       // float literal; float_value holds it
   kOp,          // operator or punctuation: + - * / // % ** ~ == != < > <= >= = ( ) [ ] { } , . : |
   kEof,
 };
@@ -46,11 +47,12 @@ struct Token {
   TokenType type = TokenType::kEof;
   std::string text;
   int64_t int_value = 0;
+  double float_value = 0;
   SourcePos pos;
 };
 
 // INVALID_ARGUMENT with "line L, column C: ..." for an unclosed tag or comment, an unterminated
-// string, a float literal (unsupported) or a character that starts no token.
+// string, a malformed number or a character that starts no token.
 absl::StatusOr<std::vector<Token>> Lex(absl::string_view source);
 
 }  // namespace llmserve::common

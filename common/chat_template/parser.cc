@@ -39,6 +39,8 @@ std::string Describe(const Token& token) {
       return "string literal";
     case TokenType::kInt:
       return "integer literal";
+    case TokenType::kFloat:
+      return "float literal";
     case TokenType::kEof:
       return "end of template";
     default:
@@ -194,9 +196,12 @@ class Parser {
       LLMSERVE_RETURN_IF_ERROR(Expect(TokenType::kBlockEnd, "'%}'"));
       return stmt;
     }
-    static const char* const kUnsupported[] = {"macro",  "call", "filter", "raw",     "include",
-                                               "import", "from", "block",  "extends", "autoescape",
-                                               "with",   "do",   "trans",  "print"};
+    if (n == "macro") return ParseMacro(name.pos);
+    if (n == "call") return ParseCallBlock(name.pos);
+    if (n == "filter") return ParseFilterBlock(name.pos);
+    static const char* const kUnsupported[] = {"raw",   "include",    "import", "from",
+                                               "block", "extends",    "with",   "do",
+                                               "trans", "autoescape", "print"};
     for (const char* unsupported : kUnsupported) {
       if (n == unsupported) {
         return Error(name.pos, absl::StrCat("the '", n, "' statement is not supported"));
@@ -205,7 +210,110 @@ class Parser {
     return Error(name.pos, absl::StrCat("unexpected statement '", n, "'"));
   }
 
+  // `(a, b=default, ...)` of a macro or call block.
+  absl::Status ParseParams(Stmt* stmt) {
+    LLMSERVE_RETURN_IF_ERROR(ExpectOp("("));
+    while (!IsOp(")")) {
+      if (!stmt->targets.empty()) {
+        LLMSERVE_RETURN_IF_ERROR(ExpectOp(","));
+        if (IsOp(")")) break;
+      }
+      const SourcePos pos = Peek().pos;
+      absl::StatusOr<std::string> param = ExpectName();
+      if (!param.ok()) return param.status();
+      for (const std::string& existing : stmt->targets) {
+        if (existing == *param)
+          return Error(pos, absl::StrCat("duplicate argument '", *param, "'"));
+      }
+      ExprPtr fallback;
+      if (IsOp("=")) {
+        Next();
+        LLMSERVE_ASSIGN_OR_RETURN(fallback, ParseExpr(true));
+      } else if (!stmt->defaults.empty() && stmt->defaults.back() != nullptr) {
+        return Error(pos, "non-default argument follows default argument");
+      }
+      stmt->targets.push_back(*std::move(param));
+      stmt->defaults.push_back(std::move(fallback));
+    }
+    Next();
+    return absl::OkStatus();
+  }
+
+  // The body of a macro or call block: its own function, so break/continue of an enclosing
+  // loop do not reach into it.
+  absl::Status ParseFunctionBody(Stmt* stmt, const char* end) {
+    const int saved_loop_depth = loop_depth_;
+    loop_depth_ = 0;
+    open_functions_.push_back(stmt);
+    std::string stopped_at;
+    absl::StatusOr<Body> body;
+    {
+      SoftScope soft(&soft_, /*reset=*/true);
+      body = ParseBody({end}, &stopped_at);
+    }
+    open_functions_.pop_back();
+    loop_depth_ = saved_loop_depth;
+    if (!body.ok()) return body.status();
+    stmt->body = *std::move(body);
+    return Expect(TokenType::kBlockEnd, "'%}'");
+  }
+
+  absl::StatusOr<StmtPtr> ParseMacro(SourcePos pos) {
+    StmtPtr stmt = MakeStmt(StmtKind::kMacro, pos);
+    LLMSERVE_ASSIGN_OR_RETURN(stmt->text, ExpectName());
+    LLMSERVE_RETURN_IF_ERROR(ParseParams(stmt.get()));
+    LLMSERVE_RETURN_IF_ERROR(Expect(TokenType::kBlockEnd, "'%}'"));
+    LLMSERVE_RETURN_IF_ERROR(ParseFunctionBody(stmt.get(), "endmacro"));
+    return stmt;
+  }
+
+  absl::StatusOr<StmtPtr> ParseCallBlock(SourcePos pos) {
+    StmtPtr stmt = MakeStmt(StmtKind::kCallBlock, pos);
+    stmt->text = "caller";
+    if (IsOp("(")) LLMSERVE_RETURN_IF_ERROR(ParseParams(stmt.get()));
+    const SourcePos call_pos = Peek().pos;
+    LLMSERVE_ASSIGN_OR_RETURN(stmt->expr, ParseExpr(true));
+    if (stmt->expr->kind != ExprKind::kCall) return Error(call_pos, "expected a call");
+    LLMSERVE_RETURN_IF_ERROR(Expect(TokenType::kBlockEnd, "'%}'"));
+    LLMSERVE_RETURN_IF_ERROR(ParseFunctionBody(stmt.get(), "endcall"));
+    return stmt;
+  }
+
+  absl::StatusOr<StmtPtr> ParseFilterBlock(SourcePos pos) {
+    StmtPtr stmt = MakeStmt(StmtKind::kFilterBlock, pos);
+    LLMSERVE_ASSIGN_OR_RETURN(
+        stmt->expr, ParseOneFilter(MakeExpr(ExprKind::kName, pos, ast::kFilterBlockInput)));
+    while (IsOp("|")) {
+      Next();
+      LLMSERVE_ASSIGN_OR_RETURN(stmt->expr, ParseOneFilter(std::move(stmt->expr)));
+    }
+    LLMSERVE_RETURN_IF_ERROR(Expect(TokenType::kBlockEnd, "'%}'"));
+    std::string stopped_at;
+    LLMSERVE_ASSIGN_OR_RETURN(stmt->body, ParseBody({"endfilter"}, &stopped_at));
+    LLMSERVE_RETURN_IF_ERROR(Expect(TokenType::kBlockEnd, "'%}'"));
+    return stmt;
+  }
+
+  // Counts the if statements / inline ifs being parsed in the current function or loop body
+  // (jinja2's "soft frame"); a for loop or macro body starts a frame that is not soft.
+  class SoftScope {
+   public:
+    SoftScope(int* soft, bool reset) : soft_(soft), saved_(*soft) {
+      if (reset) {
+        *soft_ = 0;
+      } else {
+        ++*soft_;
+      }
+    }
+    ~SoftScope() { *soft_ = saved_; }
+
+   private:
+    int* soft_;
+    int saved_;
+  };
+
   absl::StatusOr<StmtPtr> ParseIf(SourcePos pos) {
+    SoftScope soft(&soft_, /*reset=*/false);
     StmtPtr stmt = MakeStmt(StmtKind::kIf, pos);
     while (true) {
       absl::StatusOr<ExprPtr> cond = ParseTupleOrExpr();
@@ -248,7 +356,11 @@ class Parser {
     LLMSERVE_RETURN_IF_ERROR(Expect(TokenType::kBlockEnd, "'%}'"));
     std::string stopped_at;
     ++loop_depth_;
-    absl::StatusOr<Body> body = ParseBody({"else", "endfor"}, &stopped_at);
+    absl::StatusOr<Body> body;
+    {
+      SoftScope soft(&soft_, /*reset=*/true);
+      body = ParseBody({"else", "endfor"}, &stopped_at);
+    }
     --loop_depth_;
     if (!body.ok()) return body.status();
     stmt->body = *std::move(body);
@@ -308,6 +420,9 @@ class Parser {
     absl::StatusOr<ExprPtr> expr = ParseOr();
     if (!expr.ok() || !with_condexpr) return expr;
     while (IsName("if")) {
+      // Soft in jinja2 as a whole; an unknown filter in the value part before `if` (parsed
+      // above) is still refused at parse time, a difference no real template shows.
+      SoftScope soft(&soft_, /*reset=*/false);
       const SourcePos pos = Next().pos;
       ExprPtr cond = MakeExpr(ExprKind::kCond, pos);
       absl::StatusOr<ExprPtr> test = ParseOr();
@@ -440,6 +555,12 @@ class Parser {
         } else if (n == "none" || n == "None") {
           literal->literal = Value::None();
         } else {
+          // jinja2 binds these in a macro only when its body mentions them.
+          for (Stmt* function : open_functions_) {
+            if (n == "varargs") function->uses_varargs = true;
+            if (n == "kwargs") function->uses_kwargs = true;
+            if (n == "caller") function->uses_caller = true;
+          }
           return MakeExpr(ExprKind::kName, token.pos, n);
         }
         return literal;
@@ -455,6 +576,11 @@ class Parser {
       case TokenType::kInt: {
         ExprPtr literal = MakeExpr(ExprKind::kLiteral, token.pos);
         literal->literal = Value::Int(Next().int_value);
+        return literal;
+      }
+      case TokenType::kFloat: {
+        ExprPtr literal = MakeExpr(ExprKind::kLiteral, token.pos);
+        literal->literal = Value::Float(Next().float_value);
         return literal;
       }
       case TokenType::kOp:
@@ -623,22 +749,31 @@ class Parser {
     return call;
   }
 
+  // `name[(args)]` applied to `node`, the `|` already consumed.
+  absl::StatusOr<ExprPtr> ParseOneFilter(ExprPtr node) {
+    const SourcePos pos = Peek().pos;
+    absl::StatusOr<std::string> name = ExpectName();
+    if (!name.ok()) return name.status();
+    // jinja2 refuses an unknown filter when compiling, except inside an if statement or an
+    // inline if, where it fails only if evaluated.
+    if (!builtins::IsFilter(*name) && soft_ == 0) {
+      return Error(pos, absl::StrCat("unsupported filter '", *name, "'"));
+    }
+    ExprPtr filter = MakeExpr(ExprKind::kFilter, pos, *std::move(name));
+    filter->args.push_back(std::move(node));
+    if (IsOp("(")) {
+      LLMSERVE_RETURN_IF_ERROR(ParseArgList(filter.get()));
+    }
+    return filter;
+  }
+
   absl::StatusOr<ExprPtr> ParseFilters(ExprPtr node) {
     while (true) {
       if (IsOp("|")) {
         Next();
-        const SourcePos pos = Peek().pos;
-        absl::StatusOr<std::string> name = ExpectName();
-        if (!name.ok()) return name.status();
-        if (!builtins::IsFilter(*name)) {
-          return Error(pos, absl::StrCat("unsupported filter '", *name, "'"));
-        }
-        ExprPtr filter = MakeExpr(ExprKind::kFilter, pos, *std::move(name));
-        filter->args.push_back(std::move(node));
-        if (IsOp("(")) {
-          LLMSERVE_RETURN_IF_ERROR(ParseArgList(filter.get()));
-        }
-        node = std::move(filter);
+        absl::StatusOr<ExprPtr> filter = ParseOneFilter(std::move(node));
+        if (!filter.ok()) return filter;
+        node = *std::move(filter);
       } else if (IsName("is")) {
         Next();
         ExprPtr test = MakeExpr(ExprKind::kTest, Peek().pos);
@@ -649,7 +784,7 @@ class Parser {
         const SourcePos pos = Peek().pos;
         absl::StatusOr<std::string> name = ExpectName();
         if (!name.ok()) return name.status();
-        if (!builtins::IsTest(*name)) {
+        if (!builtins::IsTest(*name) && soft_ == 0) {
           return Error(pos, absl::StrCat("unsupported test '", *name, "'"));
         }
         test->name = *std::move(name);
@@ -657,7 +792,8 @@ class Parser {
         if (IsOp("(")) {
           LLMSERVE_RETURN_IF_ERROR(ParseArgList(test.get()));
         } else if ((Peek().type == TokenType::kName || Peek().type == TokenType::kString ||
-                    Peek().type == TokenType::kInt || IsOp("[") || IsOp("{")) &&
+                    Peek().type == TokenType::kInt || Peek().type == TokenType::kFloat ||
+                    IsOp("[") || IsOp("{")) &&
                    !IsName("else") && !IsName("or") && !IsName("and")) {
           // jinja2 takes one argument without parentheses: `x is divisibleby 3`.
           if (IsName("is")) return Error(Peek().pos, "tests cannot be chained with 'is'");
@@ -682,6 +818,9 @@ class Parser {
   size_t index_ = 0;
   int depth_ = 0;
   int loop_depth_ = 0;
+  int soft_ = 0;
+  // The macros and call blocks being parsed, innermost last.
+  std::vector<Stmt*> open_functions_;
 };
 
 }  // namespace

@@ -2,8 +2,8 @@
 // operator precedence, for the subset of Jinja chat templates use (docs/chat-templates.md).
 //
 // Everything outside the subset is rejected here, at load time, so that the gateway can refuse
-// a model whose template it would render wrongly: unknown statements (macro, include, raw,
-// ...), unknown filters and tests, break/continue outside a loop, float literals.
+// a model whose template it would render wrongly: unknown statements (include, raw, ...),
+// unknown filters and tests, break/continue outside a loop.
 //
 // Thread-safety: pure function.
 #ifndef LLMSERVE_COMMON_CHAT_TEMPLATE_PARSER_H_

@@ -146,6 +146,48 @@ std::vector<std::string> Split(std::string_view s, const std::string* sep, int64
   return out;
 }
 
+std::vector<std::string> RSplit(std::string_view s, const std::string* sep, int64_t maxsplit) {
+  if (maxsplit < 0) return Split(s, sep, maxsplit);
+  std::vector<std::string> out;
+  if (sep != nullptr) {
+    size_t end = s.size();
+    while (static_cast<int64_t>(out.size()) < maxsplit) {
+      if (end < sep->size()) break;
+      const size_t at = s.substr(0, end).rfind(*sep);
+      if (at == std::string_view::npos) break;
+      out.emplace_back(s.substr(at + sep->size(), end - at - sep->size()));
+      end = at;
+    }
+    out.emplace_back(s.substr(0, end));
+    std::reverse(out.begin(), out.end());
+    return out;
+  }
+  const std::vector<std::string_view> cps = CodePoints(s);
+  auto is_space = [](std::string_view piece) {
+    char32_t cp;
+    return utf8::DecodeOne(piece, 0, &cp) > 0 && IsSpace(cp);
+  };
+  size_t i = cps.size();
+  while (i > 0) {
+    while (i > 0 && is_space(cps[i - 1])) --i;
+    if (i == 0) break;
+    if (static_cast<int64_t>(out.size()) == maxsplit) {
+      // The rest, left-stripped, is the first part.
+      const size_t to = static_cast<size_t>(cps[i - 1].data() - s.data()) + cps[i - 1].size();
+      out.push_back(Strip(s.substr(0, to), nullptr, true, false));
+      break;
+    }
+    size_t j = i;
+    while (j > 0 && !is_space(cps[j - 1])) --j;
+    std::string part;
+    for (size_t k = j; k < i; ++k) part.append(cps[k]);
+    out.push_back(std::move(part));
+    i = j;
+  }
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
 std::string Replace(std::string_view s, std::string_view from, std::string_view to, int64_t count) {
   std::string out;
   if (from.empty()) {

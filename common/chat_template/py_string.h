@@ -35,6 +35,9 @@ size_t Length(std::string_view s);
 // drops empty parts, as Python does.
 std::vector<std::string> Split(std::string_view s, const std::string* sep, int64_t maxsplit);
 
+// str.rsplit(sep, maxsplit): as Split, the splits counted from the right.
+std::vector<std::string> RSplit(std::string_view s, const std::string* sep, int64_t maxsplit);
+
 // str.replace(old, new, count) (count < 0: all).
 std::string Replace(std::string_view s, std::string_view from, std::string_view to, int64_t count);
 

@@ -1,7 +1,10 @@
 #include "common/chat_template/renderer.h"
 
 #include <algorithm>
+#include <cmath>
+#include <deque>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -9,6 +12,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/chat_template/builtins.h"
+#include "common/chat_template/globals.h"
 #include "common/chat_template/parser.h"
 #include "common/chat_template/py_string.h"
 #include "common/status/status_macros.h"
@@ -27,6 +31,13 @@ using ast::StmtKind;
 constexpr int kMaxValueDepth = 64;
 
 enum class Flow { kNormal, kBreak, kContinue };
+
+// Macro and caller() calls nest this deep at most: a recursive macro must fail, not overflow
+// the stack (each level costs a few recursive evaluation frames).
+constexpr int kMaxCallDepth = 64;
+
+constexpr const char* kGlobalFunctions[] = {"raise_exception", "namespace", "range", "dict",
+                                            "strftime_now"};
 
 absl::Status AtPos(SourcePos pos, const absl::Status& status) {
   return absl::Status(status.code(), TemplateErrorMessage(pos, std::string(status.message())));
@@ -75,12 +86,14 @@ int64_t ApproxSize(const Value& v) {
 
 class Renderer {
  public:
-  Renderer(const ValueDict& globals, const RenderLimits& limits) : limits_(limits) {
-    scopes_.emplace_back();
-    for (const auto& [name, value] : globals.items()) scopes_.back()[name] = value;
-    scopes_.back()["raise_exception"] = Value::Function("raise_exception");
-    scopes_.back()["namespace"] = Value::Function("namespace");
-    scopes_.emplace_back();  // the template's own top-level variables
+  Renderer(const ValueDict& globals, const RenderLimits& limits, absl::Time now)
+      : limits_(limits), now_(now) {
+    PushScope();
+    for (const auto& [name, value] : globals.items()) (*chain_.back())[name] = value;
+    for (const char* function : kGlobalFunctions) {
+      (*chain_.back())[function] = Value::Function(function);
+    }
+    PushScope();  // the template's own top-level variables
   }
 
   absl::StatusOr<std::string> Run(const Body& body) {
@@ -91,6 +104,38 @@ class Renderer {
 
  private:
   using Scope = absl::flat_hash_map<std::string, Value>;
+
+  // Scopes live in storage_ (pushed and popped in nesting order); chain_ is what the code
+  // running now sees, innermost last. A macro runs with a chain of its own (globals, the
+  // template's top level, its closure, its locals) and a caller() body with its call site's.
+  void PushScope() {
+    storage_.emplace_back();
+    chain_.push_back(&storage_.back());
+  }
+  void PopScope() {
+    chain_.pop_back();
+    storage_.pop_back();
+  }
+  class ScopeGuard {
+   public:
+    explicit ScopeGuard(Renderer* r) : r_(r) { r_->PushScope(); }
+    ~ScopeGuard() { r_->PopScope(); }
+
+   private:
+    Renderer* r_;
+  };
+  // Runs with `chain` as the visible scopes, restoring the current chain afterwards.
+  class ChainSwap {
+   public:
+    ChainSwap(Renderer* r, std::vector<Scope*> chain) : r_(r), saved_(std::move(r->chain_)) {
+      r_->chain_ = std::move(chain);
+    }
+    ~ChainSwap() { r_->chain_ = std::move(saved_); }
+
+   private:
+    Renderer* r_;
+    std::vector<Scope*> saved_;
+  };
 
   absl::Status Step(SourcePos pos) {
     if (++steps_ > limits_.max_steps) {
@@ -133,9 +178,9 @@ class Renderer {
   }
 
   const Value* Lookup(const std::string& name) const {
-    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
-      const auto found = it->find(name);
-      if (found != it->end()) return &found->second;
+    for (auto it = chain_.rbegin(); it != chain_.rend(); ++it) {
+      const auto found = (*it)->find(name);
+      if (found != (*it)->end()) return &found->second;
     }
     return nullptr;
   }
@@ -179,7 +224,29 @@ class Renderer {
         if (!flow.ok()) return flow;
         Value captured = Value::String(out_.substr(start));
         out_.resize(start);
-        scopes_.back()[stmt.targets[0]] = std::move(captured);
+        (*chain_.back())[stmt.targets[0]] = std::move(captured);
+        return *flow;
+      }
+      case StmtKind::kMacro:
+        (*chain_.back())[stmt.text] = Value::Macro(&stmt, Closure());
+        return Flow::kNormal;
+      case StmtKind::kCallBlock: {
+        absl::StatusOr<Value> result = ExecCallBlock(stmt);
+        if (!result.ok()) return result.status();
+        LLMSERVE_RETURN_IF_ERROR(Emit(stmt.pos, ToPythonStr(*result)));
+        return Flow::kNormal;
+      }
+      case StmtKind::kFilterBlock: {
+        const size_t start = out_.size();
+        absl::StatusOr<Flow> flow = ExecBody(stmt.body);
+        if (!flow.ok()) return flow;
+        Value captured = Value::String(out_.substr(start));
+        out_.resize(start);
+        ScopeGuard scope(this);
+        (*chain_.back())[ast::kFilterBlockInput] = std::move(captured);
+        absl::StatusOr<Value> filtered = Eval(*stmt.expr);
+        if (!filtered.ok()) return filtered.status();
+        LLMSERVE_RETURN_IF_ERROR(Emit(stmt.pos, ToPythonStr(*filtered)));
         return *flow;
       }
       case StmtKind::kBreak:
@@ -196,7 +263,7 @@ class Renderer {
     absl::StatusOr<Value> v = Eval(*stmt.expr);
     if (!v.ok()) return v.status();
     if (stmt.attr.empty()) {
-      scopes_.back()[stmt.targets[0]] = *std::move(v);
+      (*chain_.back())[stmt.targets[0]] = *std::move(v);
       return Flow::kNormal;
     }
     const Value* target = Lookup(stmt.targets[0]);
@@ -205,8 +272,12 @@ class Renderer {
                                             "' on non-namespace object '", stmt.targets[0], "'"));
     }
     // A namespace inside a namespace could form a cycle; no chat template needs one.
-    if (v->is_namespace() || v->depth() > kMaxValueDepth / 2) {
-      return ErrorAt(stmt.pos, "a namespace attribute cannot hold a namespace or a deep value");
+    // A macro's closure may hold this very namespace: storing the macro would form a cycle.
+    if (v->is_namespace() || v->depth() > kMaxValueDepth / 2 ||
+        (v->is_function() && v->macro_closure() != nullptr)) {
+      return ErrorAt(stmt.pos,
+                     "a namespace attribute cannot hold a namespace, a nested macro or a deep "
+                     "value");
     }
     target->namespace_attrs().Set(stmt.attr, *std::move(v));
     return Flow::kNormal;
@@ -220,7 +291,9 @@ class Renderer {
         return v.as_list();
       case Value::Kind::kDict: {
         ValueList keys;
-        for (const auto& item : v.as_dict().items()) keys.push_back(Value::String(item.first));
+        for (const auto& item : v.as_dict().items()) {
+          keys.push_back(ValueDict::KeyValue(item.first));
+        }
         return keys;
       }
       case Value::Kind::kString: {
@@ -262,10 +335,10 @@ class Renderer {
       // `for x in xs if cond`: filtered before the loop, so loop.length counts what passes.
       for (const Value& item : *all) {
         LLMSERVE_RETURN_IF_ERROR(Step(stmt.pos));
-        scopes_.emplace_back();
-        absl::Status bound = Bind(stmt, item, &scopes_.back());
+        PushScope();
+        absl::Status bound = Bind(stmt, item, chain_.back());
         absl::StatusOr<Value> keep = bound.ok() ? Eval(*stmt.filter) : bound;
-        scopes_.pop_back();
+        PopScope();
         if (!keep.ok()) return keep.status();
         if (keep->Truthy()) items.push_back(item);
       }
@@ -274,10 +347,10 @@ class Renderer {
     const int64_t n = static_cast<int64_t>(items.size());
     for (int64_t i = 0; i < n; ++i) {
       LLMSERVE_RETURN_IF_ERROR(Step(stmt.pos));
-      scopes_.emplace_back();
-      absl::Status bound = Bind(stmt, items[static_cast<size_t>(i)], &scopes_.back());
+      PushScope();
+      absl::Status bound = Bind(stmt, items[static_cast<size_t>(i)], chain_.back());
       if (!bound.ok()) {
-        scopes_.pop_back();
+        PopScope();
         return bound;
       }
       ValueDict loop;
@@ -290,9 +363,10 @@ class Renderer {
       loop.Set("length", Value::Int(n));
       if (i > 0) loop.Set("previtem", items[static_cast<size_t>(i - 1)]);
       if (i + 1 < n) loop.Set("nextitem", items[static_cast<size_t>(i + 1)]);
-      scopes_.back()["loop"] = Value::Dict(std::move(loop));
+      loop.Set("cycle", Value::Function("loop.cycle"));
+      (*chain_.back())["loop"] = Value::Dict(std::move(loop));
       absl::StatusOr<Flow> flow = ExecBody(stmt.body);
-      scopes_.pop_back();
+      PopScope();
       if (!flow.ok()) return flow;
       if (*flow == Flow::kBreak) break;
     }
@@ -350,10 +424,13 @@ class Renderer {
         for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
           absl::StatusOr<Value> key = Eval(*e.args[i]);
           if (!key.ok()) return key.status();
-          if (!key->is_string()) return ErrorAt(e.args[i]->pos, "dict keys must be strings");
+          const std::optional<std::string> stored = ValueDict::EncodeKey(*key);
+          if (!stored.has_value()) {
+            return ErrorAt(e.args[i]->pos, "dict keys must be strings or integers");
+          }
           absl::StatusOr<Value> value = Eval(*e.args[i + 1]);
           if (!value.ok()) return value.status();
-          dict.Set(key->as_string(), *std::move(value));
+          dict.Set(*stored, *std::move(value));
         }
         return Value::Dict(std::move(dict));
       }
@@ -399,6 +476,9 @@ class Renderer {
         if (!operand.ok()) return operand.status();
         if (e.name == "not") return Value::Bool(!operand->Truthy());
         if (operand->is_undefined()) return UndefinedErrorAt(e.pos, *operand);
+        if (operand->is_float()) {
+          return Value::Float(e.name == "-" ? -operand->as_float() : operand->as_float());
+        }
         if (!IsNumber(*operand)) {
           return ErrorAt(e.pos, absl::StrCat("bad operand type for unary ", e.name, ": '",
                                              operand->TypeName(), "'"));
@@ -455,6 +535,9 @@ class Renderer {
       }
       return Value::MakeUndefined(absl::StrCat(
           "'", object.TypeName(), " object' has no attribute '", key.as_string(), "'"));
+    }
+    if (object.is_dict() && (key.is_int() || key.is_bool())) {
+      if (const Value* found = object.as_dict().Find(*ValueDict::EncodeKey(key))) return *found;
     }
     if (IsNumber(key) && (object.is_list() || object.is_string())) {
       int64_t i = AsNumber(key);
@@ -521,21 +604,19 @@ class Renderer {
     return Value::List(std::move(items));
   }
 
-  absl::StatusOr<Value> EvalCall(const Expr& e) {
+  // A call; `caller`, when given, is passed as the keyword argument caller= (a call block).
+  absl::StatusOr<Value> EvalCall(const Expr& e, const Value* caller = nullptr) {
     const Expr& callee = *e.args[0];
-    absl::StatusOr<std::vector<Value>> args;
-    absl::StatusOr<builtins::Kwargs> kwargs;
-    auto eval_args = [&]() -> absl::Status {
-      args = EvalAll(e.args, 1);
-      if (!args.ok()) return args.status();
-      kwargs = EvalKwargs(e);
-      return kwargs.status();
-    };
+    Value function;
+    Value self;
     if (callee.kind == ExprKind::kAttr) {
       absl::StatusOr<Value> object = Eval(*callee.args[0]);
       if (!object.ok()) return object.status();
       if (builtins::HasMethod(*object, callee.name)) {
-        LLMSERVE_RETURN_IF_ERROR(eval_args());
+        absl::StatusOr<std::vector<Value>> args = EvalAll(e.args, 1);
+        if (!args.ok()) return args.status();
+        absl::StatusOr<builtins::Kwargs> kwargs = EvalKwargs(e);
+        if (!kwargs.ok()) return kwargs.status();
         absl::StatusOr<Value> result = builtins::CallMethod(*object, callee.name, *args, *kwargs);
         if (!result.ok()) return AtPos(e.pos, result.status());
         LLMSERVE_RETURN_IF_ERROR(Charge(e.pos, ApproxSize(*result)));
@@ -543,42 +624,192 @@ class Renderer {
       }
       absl::StatusOr<Value> attr = GetAttr(callee.pos, *object, callee.name);
       if (!attr.ok()) return attr.status();
-      return CallValue(e, *attr, eval_args, &args, &kwargs);
+      function = *std::move(attr);
+      self = *std::move(object);
+    } else {
+      absl::StatusOr<Value> f = Eval(callee);
+      if (!f.ok()) return f.status();
+      function = *std::move(f);
     }
-    absl::StatusOr<Value> function = Eval(callee);
-    if (!function.ok()) return function.status();
-    return CallValue(e, *function, eval_args, &args, &kwargs);
-  }
-
-  template <typename EvalArgs>
-  absl::StatusOr<Value> CallValue(const Expr& e, const Value& function, EvalArgs& eval_args,
-                                  absl::StatusOr<std::vector<Value>>* args,
-                                  absl::StatusOr<builtins::Kwargs>* kwargs) {
     if (function.is_undefined()) return UndefinedErrorAt(e.pos, function);
     if (!function.is_function()) {
       return ErrorAt(e.pos, absl::StrCat("'", function.TypeName(), "' object is not callable"));
     }
-    LLMSERVE_RETURN_IF_ERROR(eval_args());
+    absl::StatusOr<std::vector<Value>> args = EvalAll(e.args, 1);
+    if (!args.ok()) return args.status();
+    absl::StatusOr<builtins::Kwargs> kwargs = EvalKwargs(e);
+    if (!kwargs.ok()) return kwargs.status();
+    if (caller != nullptr) kwargs->emplace_back("caller", *caller);
+    absl::StatusOr<Value> result = CallFunction(e.pos, function, self, *args, *kwargs);
+    if (result.ok()) LLMSERVE_RETURN_IF_ERROR(Charge(e.pos, ApproxSize(*result)));
+    return result;
+  }
+
+  absl::StatusOr<Value> CallFunction(SourcePos pos, const Value& function, const Value& self,
+                                     const std::vector<Value>& args,
+                                     const builtins::Kwargs& kwargs) {
+    if (function.macro() != nullptr) {
+      return CallMacro(pos, *function.macro(), function.macro()->text,
+                       function.macro_closure().get(), {chain_[0], chain_[1]}, args, kwargs);
+    }
     const std::string& name = function.function_name();
-    if (name == "raise_exception") {
-      if ((*args)->size() != 1 || !(*kwargs)->empty()) {
-        return ErrorAt(e.pos, "raise_exception takes one argument");
+    if (name == "caller") {
+      for (const CallerFrame& frame : caller_frames_) {
+        if (frame.id == function.caller_frame()) {
+          return CallMacro(pos, *frame.block, "caller", nullptr, frame.chain, args, kwargs);
+        }
       }
-      return ErrorAt(e.pos, ToPythonStr((**args)[0]));
+      return ErrorAt(pos, "caller() called after its {% call %} block ended");
+    }
+    if (name == "raise_exception") {
+      if (args.size() != 1 || !kwargs.empty()) {
+        return ErrorAt(pos, "raise_exception takes one argument");
+      }
+      return ErrorAt(pos, ToPythonStr(args[0]));
     }
     if (name == "namespace") {
       ValueDict attrs;
-      for (const Value& arg : **args) {
-        if (!arg.is_dict()) return ErrorAt(e.pos, "namespace() takes a dict or keyword arguments");
+      for (const Value& arg : args) {
+        if (!arg.is_dict()) return ErrorAt(pos, "namespace() takes a dict or keyword arguments");
         for (const auto& [k, v] : arg.as_dict().items()) attrs.Set(k, v);
       }
-      for (const auto& [k, v] : **kwargs) {
-        if (v.is_namespace()) return ErrorAt(e.pos, "a namespace cannot hold a namespace");
+      for (const auto& [k, v] : kwargs) {
+        if (v.is_namespace()) return ErrorAt(pos, "a namespace cannot hold a namespace");
         attrs.Set(k, v);
       }
       return Value::Namespace(std::move(attrs));
     }
-    return ErrorAt(e.pos, absl::StrCat("'", name, "' cannot be called here"));
+    if (name == "loop.cycle") {
+      // loop.cycle(a, b, ...): the argument at loop.index0 modulo their number.
+      if (args.empty()) return ErrorAt(pos, "no items for cycling given");
+      const Value* index = self.is_dict() ? self.as_dict().Find("index0") : nullptr;
+      if (index == nullptr || !index->is_int()) return ErrorAt(pos, "loop.cycle outside a loop");
+      return args[static_cast<size_t>(index->as_int() % static_cast<int64_t>(args.size()))];
+    }
+    absl::StatusOr<Value> result = globals::CallGlobal(name, args, kwargs, now_);
+    if (!result.ok()) return AtPos(pos, result.status());
+    return result;
+  }
+
+  // Runs a macro (or a call block's caller) the way jinja2 binds its arguments: positional
+  // first, then keywords for the parameters not given positionally, defaults (evaluated in the
+  // macro's scope) for the rest; extra arguments land in varargs/kwargs when the body uses
+  // them and are an error otherwise. The body's output is the result.
+  absl::StatusOr<Value> CallMacro(SourcePos pos, const Stmt& def, const std::string& name,
+                                  const ValueDict* closure, std::vector<Scope*> base_chain,
+                                  const std::vector<Value>& args, const builtins::Kwargs& kwargs) {
+    if (call_depth_ >= kMaxCallDepth) {
+      return absl::OutOfRangeError(TemplateErrorMessage(
+          pos, absl::StrCat("macro calls nested deeper than ", kMaxCallDepth)));
+    }
+    const size_t n = def.targets.size();
+    std::vector<std::optional<Value>> bound(n);
+    for (size_t i = 0; i < std::min(n, args.size()); ++i) bound[i] = args[i];
+    builtins::Kwargs rest = kwargs;
+    auto take = [&rest](const std::string& key) -> std::optional<Value> {
+      for (auto it = rest.begin(); it != rest.end(); ++it) {
+        if (it->first == key) {
+          Value v = std::move(it->second);
+          rest.erase(it);
+          return v;
+        }
+      }
+      return std::nullopt;
+    };
+    bool found_caller = false;
+    if (args.size() < n) {
+      for (size_t i = args.size(); i < n; ++i) {
+        bound[i] = take(def.targets[i]);
+        if (def.targets[i] == "caller") found_caller = true;
+      }
+    } else {
+      found_caller =
+          std::find(def.targets.begin(), def.targets.end(), "caller") != def.targets.end();
+    }
+    std::optional<Value> caller;
+    if (def.uses_caller && !found_caller) {
+      caller = take("caller");
+      if (!caller.has_value()) caller = Value::MakeUndefined("No caller defined");
+    }
+    ValueDict extra_kwargs;
+    if (def.uses_kwargs) {
+      for (auto& [k, v] : rest) extra_kwargs.Set(k, std::move(v));
+    } else if (!rest.empty()) {
+      if (take("caller").has_value()) {
+        return ErrorAt(pos, absl::StrCat("macro '", name,
+                                         "' was invoked with two values for the special caller "
+                                         "argument"));
+      }
+      return ErrorAt(pos, absl::StrCat("macro '", name, "' takes no keyword argument '",
+                                       rest.front().first, "'"));
+    }
+    if (!def.uses_varargs && args.size() > n) {
+      return ErrorAt(pos,
+                     absl::StrCat("macro '", name, "' takes not more than ", n, " argument(s)"));
+    }
+
+    ++call_depth_;
+    struct DepthRelease {
+      int* depth;
+      ~DepthRelease() { --*depth; }
+    } release{&call_depth_};
+    ChainSwap swap(this, std::move(base_chain));
+    std::optional<ScopeGuard> closure_scope;
+    if (closure != nullptr) {
+      closure_scope.emplace(this);
+      for (const auto& [k, v] : closure->items()) (*chain_.back())[k] = v;
+    }
+    ScopeGuard local(this);
+    Scope& locals = *chain_.back();
+    for (size_t i = 0; i < n; ++i) {
+      if (bound[i].has_value()) locals[def.targets[i]] = *bound[i];
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (bound[i].has_value()) continue;
+      if (def.defaults[i] != nullptr) {
+        absl::StatusOr<Value> v = Eval(*def.defaults[i]);
+        if (!v.ok()) return v.status();
+        locals[def.targets[i]] = *std::move(v);
+      } else {
+        locals[def.targets[i]] =
+            Value::MakeUndefined(absl::StrCat("parameter '", def.targets[i], "' was not provided"));
+      }
+    }
+    if (def.uses_varargs) {
+      ValueList extra;
+      for (size_t i = n; i < args.size(); ++i) extra.push_back(args[i]);
+      locals["varargs"] = Value::Tuple(std::move(extra));
+    }
+    if (def.uses_kwargs) locals["kwargs"] = Value::Dict(std::move(extra_kwargs));
+    if (caller.has_value()) locals["caller"] = *std::move(caller);
+
+    const size_t start = out_.size();
+    absl::StatusOr<Flow> flow = ExecBody(def.body);
+    std::string captured = out_.substr(start);
+    out_.resize(start);
+    if (!flow.ok()) return flow.status();
+    return Value::String(std::move(captured));
+  }
+
+  // {% call(params) macro(args) %}body{% endcall %}: calls the macro with caller= the body.
+  absl::StatusOr<Value> ExecCallBlock(const Stmt& stmt) {
+    const int64_t id = next_caller_id_++;
+    caller_frames_.push_back(CallerFrame{id, &stmt, chain_});
+    const Value caller = Value::Caller(id);
+    absl::StatusOr<Value> result = EvalCall(*stmt.expr, &caller);
+    caller_frames_.pop_back();
+    return result;
+  }
+
+  // The variables a macro defined here sees besides globals and the top level: those of the
+  // enclosing loops and macros, as they are now (jinja2 closures).
+  std::shared_ptr<const ValueDict> Closure() const {
+    if (chain_.size() <= 2) return nullptr;
+    auto closure = std::make_shared<ValueDict>();
+    for (size_t i = 2; i < chain_.size(); ++i) {
+      for (const auto& [k, v] : *chain_[i]) closure->Set(k, v);
+    }
+    return closure;
   }
 
   absl::StatusOr<Value> EvalBinary(const Expr& e) {
@@ -599,13 +830,22 @@ class Renderer {
     if (a.is_undefined()) return UndefinedErrorAt(e.pos, a);
     if (b.is_undefined()) return UndefinedErrorAt(e.pos, b);
     const char* op = e.name.c_str();
-    if (IsNumber(a) && IsNumber(b)) return IntOp(e.pos, e.name, AsNumber(a), AsNumber(b));
+    if (a.is_number() && b.is_number()) {
+      if (a.is_float() || b.is_float() || e.name == "/") {
+        return FloatOp(e.pos, e.name, a.ToDouble(), b.ToDouble());
+      }
+      return IntOp(e.pos, e.name, AsNumber(a), AsNumber(b));
+    }
     if (e.name == "+") {
       if (a.is_string() && b.is_string()) {
         if (absl::Status st =
                 Charge(e.pos, static_cast<int64_t>(a.as_string().size() + b.as_string().size()));
             !st.ok()) {
           return st;
+        }
+        if (a.is_safe() || b.is_safe()) {
+          return Value::SafeString((a.is_safe() ? a.as_string() : HtmlEscape(a.as_string())) +
+                                   (b.is_safe() ? b.as_string() : HtmlEscape(b.as_string())));
         }
         return Value::String(a.as_string() + b.as_string());
       }
@@ -642,6 +882,21 @@ class Renderer {
     return ErrorAt(e.pos, OperandTypes(op, a, b));
   }
 
+  // Python's float arithmetic.
+  static absl::StatusOr<Value> FloatOp(SourcePos pos, const std::string& op, double x, double y) {
+    if (op == "+") return Value::Float(x + y);
+    if (op == "-") return Value::Float(x - y);
+    if (op == "*") return Value::Float(x * y);
+    if (op == "**") return Value::Float(std::pow(x, y));
+    if (y == 0) return ErrorAt(pos, "float division by zero");
+    if (op == "/") return Value::Float(x / y);
+    double mod = std::fmod(x, y);
+    if (mod != 0 && ((y < 0) != (mod < 0))) mod += y;
+    if (op == "%") return Value::Float(mod);
+    if (op == "//") return Value::Float(std::floor((x - mod) / y + 0.5));
+    return ErrorAt(pos, absl::StrCat("operator '", op, "' is not supported"));
+  }
+
   static absl::StatusOr<Value> IntOp(SourcePos pos, const std::string& op, int64_t x, int64_t y) {
     int64_t r = 0;
     if (op == "+") {
@@ -669,7 +924,6 @@ class Renderer {
         }
       }
     } else {
-      // "/" gives a float in Python; chat templates do not divide.
       return ErrorAt(pos, absl::StrCat("operator '", op, "' is not supported"));
     }
     return Value::Int(r);
@@ -704,7 +958,18 @@ class Renderer {
     if (a.is_undefined()) return UndefinedErrorAt(pos, a);
     if (b.is_undefined()) return UndefinedErrorAt(pos, b);
     int cmp = 0;
-    if (IsNumber(a) && IsNumber(b)) {
+    if (a.is_float() || b.is_float()) {
+      if (!a.is_number() || !b.is_number()) {
+        return ErrorAt(pos, absl::StrCat("'", op, "' not supported between instances of '",
+                                         a.TypeName(), "' and '", b.TypeName(), "'"));
+      }
+      const double x = a.ToDouble();
+      const double y = b.ToDouble();
+      if (op == "<") return x < y;
+      if (op == ">") return x > y;
+      if (op == "<=") return x <= y;
+      return x >= y;
+    } else if (IsNumber(a) && IsNumber(b)) {
       cmp = AsNumber(a) < AsNumber(b) ? -1 : AsNumber(a) > AsNumber(b) ? 1 : 0;
     } else if (a.is_string() && b.is_string()) {
       // Byte order of UTF-8 is code point order, as Python compares.
@@ -720,7 +985,20 @@ class Renderer {
   }
 
   const RenderLimits& limits_;
-  std::vector<Scope> scopes_;
+  const absl::Time now_;
+  std::deque<Scope> storage_;
+  std::vector<Scope*> chain_;
+  // One per {% call %} block run so far; `caller` values refer to them by index.
+  // The {% call %} blocks running now, innermost last; `caller` values name them by id (a
+  // caller value that outlives its block finds nothing rather than a dangling frame).
+  struct CallerFrame {
+    int64_t id;
+    const Stmt* block;
+    std::vector<Scope*> chain;
+  };
+  std::vector<CallerFrame> caller_frames_;
+  int64_t next_caller_id_ = 0;
+  int call_depth_ = 0;
   std::string out_;
   int64_t steps_ = 0;
   int64_t allocated_ = 0;
@@ -729,8 +1007,8 @@ class Renderer {
 }  // namespace
 
 absl::StatusOr<std::string> RenderTemplate(const ast::Body& body, const ValueDict& globals,
-                                           const RenderLimits& limits) {
-  return Renderer(globals, limits).Run(body);
+                                           const RenderLimits& limits, absl::Time now) {
+  return Renderer(globals, limits, now).Run(body);
 }
 
 }  // namespace llmserve::common

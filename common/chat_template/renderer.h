@@ -1,7 +1,8 @@
 // Executes a parsed chat template with jinja2's semantics: Python truthiness and operators,
 // jinja2's default Undefined (prints as "", fails on arithmetic, attribute access and calls),
 // a fresh scope per loop iteration (so `set` in a loop does not leak out; namespace() objects
-// carry state across iterations), and the `loop` variable.
+// carry state across iterations), the `loop` variable, and macros (called with jinja2's
+// argument binding, each call with its own scope; recursion bounded).
 //
 // Every render is bounded: evaluation steps, output size, the size of the strings and lists it
 // builds, and how deeply values nest, so no template or input can hang or exhaust memory.
@@ -15,6 +16,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/chat_template/ast.h"
 #include "common/chat_template/value.h"
 
@@ -29,11 +31,12 @@ struct RenderLimits {
   int64_t max_allocated_bytes = 256 << 20;
 };
 
-// Renders `body` with the variables in `globals` (plus raise_exception and namespace).
+// Renders `body` with the variables in `globals` plus the global functions raise_exception,
+// namespace, range, dict and strftime_now (which formats `now`, in UTC).
 // INVALID_ARGUMENT "chat template: line L, column C: ..." for raise_exception and for
 // operations Jinja refuses; OUT_OF_RANGE when a limit is exceeded.
 absl::StatusOr<std::string> RenderTemplate(const ast::Body& body, const ValueDict& globals,
-                                           const RenderLimits& limits);
+                                           const RenderLimits& limits, absl::Time now);
 
 }  // namespace llmserve::common
 

@@ -1,10 +1,18 @@
 #include "common/chat_template/value.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/chat_template/ast.h"
 #include "common/chat_template/py_string.h"
 #include "common/status/status_macros.h"
 
@@ -25,6 +33,26 @@ void ValueDict::Set(const std::string& key, Value value) {
     }
   }
   items_.emplace_back(key, std::move(value));
+}
+
+namespace {
+constexpr char kIntKeyPrefix[] = "\x1f\x1fint:";
+}  // namespace
+
+std::optional<std::string> ValueDict::EncodeKey(const Value& key) {
+  if (key.is_string()) return key.as_string();
+  if (key.is_int()) return absl::StrCat(kIntKeyPrefix, key.as_int());
+  if (key.is_bool()) return absl::StrCat(kIntKeyPrefix, key.as_bool() ? 1 : 0);
+  return std::nullopt;
+}
+
+Value ValueDict::KeyValue(const std::string& stored) {
+  int64_t i;
+  if (absl::StartsWith(stored, kIntKeyPrefix) &&
+      absl::SimpleAtoi(absl::string_view(stored).substr(sizeof(kIntKeyPrefix) - 1), &i)) {
+    return Value::Int(i);
+  }
+  return Value::String(stored);
 }
 
 Value Value::List(ValueList items) {
@@ -55,6 +83,101 @@ Value Value::Namespace(ValueDict attrs) {
   return value;
 }
 
+Value Value::Macro(const ast::Stmt* definition, std::shared_ptr<const ValueDict> closure) {
+  FunctionTag tag;
+  tag.name = "macro";
+  tag.macro = definition;
+  tag.closure = std::move(closure);
+  Value value(std::move(tag));
+  value.depth_ = 1;
+  return value;
+}
+
+Value Value::Caller(int64_t frame) {
+  FunctionTag tag;
+  tag.name = "caller";
+  tag.frame = frame;
+  return Value(std::move(tag));
+}
+
+double Value::ToDouble() const {
+  if (is_float()) return as_float();
+  if (is_int()) return static_cast<double>(as_int());
+  if (is_bool()) return as_bool() ? 1.0 : 0.0;
+  return 0.0;
+}
+
+std::string HtmlEscape(const std::string& s) {
+  std::string out;
+  for (const char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out.push_back(c);
+    }
+  }
+  return out;
+}
+
+std::string FloatRepr(double d) {
+  if (std::isnan(d)) return "nan";
+  if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
+  // The shortest round-trip digits in scientific form, re-laid out the way Python's repr does:
+  // positional when -4 <= exponent < 16, else d.ddde+XX.
+  char buf[64];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), d, std::chars_format::scientific);
+  if (ec != std::errc()) return "nan";
+  std::string sci(buf, end);
+  const size_t e_pos = sci.find('e');
+  const int exponent = std::atoi(sci.c_str() + e_pos + 1);
+  std::string mantissa = sci.substr(0, e_pos);
+  const bool negative = !mantissa.empty() && mantissa[0] == '-';
+  if (negative) mantissa.erase(0, 1);
+  std::string digits;
+  for (char c : mantissa) {
+    if (c != '.') digits.push_back(c);
+  }
+  std::string out = negative ? "-" : "";
+  if (exponent >= -4 && exponent < 16) {
+    if (exponent < 0) {
+      out += "0.";
+      out.append(static_cast<size_t>(-exponent - 1), '0');
+      out += digits;
+    } else if (static_cast<size_t>(exponent) + 1 >= digits.size()) {
+      out += digits;
+      out.append(static_cast<size_t>(exponent) + 1 - digits.size(), '0');
+      out += ".0";
+    } else {
+      out += digits.substr(0, static_cast<size_t>(exponent) + 1);
+      out += ".";
+      out += digits.substr(static_cast<size_t>(exponent) + 1);
+    }
+    return out;
+  }
+  out += digits.substr(0, 1);
+  if (digits.size() > 1) {
+    out += ".";
+    out += digits.substr(1);
+  }
+  absl::StrAppend(&out, "e", exponent < 0 ? "-" : "+", exponent < 10 && exponent > -10 ? "0" : "",
+                  std::abs(exponent));
+  return out;
+}
+
 bool Value::Truthy() const {
   switch (kind()) {
     case Kind::kUndefined:
@@ -64,6 +187,8 @@ bool Value::Truthy() const {
       return as_bool();
     case Kind::kInt:
       return as_int() != 0;
+    case Kind::kFloat:
+      return as_float() != 0.0;
     case Kind::kString:
       return !as_string().empty();
     case Kind::kList:
@@ -87,6 +212,8 @@ const char* Value::TypeName() const {
       return "bool";
     case Kind::kInt:
       return "int";
+    case Kind::kFloat:
+      return "float";
     case Kind::kString:
       return "str";
     case Kind::kList:
@@ -105,6 +232,9 @@ bool ValuesEqual(const Value& a, const Value& b) {
   using Kind = Value::Kind;
   const bool a_num = a.is_int() || a.is_bool();
   const bool b_num = b.is_int() || b.is_bool();
+  if (a.is_float() || b.is_float()) {
+    return a.is_number() && b.is_number() && a.ToDouble() == b.ToDouble();
+  }
   if (a_num && b_num) {
     const int64_t x = a.is_int() ? a.as_int() : a.as_bool();
     const int64_t y = b.is_int() ? b.as_int() : b.as_bool();
@@ -138,11 +268,16 @@ bool ValuesEqual(const Value& a, const Value& b) {
     case Kind::kNamespace:
       return &a.namespace_attrs() == &b.namespace_attrs();
     case Kind::kFunction:
-      return a.function_name() == b.function_name();
+      return a.function_name() == b.function_name() && a.macro() == b.macro() &&
+             a.caller_frame() == b.caller_frame();
     default:
       return false;
   }
 }
+
+namespace {
+std::string MacroName(const Value& value) { return value.macro()->text; }
+}  // namespace
 
 std::string ToPythonStr(const Value& value) {
   switch (value.kind()) {
@@ -165,6 +300,8 @@ std::string ToPythonRepr(const Value& value) {
       return value.as_bool() ? "True" : "False";
     case Value::Kind::kInt:
       return absl::StrCat(value.as_int());
+    case Value::Kind::kFloat:
+      return FloatRepr(value.as_float());
     case Value::Kind::kString:
       return py_string::Repr(value.as_string());
     case Value::Kind::kList: {
@@ -188,12 +325,13 @@ std::string ToPythonRepr(const Value& value) {
       for (const auto& [k, v] : dict.items()) {
         if (!first) out.append(", ");
         first = false;
-        absl::StrAppend(&out, py_string::Repr(k), ": ", ToPythonRepr(v));
+        absl::StrAppend(&out, ToPythonRepr(ValueDict::KeyValue(k)), ": ", ToPythonRepr(v));
       }
       out.append(value.is_dict() ? "}" : "}>");
       return out;
     }
     case Value::Kind::kFunction:
+      if (value.macro() != nullptr) return absl::StrCat("<Macro '", MacroName(value), "'>");
       return absl::StrCat("<function ", value.function_name(), ">");
   }
   return "";
@@ -201,9 +339,10 @@ std::string ToPythonRepr(const Value& value) {
 
 namespace {
 
-void AppendJsonString(const std::string& s, std::string* out) {
+void AppendJsonString(const std::string& s, bool ensure_ascii, std::string* out) {
   out->push_back('"');
-  for (const char c : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
     switch (c) {
       case '"':
         out->append("\\\"");
@@ -226,12 +365,37 @@ void AppendJsonString(const std::string& s, std::string* out) {
       case '\f':
         out->append("\\f");
         break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out->append(absl::StrFormat("\\u%04x", static_cast<unsigned char>(c)));
+      default: {
+        const unsigned char u = static_cast<unsigned char>(c);
+        if (u < 0x20 || (ensure_ascii && u == 0x7f)) {
+          out->append(absl::StrFormat("\\u%04x", u));
+        } else if (ensure_ascii && u >= 0x80) {
+          // One code point as \uXXXX (a surrogate pair above U+FFFF); an invalid byte as itself
+          // escaped, as Python would see it after surrogateescape.
+          std::string_view rest(s.data() + i, s.size() - i);
+          const std::vector<std::string_view> cps = py_string::CodePoints(rest.substr(0, 4));
+          const std::string_view cp = cps.empty() ? rest.substr(0, 1) : cps[0];
+          uint32_t code = u;
+          if (cp.size() == 2) {
+            code = ((u & 0x1f) << 6) | (cp[1] & 0x3f);
+          } else if (cp.size() == 3) {
+            code = ((u & 0x0f) << 12) | ((cp[1] & 0x3f) << 6) | (cp[2] & 0x3f);
+          } else if (cp.size() == 4) {
+            code = ((u & 0x07) << 18) | ((cp[1] & 0x3f) << 12) | ((cp[2] & 0x3f) << 6) |
+                   (cp[3] & 0x3f);
+          }
+          if (code >= 0x10000) {
+            code -= 0x10000;
+            out->append(
+                absl::StrFormat("\\u%04x\\u%04x", 0xd800 + (code >> 10), 0xdc00 + (code & 0x3ff)));
+          } else {
+            out->append(absl::StrFormat("\\u%04x", code));
+          }
+          i += cp.size() - 1;
         } else {
           out->push_back(c);
         }
+      }
     }
   }
   out->push_back('"');
@@ -239,14 +403,18 @@ void AppendJsonString(const std::string& s, std::string* out) {
 
 // Python's json encoder: with an indent, items go on their own lines and the item separator is
 // "," (no trailing space); without, everything is on one line with ", " and ": ".
-absl::Status AppendJson(const Value& value, int indent, int depth, std::string* out) {
+absl::Status AppendJson(const Value& value, const JsonOptions& options, int depth,
+                        std::string* out) {
   if (depth > 64) return absl::InvalidArgumentError("tojson: value nested too deeply");
+  const int indent = options.indent;
   auto newline = [&](int level) {
     if (indent < 0) return;
     out->push_back('\n');
     out->append(static_cast<size_t>(indent) * static_cast<size_t>(level), ' ');
   };
-  const char* item_sep = indent < 0 ? ", " : ",";
+  const std::string item_sep =
+      options.item_separator.value_or(indent < 0 ? std::string(", ") : std::string(","));
+  const std::string key_sep = options.key_separator.value_or(": ");
   switch (value.kind()) {
     case Value::Kind::kNone:
       out->append("null");
@@ -257,8 +425,20 @@ absl::Status AppendJson(const Value& value, int indent, int depth, std::string* 
     case Value::Kind::kInt:
       absl::StrAppend(out, value.as_int());
       return absl::OkStatus();
+    case Value::Kind::kFloat: {
+      // json.dumps writes float.__repr__, and Infinity/NaN for the non-finite.
+      const double d = value.as_float();
+      if (std::isnan(d)) {
+        out->append("NaN");
+      } else if (std::isinf(d)) {
+        out->append(d > 0 ? "Infinity" : "-Infinity");
+      } else {
+        out->append(FloatRepr(d));
+      }
+      return absl::OkStatus();
+    }
     case Value::Kind::kString:
-      AppendJsonString(value.as_string(), out);
+      AppendJsonString(value.as_string(), options.ensure_ascii, out);
       return absl::OkStatus();
     case Value::Kind::kList: {
       const ValueList& items = value.as_list();
@@ -270,25 +450,32 @@ absl::Status AppendJson(const Value& value, int indent, int depth, std::string* 
       for (size_t i = 0; i < items.size(); ++i) {
         if (i > 0) out->append(item_sep);
         newline(depth + 1);
-        LLMSERVE_RETURN_IF_ERROR(AppendJson(items[i], indent, depth + 1, out));
+        LLMSERVE_RETURN_IF_ERROR(AppendJson(items[i], options, depth + 1, out));
       }
       newline(depth);
       out->push_back(']');
       return absl::OkStatus();
     }
     case Value::Kind::kDict: {
-      const auto& items = value.as_dict().items();
+      std::vector<const std::pair<std::string, Value>*> items;
+      for (const auto& item : value.as_dict().items()) items.push_back(&item);
       if (items.empty()) {
         out->append("{}");
         return absl::OkStatus();
+      }
+      if (options.sort_keys) {
+        std::stable_sort(items.begin(), items.end(),
+                         [](const auto* a, const auto* b) { return a->first < b->first; });
       }
       out->push_back('{');
       for (size_t i = 0; i < items.size(); ++i) {
         if (i > 0) out->append(item_sep);
         newline(depth + 1);
-        AppendJsonString(items[i].first, out);
-        out->append(": ");
-        LLMSERVE_RETURN_IF_ERROR(AppendJson(items[i].second, indent, depth + 1, out));
+        // json.dumps writes integer keys as strings.
+        AppendJsonString(ToPythonStr(ValueDict::KeyValue(items[i]->first)), options.ensure_ascii,
+                         out);
+        out->append(key_sep);
+        LLMSERVE_RETURN_IF_ERROR(AppendJson(items[i]->second, options, depth + 1, out));
       }
       newline(depth);
       out->push_back('}');
@@ -296,16 +483,22 @@ absl::Status AppendJson(const Value& value, int indent, int depth, std::string* 
     }
     default:
       return absl::InvalidArgumentError(
-          absl::StrCat("tojson: object of type ", value.TypeName(), " is not JSON serializable"));
+          absl::StrCat("Object of type ", value.TypeName(), " is not JSON serializable"));
   }
 }
 
 }  // namespace
 
-absl::StatusOr<std::string> ToJson(const Value& value, int indent) {
+absl::StatusOr<std::string> ToJson(const Value& value, const JsonOptions& options) {
   std::string out;
-  LLMSERVE_RETURN_IF_ERROR(AppendJson(value, indent, 0, &out));
+  LLMSERVE_RETURN_IF_ERROR(AppendJson(value, options, 0, &out));
   return out;
+}
+
+absl::StatusOr<std::string> ToJson(const Value& value, int indent) {
+  JsonOptions options;
+  options.indent = indent;
+  return ToJson(value, options);
 }
 
 }  // namespace llmserve::common
