@@ -99,6 +99,23 @@ std::optional<std::string> Tokenizer::IdToToken(int32_t id) const {
   return std::nullopt;
 }
 
+std::optional<std::string> Tokenizer::TokenBytes(int32_t id) const {
+  if (const AddedToken* added = added_.FindById(id)) return added->content;
+  const std::string* token = model_->IdToToken(id);
+  if (token == nullptr) return std::nullopt;
+  if (decoder_ == nullptr) return *token;
+  // Decoders treat the start of a sequence specially (Metaspace and Strip drop its leading
+  // space), so the token is decoded twice in a row and the first copy's text is cut off.
+  std::vector<std::string> alone = {*token};
+  decoder_->DecodeChain(&alone, DecodeMode::kBytes);
+  std::vector<std::string> twice = {*token, *token};
+  decoder_->DecodeChain(&twice, DecodeMode::kBytes);
+  const std::string first = absl::StrJoin(alone, "");
+  const std::string both = absl::StrJoin(twice, "");
+  if (both.size() < first.size() || both.compare(0, first.size(), first) != 0) return both;
+  return both.substr(first.size());
+}
+
 bool Tokenizer::IsSpecial(int32_t id) const {
   const AddedToken* added = added_.FindById(id);
   return added != nullptr && added->special;

@@ -57,6 +57,12 @@ class Tokenizer {
   std::optional<int32_t> TokenToId(std::string_view token) const;
   std::optional<std::string> IdToToken(int32_t id) const;
   bool IsSpecial(int32_t id) const;
+  // The raw bytes token `id` appends to the output text, through the decoder in bytes mode
+  // (byte-level BPE: the byte alphabet reversed; SentencePiece-style: "\u2581" -> space and
+  // <0xAB> -> that byte); added tokens give their content (IsSpecial tells special ones apart).
+  // The decoder's removal of the leading space of a whole sequence (Metaspace, Strip) is not
+  // applied: this is the token's text in the middle of a sequence. nullopt for unknown ids.
+  std::optional<std::string> TokenBytes(int32_t id) const;
 
   std::optional<int32_t> bos_token_id() const { return bos_token_id_; }
   std::optional<int32_t> eos_token_id() const { return eos_token_id_; }

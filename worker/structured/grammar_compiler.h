@@ -1,0 +1,79 @@
+// Compiles a Constraint into a CompiledGrammar for one vocabulary, with an LRU cache so that
+// the same constraint compiles once.
+//
+// Frontends: JSON Schema and JSON mode (json_schema_converter.h), regex (regex_converter.h;
+// the whole output must match), choice (exactly one of the strings), GBNF (gbnf_parser.h).
+// Bounds: constraint text at most kMaxConstraintBytes, at most kMaxChoices choices; the bounds
+// of grammar.h and the frontends apply. Errors are INVALID_ARGUMENT naming what is wrong.
+//
+// Thread-safety: GrammarCompiler is safe to call from any number of threads. A CompiledGrammar
+// is immutable apart from its internal mask cache, which is thread-safe.
+#ifndef LLMSERVE_WORKER_STRUCTURED_GRAMMAR_COMPILER_H_
+#define LLMSERVE_WORKER_STRUCTURED_GRAMMAR_COMPILER_H_
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "worker/structured/constraint.h"
+#include "worker/structured/grammar.h"
+#include "worker/structured/vocabulary.h"
+
+namespace llmserve::worker::structured {
+
+inline constexpr size_t kMaxConstraintBytes = 1 << 20;
+inline constexpr size_t kMaxChoices = 4096;
+
+using TokenMask = std::vector<uint32_t>;
+
+class CompiledGrammar {
+ public:
+  CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocabulary> vocab);
+
+  const Grammar& grammar() const { return grammar_; }
+  const TokenVocabulary& vocab() const { return *vocab_; }
+
+  // Masks shared by every matcher of this grammar, keyed by the canonical matcher state.
+  // At most kMaxSharedMasks are kept (the cache is cleared when full).
+  static constexpr size_t kMaxSharedMasks = 64;
+  std::shared_ptr<const TokenMask> FindMask(const std::string& state_key) const;
+  void StoreMask(const std::string& state_key, std::shared_ptr<const TokenMask> mask) const;
+
+ private:
+  Grammar grammar_;
+  std::shared_ptr<const TokenVocabulary> vocab_;
+  mutable absl::Mutex mu_;
+  mutable absl::flat_hash_map<std::string, std::shared_ptr<const TokenMask>> masks_
+      ABSL_GUARDED_BY(mu_);
+};
+
+class GrammarCompiler {
+ public:
+  explicit GrammarCompiler(std::shared_ptr<const TokenVocabulary> vocab,
+                           size_t cache_capacity = 128);
+
+  // Cached by (kind, text, choices). INVALID_ARGUMENT naming what is wrong; for schemas the
+  // JSON path ("response_format schema: properties.age.type: ...").
+  absl::StatusOr<std::shared_ptr<const CompiledGrammar>> Compile(const Constraint& constraint);
+
+ private:
+  absl::StatusOr<Grammar> BuildGrammar(const Constraint& constraint) const;
+
+  std::shared_ptr<const TokenVocabulary> vocab_;
+  size_t capacity_;
+  absl::Mutex mu_;
+  // LRU: most recent at the front.
+  std::list<std::pair<std::string, std::shared_ptr<const CompiledGrammar>>> lru_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, decltype(lru_)::iterator> index_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace llmserve::worker::structured
+
+#endif  // LLMSERVE_WORKER_STRUCTURED_GRAMMAR_COMPILER_H_

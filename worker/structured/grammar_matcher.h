@@ -1,0 +1,124 @@
+// The per-request matcher: the set of parse stacks of a byte-level pushdown automaton over a
+// CompiledGrammar (like llama.cpp's grammar sampler), advanced byte by byte, and the token mask
+// of each decode step.
+//
+// Design (why it is fast): stacks are interned as linked nodes (position, parent), so a matcher
+// state is a small sorted set of ids; sets of stacks are interned as states of a lazily built
+// DFA whose byte transitions are memoized (most steps inside a JSON string or number map a state
+// to itself). The mask is a DFS over the vocabulary's token trie where each trie edge is one
+// memoized transition and dead subtrees are skipped. Masks are cached per state in the matcher
+// and, keyed by the canonical stacks, in the CompiledGrammar for all matchers of that grammar.
+//
+// Bounds: at most kMaxStackDepth nested frames (deeper pushes are dropped: tokens that would
+// nest deeper are masked), at most kMaxStacks stacks per state (an ambiguous grammar keeps the
+// first ones: the mask stays valid but may allow fewer tokens), at most kMaxStates DFA states
+// and kMaxNodes stack nodes between tokens (past them the tables are rebuilt from the current
+// state), Rollback of at most kMaxRollback tokens.
+//
+// Thread-safety: one matcher is used by one thread at a time (not synchronized). Matchers of
+// the same CompiledGrammar may run on different threads.
+#ifndef LLMSERVE_WORKER_STRUCTURED_GRAMMAR_MATCHER_H_
+#define LLMSERVE_WORKER_STRUCTURED_GRAMMAR_MATCHER_H_
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "worker/structured/grammar_compiler.h"
+
+namespace llmserve::worker::structured {
+
+class GrammarMatcher {
+ public:
+  static constexpr int kMaxStackDepth = 256;
+  static constexpr size_t kMaxStacks = 1024;
+  static constexpr size_t kMaxStates = 1 << 16;
+  static constexpr size_t kMaxNodes = 1 << 20;
+  static constexpr size_t kMaxRollback = 256;
+
+  explicit GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar);
+
+  // Sets bit t (bitmask[t / 32] >> (t % 32) & 1) for every token t that keeps the output a
+  // prefix of the language; EOS ids iff the output so far is complete. Words past the
+  // vocabulary are cleared. After termination only the EOS ids are set.
+  void FillNextTokenBitmask(absl::Span<uint32_t> bitmask);
+  // Advances by the token. false (and no change) when the token is not allowed. Accepting an
+  // EOS id where the grammar may end terminates the matcher.
+  bool AcceptToken(int32_t token_id);
+  // Advances by raw bytes (a forced prefix; tests). false (and no change) when not allowed.
+  bool AcceptString(absl::string_view bytes);
+  bool CanTerminate() const;  // the output so far is a complete sentence of the language
+  bool IsTerminated() const { return terminated_; }
+  // Undoes the last n accepted tokens/strings (speculative decoding). false (and no change)
+  // when fewer than n are remembered.
+  bool Rollback(int n);
+
+  struct Stats {
+    int64_t fills = 0;
+    int64_t local_hits = 0;   // mask cached in this matcher for this state
+    int64_t shared_hits = 0;  // mask found in the CompiledGrammar's cache
+    int64_t computed = 0;     // trie walks
+    int64_t trie_nodes_visited = 0;
+    int64_t dfa_states = 0;
+  };
+  Stats stats() const;
+
+ private:
+  struct Node {
+    int32_t pos;     // element index; -1 for the accept node 0
+    int32_t parent;  // node id
+    int32_t depth;
+  };
+  struct State {
+    std::vector<int32_t> nodes;  // sorted node ids; 0 = a complete parse
+    std::shared_ptr<const TokenMask> mask;
+    std::unique_ptr<int32_t[]> dense;  // 256 transitions, once more than kSparse are known
+    uint8_t num_sparse = 0;
+    std::array<uint8_t, 8> sparse_bytes;
+    std::array<int32_t, 8> sparse_next;
+  };
+  static constexpr int32_t kDead = -1;
+  static constexpr int32_t kUnknown = -2;
+
+  int32_t Intern(int32_t pos, int32_t parent);
+  void Expand(int32_t node, std::vector<int32_t>* out);
+  int32_t InternState(const std::vector<int32_t>& nodes);
+  int32_t InitialState();
+  int32_t Transition(int32_t state, uint8_t byte);  // kUnknown when not memoized yet
+  int32_t Step(int32_t state, uint8_t byte);
+  std::shared_ptr<const TokenMask> ComputeMask(int32_t state);
+  std::string StateKey(int32_t state) const;
+  std::vector<std::vector<int32_t>> Stacks(int32_t state) const;
+  void MaybeCompact();
+  void ResetTables();
+  int32_t RebuildState(const std::vector<std::vector<int32_t>>& stacks);
+  void SetEos(absl::Span<uint32_t> bitmask) const;
+
+  std::shared_ptr<const CompiledGrammar> compiled_;
+  const Grammar* g_;
+  const TokenVocabulary* vocab_;
+  std::vector<Node> nodes_;
+  absl::flat_hash_map<uint64_t, int32_t> node_ids_;
+  std::vector<State> states_;
+  absl::flat_hash_map<std::vector<int32_t>, int32_t> state_ids_;
+  int32_t current_ = 0;
+  bool terminated_ = false;
+  std::deque<int32_t> history_;
+  size_t masks_held_ = 0;
+  // Scratch of Step and ComputeMask.
+  std::vector<int32_t> scratch_;
+  absl::flat_hash_set<int32_t> expand_seen_;
+  std::vector<int32_t> trie_states_;
+  Stats stats_;
+};
+
+}  // namespace llmserve::worker::structured
+
+#endif  // LLMSERVE_WORKER_STRUCTURED_GRAMMAR_MATCHER_H_
