@@ -19,6 +19,18 @@ constexpr std::string_view kMistralStart = "[TOOL_CALLS]";
 constexpr std::string_view kMistralArgs = "[ARGS]";
 constexpr std::string_view kMistralCallId = "[CALL_ID]";
 
+constexpr size_t kTooMuchSpace = std::string_view::npos - 1;
+
+// The first non-space byte of `text` at or after `from`; npos when only spaces follow (so far);
+// kTooMuchSpace when more than kMaxDroppedWhitespace spaces come first. Bounding the run keeps a
+// stream of spaces from being rescanned for ever, at a point that does not depend on chunking.
+size_t FirstNonSpace(std::string_view text, size_t from) {
+  const size_t first = text.find_first_not_of(kSpaces, from);
+  const size_t run = (first == std::string_view::npos ? text.size() : first) - from;
+  if (run > kMaxDroppedWhitespace) return kTooMuchSpace;
+  return first;
+}
+
 bool IsSpace(char c) { return kSpaces.find(c) != std::string_view::npos; }
 bool IsAllSpace(std::string_view text) {
   return text.find_first_not_of(kSpaces) == std::string_view::npos;
@@ -204,7 +216,11 @@ void ToolCallScanner::BeginJson(size_t position) {
 
 bool ToolCallScanner::StepPreamble() {
   const std::string_view view(buf_);
-  const size_t first = view.find_first_not_of(kSpaces, json_start_);
+  const size_t first = FirstNonSpace(view, json_start_);
+  if (first == kTooMuchSpace) {
+    Fail(json_start_ + kMaxDroppedWhitespace + 1);
+    return true;
+  }
   if (first == std::string_view::npos) {
     if (!final_) return false;
     Fail(buf_.size());
@@ -266,7 +282,11 @@ bool ToolCallScanner::StepMistralNamePreamble() {
       i += kMistralArgs.size();
       continue;
     }
-    const size_t first = view.find_first_not_of(kSpaces, i);
+    const size_t first = FirstNonSpace(view, i);
+    if (first == kTooMuchSpace) {
+      Fail(i + kMaxDroppedWhitespace + 1);
+      return true;
+    }
     if (first == std::string_view::npos) {
       if (!final_) return false;
       Fail(view.size());
@@ -393,7 +413,11 @@ bool ToolCallScanner::StepJson() {
 
 bool ToolCallScanner::StepAfterCall() {
   const std::string_view view(buf_);
-  const size_t first = view.find_first_not_of(kSpaces);
+  const size_t first = FirstNonSpace(view, 0);
+  if (first == kTooMuchSpace) {
+    mode_ = Mode::kText;  // which sends a run this long as content
+    return true;
+  }
   if (first == std::string_view::npos) {
     if (!final_) return false;
     mode_ = Mode::kText;
