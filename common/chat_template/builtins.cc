@@ -293,10 +293,19 @@ absl::StatusOr<Value> IntFilter(const Value& value, const std::vector<Value>& ar
   if (!fallback.ok()) return fallback.status();
   if (value.is_int()) return value;
   if (value.is_bool()) return Value::Int(value.as_bool());
+  // jinja2: int(value), else int(float(value)); out-of-range floats fall back to the default.
+  auto from_double = [](double d, int64_t* out) {
+    if (!(d > -9.2e18 && d < 9.2e18)) return false;
+    *out = static_cast<int64_t>(d);
+    return true;
+  };
   int64_t parsed;
-  if (value.is_string() &&
-      absl::SimpleAtoi(py_string::Strip(value.as_string(), nullptr, true, true), &parsed)) {
-    return Value::Int(parsed);
+  if (value.is_float() && from_double(value.as_float(), &parsed)) return Value::Int(parsed);
+  double d;
+  if (value.is_string()) {
+    const std::string text = py_string::Strip(value.as_string(), nullptr, true, true);
+    if (absl::SimpleAtoi(text, &parsed)) return Value::Int(parsed);
+    if (absl::SimpleAtod(text, &d) && from_double(d, &parsed)) return Value::Int(parsed);
   }
   return Value::Int(*fallback);
 }
@@ -701,7 +710,7 @@ absl::StatusOr<Value> Indent(const Value& value, const std::vector<Value>& args,
       indention = width->as_string();
     } else if (width->is_int() || width->is_bool()) {
       const int64_t n = width->is_int() ? width->as_int() : width->as_bool();
-      if (n > 1024) return absl::InvalidArgumentError("indent: width too large");
+      if (n > (int64_t{1} << 20)) return absl::InvalidArgumentError("indent: result too large");
       indention = std::string(static_cast<size_t>(std::max<int64_t>(n, 0)), ' ');
     } else {
       return a.TypeError("width", "an integer or a string", *width);
@@ -710,6 +719,10 @@ absl::StatusOr<Value> Indent(const Value& value, const std::vector<Value>& args,
   const bool first = a.Get(1) != nullptr && a.Get(1)->Truthy();
   const bool blank = a.Get(2) != nullptr && a.Get(2)->Truthy();
   const std::vector<std::string> lines = SplitLines(ToPythonStr(value) + "\n");
+  // Every line may get the indentation: refuse before building what the renderer would refuse.
+  if ((lines.size() + 1) * indention.size() > (size_t{16} << 20)) {
+    return absl::InvalidArgumentError("indent: result too large");
+  }
   std::string rv;
   if (blank) {
     rv = absl::StrJoin(lines, "\n" + indention);
@@ -992,7 +1005,7 @@ bool IsTest(const std::string& name) {
       "boolean", "mapping",   "iterable",    "sequence",    "even",     "odd",
       "true",    "false",     "divisibleby", "equalto",     "eq",       "ne",
       "in",      "lower",     "upper",       "float",       "callable", "gt",
-      "ge",      "lt",        "le",          "greaterthan", "lessthan"};
+      "ge",      "lt",        "le",          "greaterthan", "lessthan", "sameas"};
   return std::find(std::begin(kTests), std::end(kTests), name) != std::end(kTests);
 }
 
@@ -1098,7 +1111,7 @@ absl::StatusOr<bool> ApplyTest(const std::string& name, const Value& value,
   const bool ordering = name == "gt" || name == "ge" || name == "lt" || name == "le" ||
                         name == "greaterthan" || name == "lessthan";
   const size_t want = (name == "divisibleby" || name == "equalto" || name == "eq" || name == "ne" ||
-                       name == "in" || ordering)
+                       name == "in" || name == "sameas" || ordering)
                           ? 1
                           : 0;
   if (args.size() != want) {
@@ -1112,6 +1125,14 @@ absl::StatusOr<bool> ApplyTest(const std::string& name, const Value& value,
   if (name == "number") return k == Kind::kInt || k == Kind::kBool || k == Kind::kFloat;
   if (name == "float") return k == Kind::kFloat;
   if (name == "callable") return k == Kind::kFunction;
+  if (name == "sameas") {
+    // Python's `is`: certain only for the singletons None, True and False.
+    const Value& other = args[0];
+    if (k == Kind::kNone || k == Kind::kBool || other.is_none() || other.is_bool()) {
+      return k == other.kind() && (k == Kind::kNone || value.as_bool() == other.as_bool());
+    }
+    return false;
+  }
   if (ordering) {
     if (value.is_undefined() || args[0].is_undefined()) {
       return UndefinedError(value.is_undefined() ? value : args[0]);

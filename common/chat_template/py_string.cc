@@ -172,9 +172,9 @@ std::vector<std::string> RSplit(std::string_view s, const std::string* sep, int6
     while (i > 0 && is_space(cps[i - 1])) --i;
     if (i == 0) break;
     if (static_cast<int64_t>(out.size()) == maxsplit) {
-      // The rest, left-stripped, is the first part.
+      // The rest, as it is up to its last non-space, is the first part.
       const size_t to = static_cast<size_t>(cps[i - 1].data() - s.data()) + cps[i - 1].size();
-      out.push_back(Strip(s.substr(0, to), nullptr, true, false));
+      out.emplace_back(s.substr(0, to));
       break;
     }
     size_t j = i;

@@ -856,6 +856,12 @@ class Renderer {
         return Value::List(std::move(items));
       }
     }
+    if (e.name == "%" && a.is_string()) {
+      absl::StatusOr<Value> formatted = builtins::PercentFormat(a.as_string(), b);
+      if (!formatted.ok()) return AtPos(e.pos, formatted.status());
+      LLMSERVE_RETURN_IF_ERROR(Charge(e.pos, ApproxSize(*formatted)));
+      return formatted;
+    }
     if (e.name == "*" && (a.is_string() || a.is_list() || b.is_string() || b.is_list()) &&
         (IsNumber(a) || IsNumber(b))) {
       const Value& seq = IsNumber(a) ? b : a;

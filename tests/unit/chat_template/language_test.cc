@@ -1,0 +1,296 @@
+// The language added for real templates (issue 17): macros and call blocks, range/dict/
+// strftime_now, floats, more filters, tests and str methods, Markup-safe strings, integer dict
+// keys; and what the template sees of tools, tool calls and `content: null`. Every expected
+// string in kCases is jinja2 3.1's output under transformers' environment (trim_blocks,
+// lstrip_blocks, its tojson and strftime_now) for the input of ToolInput(), with the tool-call
+// arguments preprocessed into dicts the way vLLM does.
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/civil_time.h"
+#include "absl/time/time.h"
+#include "common/chat_template/chat_template.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace llmserve::common {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kTools[] =
+    R"([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", )"
+    R"("properties": {"city": {"type": "string"}, "days": {"type": "integer", "default": 1.5}}}}}])";
+
+ChatTemplateInput ToolInput() {
+  ChatTemplateInput input;
+  input.messages = {
+      {.role = "user", .content = "Weather?"},
+      {.role = "assistant",
+       .content_is_none = true,
+       .tool_calls = {{.id = "call_1",
+                       .name = "get_weather",
+                       .arguments = R"({"city": "Paris", "days": 2})"}}},
+      {.role = "tool", .content = "sunny", .tool_call_id = "call_1"},
+      {.role = "assistant",
+       .content = "x",
+       .tool_calls = {{.id = "call_2", .name = "get_weather", .arguments = "not json"}}},
+  };
+  input.bos_token = "<s>";
+  input.eos_token = "</s>";
+  input.tools_json = kTools;
+  input.now = absl::FromCivil(absl::CivilSecond(2025, 3, 7, 14, 5, 9), absl::UTCTimeZone());
+  return input;
+}
+
+absl::StatusOr<std::string> Render(const std::string& source, const ChatTemplateInput& input) {
+  absl::StatusOr<ChatTemplate> tmpl = ChatTemplate::Parse(source);
+  if (!tmpl.ok()) return tmpl.status();
+  return tmpl->Render(input);
+}
+
+struct Case {
+  const char* source;
+  const char* expected;
+};
+
+const Case kCases[] = {
+    {R"j({% set x = 1 %}{% macro m() %}{{ x }}{% endmacro %}{% set x = 2 %}{{ m() }})j", R"j(2)j"},
+    {R"j({% macro m() %}[{{ y }}]{% endmacro %}{% for y in [1, 2] %}{{ m() }}{% endfor %})j",
+     R"j([][])j"},
+    {R"j({% for y in [1, 2] %}{% macro m() %}[{{ y }}]{% endmacro %}{{ m() }}{% endfor %})j",
+     R"j([1][2])j"},
+    {R"j({% macro m(a, b=a ~ '!') %}{{ a }}{{ b }}{% endmacro %}{{ m(1) }}|{{ m(1, 2) }}|{{ m(b=3, a=4) }})j",
+     R"j(11!|12|43)j"},
+    {R"j({% macro m(a) %}{{ a }}{{ varargs }}{% endmacro %}{{ m(1, 2, 'x') }})j", R"j(1(2, 'x'))j"},
+    {R"j({% macro m(a) %}{{ a }}{{ kwargs }}{% endmacro %}{{ m(1, b=2, c='x') }})j",
+     R"j(1{'b': 2, 'c': 'x'})j"},
+    {R"j({% macro m(a) %}{{ a }}|{{ a is defined }}{% endmacro %}{{ m() }})j", R"j(|False)j"},
+    {R"j({% macro m(a) %}<{{ caller(a) }}>{% endmacro %}{% call(x) m(5) %}c{{ x }}{% endcall %})j",
+     R"j(<c5>)j"},
+    {R"j({% macro m() %}<{{ caller() }}>{% endmacro %}{% set v = 3 %}{% for i in [1, 2] %}{% call m() %}{{ i }}{{ v }}{% endcall %}{% endfor %})j",
+     R"j(<13><23>)j"},
+    {R"j({% macro m() %}{% set z = 3 %}{{ z }}{% endmacro %}{{ m() }}{{ z }})j", R"j(3)j"},
+    {R"j({% macro m(n) %}{{ n }}{% if n > 0 %}{{ m(n - 1) }}{% endif %}{% endmacro %}{{ m(3) }})j",
+     R"j(3210)j"},
+    {R"j({% macro m() %}x{% endmacro %}{{ m is callable }}|{{ m is defined }}|{{ m() is string }})j",
+     R"j(True|True|True)j"},
+    {R"j({% set ns = namespace(a=1) %}{% macro m() %}{% set ns.a = 5 %}{% endmacro %}{{ m() }}{{ ns.a }})j",
+     R"j(5)j"},
+    {R"j({% macro outer() %}{% macro inner() %}I{{ caller() }}{% endmacro %}{% call inner() %}C{% endcall %}{% endmacro %}{{ outer() }})j",
+     R"j(IC)j"},
+    {R"j({% macro m() %}{% for i in [1, 2, 3] %}{% if i == 3 %}{% break %}{% endif %}{{ i }}{% endfor %}{% endmacro %}{{ m() }})j",
+     R"j(12)j"},
+    {R"j({{ range(3) | list }}{{ range(1, 10, 3) | list }}{{ range(5, 0, -2) | list }}{{ range(-3) | list }}{% for i in range(2) %}{{ i }}{% endfor %})j",
+     R"j([0, 1, 2][1, 4, 7][5, 3, 1][]01)j"},
+    {R"j({{ dict(a=1, b='x') }}{{ dict() }}{{ dict({'k': 1}, j=2) | tojson }})j",
+     R"j({'a': 1, 'b': 'x'}{}{"k": 1, "j": 2})j"},
+    {R"j({{ 'ab\ncd\n\nef' | indent }}|{{ 'ab\ncd\n\nef' | indent(2, true) }}|{{ 'ab\ncd\n\nef\n' | indent(2, blank=true) }}|{{ 'x\ny' | indent('--') }})j",
+     R"j(ab
+    cd
+
+    ef|  ab
+  cd
+
+  ef|ab
+  cd
+  
+  ef
+  |x
+--y)j"},
+    {R"j({{ strftime_now('%d %m %Y %y %b %B %a %A %H %M %S %p %I %j %e %-d %-m %%') }})j",
+     R"j(07 03 2025 25 Mar March Fri Friday 14 05 09 PM 02 066  7 7 3 %)j"},
+    {R"j({{ strftime_now('%d %b %Y') }}|{{ strftime_now('%B %d, %Y') }}|{{ strftime_now('%Y-%m-%d') }})j",
+     R"j(07 Mar 2025|March 07, 2025|2025-03-07)j"},
+    {R"j({{ 1.5 }}|{{ 2.0 }}|{{ 1e20 }}|{{ 1e16 }}|{{ 1e15 }}|{{ 0.0001 }}|{{ 0.00001 }}|{{ 1 / 3 }}|{{ 7 / 2 }}|{{ 6 / 3 }})j",
+     R"j(1.5|2.0|1e+20|1e+16|1000000000000000.0|0.0001|1e-05|0.3333333333333333|3.5|2.0)j"},
+    {R"j({{ 7.5 // 2 }}|{{ -7.5 % 2 }}|{{ 2.0 ** 3 }}|{{ 1 + 1.5 }}|{{ 1 == 1.0 }}|{{ 1.5 < 2 }}|{{ -1.5 }})j",
+     R"j(3.0|0.5|8.0|2.5|True|True|-1.5)j"},
+    {R"j({{ 3.7 | int }}|{{ '3.7' | int }}|{{ '3.7' | float }}|{{ 'x' | float }}|{{ 3 | float }}|{{ 2.5 | round }}|{{ 3.5 | round }}|{{ 3.14159 | round(2) }}|{{ 3.1 | round(method='ceil') }})j",
+     R"j(3|3|3.7|0.0|3.0|2.0|4.0|3.14|4.0)j"},
+    {R"j({{ [1.5, 2, 'a'] | tojson }}|{{ {'a': 1.0e-7} | tojson }}|{{ 1.5 is number }}|{{ 1.5 is float }}|{{ 1 is float }})j",
+     R"j([1.5, 2, "a"]|{"a": 1e-07}|True|True|False)j"},
+    {R"j({{ 'héllo' | tojson(ensure_ascii=true) }}|{{ {'b': 1, 'a': 2} | tojson(sort_keys=true) }}|{{ [1, {'a': 2}] | tojson(separators=(',', ':')) }}|{{ [1] | tojson(indent=2) }})j",
+     R"j("h\u00e9llo"|{"a": 2, "b": 1}|[1,{"a":2}]|[
+  1
+])j"},
+    {R"j({{ {'b': 1, 'a': 2} | dictsort }}|{{ {'b': 1, 'a': 2} | dictsort(by='value', reverse=true) }}|{{ {'B': 1, 'a': 2} | dictsort }}|{{ {'B': 1, 'a': 2} | dictsort(true) }})j",
+     R"j([('a', 2), ('b', 1)]|[('a', 2), ('b', 1)]|[('a', 2), ('B', 1)]|[('B', 1), ('a', 2)])j"},
+    {R"j({{ [3, 1, 2] | sort }}|{{ ['b', 'A', 'c'] | sort }}|{{ ['b', 'A', 'c'] | sort(case_sensitive=true) }}|{{ [3, 1, 2] | sort(reverse=true) }}|{{ [{'n': 2}, {'n': 1}] | sort(attribute='n') }})j",
+     R"j([1, 2, 3]|['A', 'b', 'c']|['A', 'b', 'c']|[3, 2, 1]|[{'n': 1}, {'n': 2}])j"},
+    {R"j({{ [1, 2, 1, 'a', 'A'] | unique | list }}|{{ [3, 1, 2] | min }}|{{ [3, 1, 2] | max }}|{{ ['b', 'A'] | max }}|{{ [1, 2, 3] | sum }}|{{ [1.5, 2] | sum }})j",
+     R"j([1, 2, 'a']|1|3|b|6|3.5)j"},
+    {R"j({{ messages | map(attribute='role') | join(',') }}|{{ [1, 2] | map('string') | join('-') }}|{{ ['a ', ' b'] | map('trim') | list }}|{{ none | selectattr('x') | list }})j",
+     R"j(user,assistant,tool,assistant|1-2|['a', 'b']|[])j"},
+    {R"j({{ 'a,b,c'.rsplit(',', 1) }}|{{ ' a b  c '.rsplit(none, 1) }}|{{ 'abcabc'.count('b') }}|{{ 'héllo'.find('l') }}|{{ 'abc'.rfind('z') }})j",
+     R"j(['a,b', 'c']|[' a b', 'c']|2|2|-1)j"},
+    {R"j({{ '{} and {}'.format(1, 'x') }}|{{ '{0}{0}'.format('a') }}|{{ '{n}!'.format(n=3) }}|{{ 'a\nb\r\nc'.splitlines() }}|{{ '12'.isdigit() }}|{{ 'abc'.removeprefix('a') }})j",
+     R"j(1 and x|aa|3!|['a', 'b', 'c']|True|bc)j"},
+    {R"j({{ '%s is %d' % ('x', 3) }}|{{ '%s' % 'y' }}|{{ '%05.2f' % 3.14159 }}|{{ '%-4s|' % 'a' }}|{{ '%r' % 'q' }}|{{ '%(a)s' % {'a': 1} }}|{{ '%x' % 255 }}|{{ 'v%s' | format(2) }})j",
+     R"j(x is 3|y|03.14|a   ||'q'|1|ff|v2)j"},
+    {R"j({% for x in [1, 2, 3] %}{{ loop.cycle('a', 'b') }}{{ loop.previtem }}{{ loop.nextitem }};{% endfor %})j",
+     R"j(a2;b13;a2;)j"},
+    {R"j({% filter upper %}hello {{ 'x' }}{% endfilter %}|{% filter trim | upper %}  ab  {% endfilter %})j",
+     R"j(HELLO X|AB)j"},
+    {R"j({{ "'" | safe + "<b>" }}|{{ "<a>" ~ "<b>" | safe }}|{{ "<" | e }}|{{ "<" | escape | safe }})j",
+     R"j('&lt;b&gt;|<a><b>|&lt;|&lt;)j"},
+    {R"j({% set d = {0: 'a', 1: 'b'} %}{{ d[0] }}{{ d }}{{ d | tojson }}{% for k, v in d.items() %}{{ k + 1 }}{% endfor %}{{ 0 in d }}{{ d.get(1) }}{% for k, v in {2: 'x', 1: 'y'} | dictsort %}{{ k }}{% endfor %})j",
+     R"j(a{0: 'a', 1: 'b'}{"0": "a", "1": "b"}12Trueb12)j"},
+    {R"j({% if false %}{{ x | no_such_filter }}{% endif %}{{ 1 if true else x | no_such_filter }}ok)j",
+     R"j(1ok)j"},
+    {R"j({{ 5 is gt 3 }}|{{ 5 is lt 3 }}|{{ 'a' is le 'b' }}|{{ none is sameas none }}|{{ 1 is sameas true }})j",
+     R"j(True|False|True|True|False)j"},
+    {R"j({{ messages[1].content is none }}|{{ messages[1].tool_calls[0].function.arguments.city }}|{{ messages[1].tool_calls[0].function.arguments | tojson }}|{{ messages[1].tool_calls[0].id }}|{{ messages[1].tool_calls[0].type }})j",
+     R"j(True|Paris|{"city": "Paris", "days": 2}|call_1|function)j"},
+    {R"j({{ messages[2].tool_call_id }}|{{ messages[2].tool_calls is defined }}|{{ messages[0].tool_call_id is defined }}|{{ messages[3].tool_calls[0].function.arguments }})j",
+     R"j(call_1|False|False|not json)j"},
+    {R"j({{ tools | tojson }}|{{ tools[0].function.parameters.properties | list }})j",
+     R"j([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer", "default": 1.5}}}}}]|['city', 'days'])j"},
+    {R"j({% generation %}g{{ 1 }}{% endgeneration %})j", R"j(g1)j"},
+
+};
+
+TEST(ChatTemplateLanguage, RendersAsJinja2) {
+  for (const Case& c : kCases) {
+    absl::StatusOr<std::string> out = Render(c.source, ToolInput());
+    ASSERT_TRUE(out.ok()) << c.source << ": " << out.status();
+    EXPECT_EQ(*out, c.expected) << c.source;
+  }
+}
+
+struct ErrorCase {
+  const char* source;
+  absl::StatusCode code;
+  const char* message;
+};
+
+const ErrorCase kRenderErrors[] = {
+    {"{% macro m(a) %}{{ a }}{% endmacro %}{{ m(1, 2) }}", absl::StatusCode::kInvalidArgument,
+     "line 1, column 41: macro 'm' takes not more than 1 argument(s)"},
+    {"{% macro m(a) %}{{ a }}{% endmacro %}{{ m(1, b=2) }}", absl::StatusCode::kInvalidArgument,
+     "macro 'm' takes no keyword argument 'b'"},
+    // As jinja2: a keyword for a parameter already given positionally is "no keyword argument".
+    {"{% macro m(a) %}{{ a }}{% endmacro %}{{ m(1, a=2) }}", absl::StatusCode::kInvalidArgument,
+     "macro 'm' takes no keyword argument 'a'"},
+    {"{% macro m() %}{{ caller() }}{% endmacro %}{{ m() }}", absl::StatusCode::kInvalidArgument,
+     "No caller defined"},
+    {"{% macro m(a) %}{{ a + 1 }}{% endmacro %}{{ m() }}", absl::StatusCode::kInvalidArgument,
+     "parameter 'a' was not provided"},
+    {"{% macro m(n) %}{{ m(n + 1) }}{% endmacro %}{{ m(0) }}", absl::StatusCode::kOutOfRange,
+     "macro calls nested deeper than 64"},
+    {"{% macro m() %}{% call m() %}{% endcall %}{% endmacro %}{{ m() }}",
+     absl::StatusCode::kInvalidArgument, "invoked with two values for the special caller"},
+    {"{% macro m() %}{{ caller() }}{% endmacro %}{% call m() %}{{ m() }}{% endcall %}",
+     absl::StatusCode::kInvalidArgument, "No caller defined"},
+    {"{% set ns = namespace(c=none) %}{% macro m() %}{% set ns.c = caller %}{% endmacro %}"
+     "{% call m() %}x{% endcall %}{{ ns.c() }}",
+     absl::StatusCode::kInvalidArgument, "caller() called after its {% call %} block ended"},
+    {"{{ range(100001) | length }}", absl::StatusCode::kOutOfRange,
+     "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000)."},
+    {"{{ range(0, 9223372036854775807, 2) | length }}", absl::StatusCode::kOutOfRange,
+     "Range too big"},
+    {"{{ range(1, 2, 0) }}", absl::StatusCode::kInvalidArgument, "range() arg 3 must not be zero"},
+    {"{{ range('a') }}", absl::StatusCode::kInvalidArgument,
+     "'str' object cannot be interpreted as an integer"},
+    {"{{ dict(1) }}", absl::StatusCode::kInvalidArgument, "dict() takes a dict"},
+    {"{{ strftime_now() }}", absl::StatusCode::kInvalidArgument, "strftime_now takes one"},
+    {"{{ 1 / 0 }}", absl::StatusCode::kInvalidArgument, "float division by zero"},
+    {"{{ '%d' % 'x' }}", absl::StatusCode::kInvalidArgument, "a real number is required"},
+    {"{{ '%s %s' % ('a',) }}", absl::StatusCode::kInvalidArgument,
+     "not enough arguments for format string"},
+    {"{{ 'abc' % 5 }}", absl::StatusCode::kInvalidArgument, "not all arguments converted"},
+    {"{{ [1, 'a'] | sort }}", absl::StatusCode::kInvalidArgument,
+     "'<' not supported between instances of 'str' and 'int'"},
+    {"{% if true %}{{ x | no_such_filter }}{% endif %}", absl::StatusCode::kInvalidArgument,
+     "unsupported filter 'no_such_filter'"},
+    {"{{ ('x\n' * 100000) | indent(5000) }}", absl::StatusCode::kInvalidArgument,
+     "indent: result too large"},
+};
+
+TEST(ChatTemplateLanguage, RenderErrorsAsJinja2WithPosition) {
+  for (const ErrorCase& c : kRenderErrors) {
+    absl::StatusOr<ChatTemplate> tmpl = ChatTemplate::Parse(c.source);
+    ASSERT_TRUE(tmpl.ok()) << c.source << ": " << tmpl.status();
+    absl::StatusOr<std::string> out = tmpl->Render(ToolInput());
+    ASSERT_FALSE(out.ok()) << c.source << " rendered " << *out;
+    EXPECT_EQ(out.status().code(), c.code) << c.source << ": " << out.status();
+    EXPECT_THAT(std::string(out.status().message()), HasSubstr(c.message)) << c.source;
+    EXPECT_THAT(std::string(out.status().message()), HasSubstr("chat template: line "));
+  }
+}
+
+TEST(ChatTemplateLanguage, ParseErrorsForMacrosAndUnknownFilters) {
+  const std::pair<const char*, const char*> kParseErrors[] = {
+      {"{% macro m(a=1, b) %}{% endmacro %}", "line 1, column 17: non-default argument follows"},
+      {"{% macro m(a, a) %}{% endmacro %}", "duplicate argument 'a'"},
+      {"{% macro m() %}", "expected '{% endmacro %}'"},
+      {"{% macro m() %}{% break %}{% endmacro %}", "'break' outside a for loop"},
+      {"{% for i in [1] %}{% macro m() %}{% break %}{% endmacro %}{% endfor %}",
+       "'break' outside a for loop"},
+      {"{% call m %}{% endcall %}", "expected a call"},
+      {"{{ x | no_such_filter }}", "unsupported filter 'no_such_filter'"},
+      // Only an if statement or inline if defers an unknown filter; a loop inside one does not.
+      {"{% if x %}{% for i in x %}{{ i | no_such_filter }}{% endfor %}{% endif %}",
+       "unsupported filter"},
+      {"{% filter no_such_filter %}x{% endfilter %}", "unsupported filter"},
+      {"{{ 1.5e }}", "expected '}}'"},
+  };
+  for (const auto& [source, message] : kParseErrors) {
+    absl::StatusOr<ChatTemplate> tmpl = ChatTemplate::Parse(source);
+    ASSERT_FALSE(tmpl.ok()) << source;
+    EXPECT_EQ(tmpl.status().code(), absl::StatusCode::kInvalidArgument) << source;
+    EXPECT_THAT(std::string(tmpl.status().message()), HasSubstr(message)) << source;
+  }
+}
+
+TEST(ChatTemplateLanguage, StrftimeNowUsesTheGivenClockElseTheRealOne) {
+  absl::StatusOr<ChatTemplate> tmpl = ChatTemplate::Parse("{{ strftime_now('%d %b %Y') }}");
+  ASSERT_TRUE(tmpl.ok()) << tmpl.status();
+  ChatTemplateInput input;
+  input.now = absl::FromCivil(absl::CivilSecond(2024, 12, 31, 23, 59, 59), absl::UTCTimeZone());
+  EXPECT_EQ(*tmpl->Render(input), "31 Dec 2024");
+  input.now.reset();
+  const absl::Time before = absl::Now();
+  absl::StatusOr<std::string> out = tmpl->Render(input);
+  const absl::Time after = absl::Now();
+  ASSERT_TRUE(out.ok()) << out.status();
+  // The real clock: one of the dates around the render (it may cross midnight).
+  EXPECT_TRUE(*out == absl::FormatTime("%d %b %Y", before, absl::UTCTimeZone()) ||
+              *out == absl::FormatTime("%d %b %Y", after, absl::UTCTimeZone()))
+      << *out;
+}
+
+TEST(ChatTemplateLanguage, ToolsAreNoneWithoutToolsJson) {
+  ChatTemplateInput input = ToolInput();
+  input.tools_json.clear();
+  EXPECT_EQ(*Render("{{ tools is none }}", input), "True");
+  EXPECT_EQ(*Render("{{ tools | length }}", ToolInput()), "1");
+}
+
+TEST(ChatTemplateLanguage, MalformedToolsJsonIsInvalidArgument) {
+  for (const char* tools : {"{", "{\"type\": \"function\"}", "\"x\"", "[1,]"}) {
+    ChatTemplateInput input = ToolInput();
+    input.tools_json = tools;
+    absl::StatusOr<std::string> out = Render("x", input);
+    ASSERT_FALSE(out.ok()) << tools;
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << tools;
+    EXPECT_THAT(std::string(out.status().message()), HasSubstr("tools")) << tools;
+  }
+  ChatTemplateInput deep = ToolInput();
+  deep.tools_json = std::string(100, '[') + std::string(100, ']');
+  EXPECT_EQ(Render("x", deep).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ChatTemplateLanguage, ToolCallArgumentsKeepTheirKeyOrder) {
+  ChatTemplateInput input = ToolInput();
+  input.messages[1].tool_calls[0].arguments = R"({"z": 1, "a": {"y": 2, "b": 3}})";
+  EXPECT_EQ(*Render("{{ messages[1].tool_calls[0].function.arguments | tojson }}", input),
+            R"({"z": 1, "a": {"y": 2, "b": 3}})");
+  // A JSON value that is not an object stays the string it was.
+  input.messages[1].tool_calls[0].arguments = "[1, 2]";
+  EXPECT_EQ(*Render("{{ messages[1].tool_calls[0].function.arguments is string }}", input), "True");
+}
+
+}  // namespace
+}  // namespace llmserve::common
