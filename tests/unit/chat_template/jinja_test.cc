@@ -175,7 +175,7 @@ const ErrorCase kParseErrors[] = {
     {"{% for %}{% endfor %}", "line 1, column 8: expected a name, found '%}'"},
     {"{% for x of y %}{% endfor %}", "line 1, column 10: expected 'in', found 'of'"},
     {"x\n{{ name | wordwrap }}", "line 2, column 11: unsupported filter 'wordwrap'"},
-    {"{{ x is sameas y }}", "line 1, column 9: unsupported test 'sameas'"},
+    {"{{ x is escaped }}", "line 1, column 9: unsupported test 'escaped'"},
     {"{% macro f(a=1, b) %}{% endmacro %}", "line 1, column 17: non-default argument follows"},
     {"{% include 'x' %}", "the 'include' statement is not supported"},
     {"{% macro f(a, a) %}{% endmacro %}", "line 1, column 15: duplicate argument 'a'"},
