@@ -1,6 +1,8 @@
 // No template and no input may crash, hang or exhaust memory: limits on output, steps, value
 // sizes and nesting, and a fuzz-style sweep over random and truncated templates, all of which
 // must come back as a prompt or a status.
+#include <pthread.h>
+
 #include <random>
 #include <string>
 #include <vector>
@@ -135,6 +137,52 @@ TEST(ChatTemplateRobustness, DeepSyntaxIsAnErrorNotAStackOverflow) {
             "1");
 }
 
+// The deepest recursion a template can reach: macros nested to the call limit, each call with
+// syntax nested nearly to the parse limit. It must end in an error on a thread with a small
+// stack (gRPC and worker threads are not the main thread).
+TEST(ChatTemplateRobustness, RecursiveMacrosHitTheCallLimitOnASmallStack) {
+  const std::string nest = std::string(45, '(') + "n" + std::string(45, ')');
+  const std::string source =
+      "{% macro m(n) %}{% if n > 0 %}{% for i in [1] %}{% if true %}{{ m(" + nest +
+      " - 1) }}{% endif %}{% endfor %}{% endif %}{% endmacro %}{{ m(1000) }}";
+  absl::StatusOr<ChatTemplate> tmpl = ChatTemplate::Parse(source);
+  ASSERT_TRUE(tmpl.ok()) << tmpl.status();
+  struct Job {
+    const ChatTemplate* tmpl;
+    absl::StatusOr<std::string> out;
+  } job{&*tmpl, std::string()};
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr size_t kStack = size_t{16} << 20;  // ASan frames are several times larger
+#else
+  constexpr size_t kStack = size_t{1} << 20;
+#endif
+  pthread_attr_t attr;
+  ASSERT_EQ(pthread_attr_init(&attr), 0);
+  ASSERT_EQ(pthread_attr_setstacksize(&attr, kStack), 0);
+  pthread_t thread;
+  ASSERT_EQ(pthread_create(
+                &thread, &attr,
+                [](void* arg) -> void* {
+                  auto* j = static_cast<Job*>(arg);
+                  j->out = j->tmpl->Render(Input());
+                  return nullptr;
+                },
+                &job),
+            0);
+  ASSERT_EQ(pthread_join(thread, nullptr), 0);
+  pthread_attr_destroy(&attr);
+  ASSERT_FALSE(job.out.ok());
+  EXPECT_EQ(job.out.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(std::string(job.out.status().message()), HasSubstr("macro calls nested deeper"));
+  // Mutual recursion through caller() counts too.
+  absl::StatusOr<std::string> out = RenderWith(
+      "{% macro m() %}{% call m() %}x{% endcall %}{{ caller() }}{% endmacro %}"
+      "{% call m() %}y{% endcall %}",
+      RenderLimits{});
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kOutOfRange);
+}
+
 TEST(ChatTemplateRobustness, InvalidUtf8InMessagesIsCarriedThrough) {
   ChatTemplateInput input;
   input.messages = {{"user", std::string("a\xff\xfe b\xc3", 6)}};
@@ -238,7 +286,30 @@ TEST(ChatTemplateRobustness, FuzzRandomAndTruncatedTemplates) {
                                         "items()",
                                         "loop.length",
                                         " if ",
-                                        " else "};
+                                        " else ",
+                                        "{% macro m(a, b=1) %}",
+                                        "{% macro m() %}",
+                                        "{% endmacro %}",
+                                        "m(",
+                                        "m(1, 2)",
+                                        "{% call(x) m(1) %}",
+                                        "{% call m() %}",
+                                        "{% endcall %}",
+                                        "caller(",
+                                        "varargs",
+                                        "kwargs",
+                                        "range(",
+                                        "dict(a=",
+                                        "strftime_now('%d %B %Y')",
+                                        "{% filter upper %}",
+                                        "{% endfilter %}",
+                                        "| indent(2)",
+                                        "| dictsort",
+                                        "1.5",
+                                        " % ",
+                                        " / ",
+                                        "| safe",
+                                        "{0: 1}"};
   const std::vector<std::string> real = {
       kLlama3, kMultiLine,
       "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] "
