@@ -10,10 +10,11 @@
 //    {"name": "<known tool>"}, or Mistral's name[ARGS]); otherwise with its arguments;
 //  - a call's arguments go out in one fragment once its JSON is complete: the compact JSON text
 //    of the arguments object (valid JSON; Llama's "parameters" too);
-//  - a Mistral [TOOL_CALLS][...] array sends its calls when the array closes.
+//  - a Mistral [TOOL_CALLS][...] array sends each call whole as its element closes.
 // A call whose name went out but whose JSON then turns out malformed or is cut off keeps the
-// name, gets arguments "{}" (sent at the end), and its remaining text is dropped; the
-// non-streamed ParseToolCalls would return that text as content instead. In every other case
+// name, gets arguments "{}" (sent at the end), and its remaining text is dropped; a Mistral array
+// that breaks after some of its calls went out keeps those and drops the rest. The non-streamed
+// ParseToolCalls would return that text as content instead. In every other case
 // calls() and the concatenated content equal ParseToolCalls on the whole output, for any split.
 // Bounds: see tool_call_scanner.h.
 #ifndef LLMSERVE_GATEWAY_TOOL_CALLS_STREAMING_TOOL_CALL_PARSER_H_

@@ -209,6 +209,8 @@ void ToolCallScanner::BeginJson(size_t position) {
   scanned_ = position;
   scanner_ = JsonScanner();
   mode_ = Mode::kJson;
+  array_sent_ = false;
+  array_invalid_ = false;
   const bool probes =
       kind_ == CallKind::kHermes || kind_ == CallKind::kLlamaTag || kind_ == CallKind::kLlamaBare;
   probe_ = probes && send_names_early_ && !committed_ ? Probe::kNeedMore : Probe::kMismatch;
@@ -340,9 +342,23 @@ ToolCallScanner::Probe ToolCallScanner::ProbeName(std::string* name) const {
 
 bool ToolCallScanner::StepJson() {
   JsonScanner::State state = scanner_.state();
+  const bool per_element =
+      kind_ == CallKind::kMistralArray && send_names_early_ && buf_[json_start_] == '[';
   while (scanned_ < buf_.size() &&
          (state == JsonScanner::State::kStart || state == JsonScanner::State::kScanning)) {
-    state = scanner_.Push(buf_[scanned_++]);
+    const int depth_before = scanner_.depth();
+    const bool in_string = scanner_.in_string();
+    const char c = buf_[scanned_++];
+    state = scanner_.Push(c);
+    if (!per_element || in_string || state == JsonScanner::State::kError) continue;
+    if (depth_before == 1 && scanner_.depth() == 2) {
+      element_start_ = scanned_ - 1;
+    } else if (depth_before == 2 && scanner_.depth() == 1) {
+      if (!ArrayElementClosed()) return true;
+    } else if (depth_before == 1 && scanner_.depth() == 1 && c != ',' && !IsSpace(c)) {
+      element_start_ = scanned_ - 1;  // a scalar element: never a call
+      if (!ArrayElementClosed()) return true;
+    }
   }
   if (probe_ == Probe::kNeedMore) {
     std::string name;
@@ -362,7 +378,9 @@ bool ToolCallScanner::StepJson() {
   const std::optional<nlohmann::ordered_json> parsed =
       ParseBoundedJson(std::string_view(buf_).substr(json_start_, end - json_start_));
   const absl::Span<const llmserve::v1::Tool> tools(tools_);
-  if (kind_ == CallKind::kMistralArray) {
+  if (kind_ == CallKind::kMistralArray && array_sent_) {
+    // Every element went out as it closed.
+  } else if (kind_ == CallKind::kMistralArray) {
     std::vector<CallParts> parts;
     bool valid = parsed.has_value() && (parsed->is_array() || parsed->is_object());
     if (valid) {
@@ -463,9 +481,34 @@ bool ToolCallScanner::StepDiscard() {
   return false;
 }
 
+bool ToolCallScanner::ArrayElementClosed() {
+  if (array_invalid_) return true;
+  std::optional<CallParts> call;
+  if (std::optional<nlohmann::ordered_json> element = ParseBoundedJson(
+          std::string_view(buf_).substr(element_start_, scanned_ - element_start_))) {
+    const absl::Span<const llmserve::v1::Tool> tools(tools_);
+    call = CallFromJson(*element, &tools);
+  }
+  if (call.has_value() && CanTakeMoreCalls()) {
+    Commit(call->name);
+    CompleteCall(call->arguments);
+    array_sent_ = true;
+    return true;
+  }
+  if (!array_sent_) {
+    array_invalid_ = true;  // the array will be content when it closes
+    return true;
+  }
+  Fail(scanned_);
+  return false;
+}
+
 void ToolCallScanner::Fail(size_t end) {
   if (committed_) {
     Abandon(end);
+  } else if (kind_ == CallKind::kMistralArray && array_sent_) {
+    buf_.erase(0, end);
+    mode_ = Mode::kDiscard;
   } else {
     Reject(end);
   }

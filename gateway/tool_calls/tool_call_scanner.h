@@ -18,7 +18,9 @@
 // Mistral name[ARGS]) sends its id and name at once. If that call then turns out malformed (cut
 // off by max_tokens, bad JSON), it stays a call with arguments "{}" and the rest of its text up
 // to the format's end (</tool_call>, the next marker, or the end of output) is dropped: the name
-// cannot be taken back. Without it (the non-streamed parse), such a call is content.
+// cannot be taken back. Likewise each element of a Mistral array goes out as it closes (unless
+// an element before it was not a call); if the array then breaks, the calls sent stand and the
+// rest is dropped. Without it (the non-streamed parse), such a call or array is content.
 //
 // Bounds: a call's JSON is at most kMaxJsonBytes and kMaxJsonDepth deep (json_scan.h), else it
 // is malformed; at most kMaxToolCalls calls per output (later ones stay content). Held-back text
@@ -75,8 +77,12 @@ class ToolCallScanner {
 
   void StartCall(CallKind kind, size_t marker_length);
   void BeginJson(size_t position);
-  // Ends the call at buf_[end]: a call whose name went out is abandoned, any other is content.
+  // Ends the call at buf_[end]: a call whose name went out is abandoned, an array some of whose
+  // calls went out is cut there, anything else is content.
   void Fail(size_t end);
+  // Mistral array element [element_start_, scanned_) closed (streaming); false when the array
+  // was abandoned.
+  bool ArrayElementClosed();
   // The text [0, end) of buf_ is not a call: it becomes content.
   void Reject(size_t end);
   // The call cannot be completed after its name was sent: arguments "{}", and the rest of its
@@ -110,7 +116,12 @@ class ToolCallScanner {
   JsonScanner scanner_;
   Probe probe_ = Probe::kNeedMore;
   bool committed_ = false;  // the call's id and name went out
-  size_t name_start_ = 0;   // Mistral name form: where the name begins in buf_
+  // Mistral arrays, streamed: each element goes out when it closes, unless one before it was
+  // not a call (then the whole array is content, as non-streamed).
+  bool array_sent_ = false;     // an element of this array went out
+  bool array_invalid_ = false;  // an element of this array is not a call
+  size_t element_start_ = 0;
+  size_t name_start_ = 0;  // Mistral name form: where the name begins in buf_
   std::string mistral_name_;
 
   std::vector<llmserve::v1::ToolCall> calls_;

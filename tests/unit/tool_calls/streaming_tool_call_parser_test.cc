@@ -251,6 +251,35 @@ TEST(StreamingToolCallParserTest, NameGoesOutBeforeTheArguments) {
   EXPECT_TRUE(parser.Finish().empty());
 }
 
+TEST(StreamingToolCallParserTest, MistralArrayCallsGoOutAsEachElementCloses) {
+  StreamingToolCallParser parser(ToolCallFormat::kMistral, TestTools());
+  EXPECT_TRUE(parser.Feed("[TOOL_CALLS][{\"name\": \"search\", \"arguments\": {}").empty());
+  StreamDelta delta = parser.Feed("}, {\"name\": \"get-time_2\"");
+  ASSERT_EQ(delta.tool_calls.size(), 1u);
+  EXPECT_EQ(delta.tool_calls[0].name, "search");
+  EXPECT_EQ(delta.tool_calls[0].arguments, "{}");
+  delta = parser.Feed(", \"arguments\": {\"a\": [1]}}]");
+  ASSERT_EQ(delta.tool_calls.size(), 1u);
+  EXPECT_EQ(delta.tool_calls[0].index, 1);
+  EXPECT_EQ(delta.tool_calls[0].name, "get-time_2");
+  EXPECT_EQ(delta.tool_calls[0].arguments, R"({"a":[1]})");
+  EXPECT_TRUE(parser.Finish().empty());
+}
+
+// Sent calls stand; a later element that is not a call ends the array (non-streamed, the whole
+// array is content).
+TEST(StreamingToolCallParserTest, MistralArrayBreakingAfterACallWentOutKeepsIt) {
+  const std::string output =
+      "[TOOL_CALLS][{\"name\": \"search\", \"arguments\": {}}, {\"name\": \"nope\", "
+      "\"arguments\": {}}, {\"name\": \"search\", \"arguments\": {}}] Done.";
+  for (size_t cut = 0; cut <= output.size(); ++cut) {
+    const Streamed streamed = Stream(ToolCallFormat::kMistral, output, {cut}, "");
+    EXPECT_EQ(streamed.content, "");
+    EXPECT_THAT(streamed.calls, ElementsAre(Call("search", "{}")));
+  }
+  EXPECT_EQ(ParseToolCalls(ToolCallFormat::kMistral, output, TestTools()).content, output);
+}
+
 TEST(StreamingToolCallParserTest, MistralNameGoesOutAtArgs) {
   StreamingToolCallParser parser(ToolCallFormat::kMistral, TestTools());
   EXPECT_TRUE(parser.Feed("[TOOL_CALLS]sear").empty());
