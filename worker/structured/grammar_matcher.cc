@@ -229,7 +229,7 @@ void GrammarMatcher::FillNextTokenBitmask(absl::Span<uint32_t> bitmask) {
     }
     // Masks kept per state are bounded; past the bound they are dropped (the shared cache and
     // the memoized transitions still make a recompute cheap).
-    if (++masks_held_ > 256) {
+    if (++masks_held_ > kMaxMasksPerMatcher) {
       for (State& state : states_) state.mask.reset();
       masks_held_ = 1;
     }

@@ -13,7 +13,8 @@
 // nest deeper are masked), at most kMaxStacks stacks per state (an ambiguous grammar keeps the
 // first ones: the mask stays valid but may allow fewer tokens), at most kMaxStates DFA states
 // and kMaxNodes stack nodes between tokens (past them the tables are rebuilt from the current
-// state), Rollback of at most kMaxRollback tokens.
+// state), at most kMaxMasksPerMatcher masks kept per matcher (16 KB each at 128k tokens),
+// Rollback of at most kMaxRollback tokens.
 //
 // Thread-safety: one matcher is used by one thread at a time (not synchronized). Matchers of
 // the same CompiledGrammar may run on different threads.
@@ -39,9 +40,10 @@ class GrammarMatcher {
  public:
   static constexpr int kMaxStackDepth = 256;
   static constexpr size_t kMaxStacks = 1024;
-  static constexpr size_t kMaxStates = 1 << 16;
-  static constexpr size_t kMaxNodes = 1 << 20;
+  static constexpr size_t kMaxStates = 1 << 13;
+  static constexpr size_t kMaxNodes = 1 << 18;
   static constexpr size_t kMaxRollback = 256;
+  static constexpr size_t kMaxMasksPerMatcher = 32;
 
   explicit GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar);
 

@@ -188,6 +188,33 @@ TEST(MatcherTest, NestingBeyondTheDepthBoundIsMasked) {
   EXPECT_TRUE(m.CanTerminate());
 }
 
+TEST(MatcherTest, LongGenerationsRebuildTheirTablesAndKeepGoing) {
+  GrammarCompiler compiler(ByteVocabulary());
+  auto g = compiler.Compile(Make(Constraint::Kind::kRegex, "[ab]{0,4096}c[ab]{0,4096}"));
+  ASSERT_TRUE(g.ok()) << g.status();
+  GrammarMatcher m(*g);
+  std::vector<uint32_t> mask((259 + 31) / 32);
+  // Every step is a new state: past kMaxStates the matcher rebuilds its tables.
+  for (int i = 0; i < 4096; ++i) ASSERT_TRUE(m.AcceptToken(i % 3 ? 'a' : 'b')) << i;
+  m.FillNextTokenBitmask(absl::MakeSpan(mask));
+  EXPECT_FALSE(Bit(mask, 'a'));
+  EXPECT_TRUE(Bit(mask, 'c'));
+  ASSERT_TRUE(m.AcceptToken('c'));
+  for (int i = 0; i < 4096; ++i) {
+    if (i % 512 == 0) {
+      m.FillNextTokenBitmask(absl::MakeSpan(mask));
+      ASSERT_TRUE(Bit(mask, 'a') && Bit(mask, 'b') && Bit(mask, kByteEos) && !Bit(mask, 'c'));
+    }
+    ASSERT_TRUE(m.AcceptToken('b')) << i;
+  }
+  EXPECT_GT(m.stats().dfa_states, 0);
+  EXPECT_LT(m.stats().dfa_states, static_cast<int64_t>(GrammarMatcher::kMaxStates) + 64);
+  EXPECT_FALSE(m.AcceptToken('b'));
+  ASSERT_TRUE(m.Rollback(3));
+  EXPECT_TRUE(m.AcceptToken('a'));
+  EXPECT_TRUE(m.AcceptToken(kByteEos));
+}
+
 TEST(MatcherTest, RealVocabularyMasksAllowMultiByteTokens) {
   auto vocab = testing::RealVocabulary("deepseek-llm");
   if (vocab == nullptr) GTEST_SKIP() << "LLMSERVE_TESTDATA is not set";
