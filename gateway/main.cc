@@ -49,6 +49,9 @@ ABSL_FLAG(
     absl::Duration, stream_idle_timeout, absl::Minutes(5),
     "a request whose worker sends nothing for this long fails (retried elsewhere before its "
     "first token); 0: no limit. A worker silent past its heartbeat fails its requests sooner");
+ABSL_FLAG(std::string, tool_call_parser, "auto",
+          "how models write tool calls: auto (detected from the chat template), hermes, "
+          "llama3_json, mistral, none (tool calls are never parsed)");
 ABSL_FLAG(std::string, routing, "prefix",
           "routing policy: prefix (cache affinity within a load bound), least_load, round_robin");
 ABSL_FLAG(double, prefix_load_bound, 8,
@@ -135,6 +138,16 @@ absl::StatusOr<llmserve::gateway::GatewayServerOptions> OptionsFromFlags() {
     return absl::InvalidArgumentError(absl::StrCat("--routing: ", routing.status().message()));
   }
   options.pool.routing.policy = *routing;
+  if (const std::string parser = absl::GetFlag(FLAGS_tool_call_parser); parser != "auto") {
+    absl::StatusOr<llmserve::gateway::tool_calls::ToolCallFormat> format =
+        llmserve::gateway::tool_calls::ParseToolCallFormatName(parser);
+    if (!format.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tool_call_parser: ", format.status().message(),
+                       " (auto, hermes, llama3_json, mistral or none)"));
+    }
+    options.tool_call_format = *format;
+  }
   options.pool.routing.prefix_load_bound = absl::GetFlag(FLAGS_prefix_load_bound);
   if (!(options.pool.routing.prefix_load_bound >= 0)) {
     return absl::InvalidArgumentError("--prefix_load_bound must be >= 0");

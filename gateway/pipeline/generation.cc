@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "gateway/pipeline/tool_call_observer.h"
 
 namespace llmserve::gateway {
 namespace {
@@ -51,6 +52,9 @@ class Generation::Attempt final : public WorkerCallObserver {
 std::shared_ptr<Generation> Generation::Start(WorkerClient* workers, PreparedRequest request,
                                               const GenerationOptions& options,
                                               std::shared_ptr<GenerationObserver> observer) {
+  if (request.tool_calling.has_value()) {
+    observer = WithToolCallParsing(std::move(observer), *request.tool_calling);
+  }
   std::shared_ptr<Generation> generation(
       new Generation(workers, std::move(request), options, std::move(observer)));
   generation->StartAttempt();

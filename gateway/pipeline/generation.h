@@ -31,6 +31,7 @@
 #include "gateway/pipeline/stop_matcher.h"
 #include "gateway/router/prompt_routing_hashes.h"
 #include "gateway/router/worker_client.h"
+#include "gateway/tool_calls/stream_delta.h"
 #include "llmserve/v1/inference.pb.h"
 
 namespace llmserve::gateway {
@@ -38,6 +39,8 @@ namespace llmserve::gateway {
 struct GenerationDelta {
   std::string text;
   std::vector<::llmserve::v1::GeneratedToken> tokens;
+  // Chats with tool calling: pieces of calls (text outside calls stays in `text`).
+  std::vector<tool_calls::ToolCallDelta> tool_calls;
 };
 
 struct GenerationResult {
@@ -47,6 +50,8 @@ struct GenerationResult {
   ::llmserve::v1::Timing timing;
   // host:port of the worker that served it.
   std::string worker;
+  // Chats with tool calling: the calls the output held (then finish_reason is TOOL_CALLS).
+  std::vector<::llmserve::v1::ToolCall> tool_calls;
 };
 
 class GenerationObserver {

@@ -81,7 +81,8 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> ModelCatalog::Resolve(absl::s
     entry.source = info;
     return entry.model;
   }
-  absl::StatusOr<std::shared_ptr<const ServedModel>> model = ServedModel::Create(*info);
+  absl::StatusOr<std::shared_ptr<const ServedModel>> model =
+      ServedModel::Create(*info, tool_call_format_);
   if (!model.ok()) return model.status();
   entry = {info, *model};
   return entry.model;

@@ -8,6 +8,7 @@
 #define LLMSERVE_GATEWAY_PIPELINE_MODEL_CATALOG_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,12 +18,17 @@
 #include "absl/synchronization/mutex.h"
 #include "gateway/pipeline/served_model.h"
 #include "gateway/router/worker_client.h"
+#include "gateway/tool_calls/tool_call_format.h"
 
 namespace llmserve::gateway {
 
 class ModelCatalog {
  public:
-  explicit ModelCatalog(const WorkerClient* workers) : workers_(workers) {}
+  // `tool_call_format`: how every model writes tool calls; nullopt detects it from each model's
+  // chat template.
+  explicit ModelCatalog(const WorkerClient* workers,
+                        std::optional<tool_calls::ToolCallFormat> tool_call_format = std::nullopt)
+      : workers_(workers), tool_call_format_(tool_call_format) {}
 
   // `name` empty selects the only model (INVALID_ARGUMENT when there are several); NOT_FOUND
   // naming the served models for an unknown name; UNAVAILABLE before any worker answered.
@@ -41,6 +47,7 @@ class ModelCatalog {
     std::shared_ptr<const ServedModel> model;
   };
   const WorkerClient* const workers_;
+  const std::optional<tool_calls::ToolCallFormat> tool_call_format_;
   absl::Mutex mutex_;
   absl::flat_hash_map<std::string, Entry> cache_ ABSL_GUARDED_BY(mutex_);
 };

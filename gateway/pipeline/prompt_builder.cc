@@ -235,6 +235,10 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const ::llmserve::v1::GenerateReq
     return Invalid("priority", absl::StrCat(request.priority(), " is outside [-1000, 1000]"));
   }
   out.set_priority(request.priority());
+  absl::StatusOr<std::optional<ToolCalling>> tool_calling =
+      ResolveOutputConstraints(request, model->tool_call_format(), &out);
+  if (!tool_calling.ok()) return tool_calling.status();
+  prepared.tool_calling = *std::move(tool_calling);
   prepared.skip_special_tokens =
       request.has_skip_special_tokens() ? request.skip_special_tokens() : true;
   prepared.model = std::move(model);

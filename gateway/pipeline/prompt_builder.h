@@ -12,10 +12,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "gateway/pipeline/output_constraints.h"
 #include "gateway/pipeline/served_model.h"
 #include "llmserve/v1/inference.pb.h"
 #include "llmserve/worker/v1/worker.pb.h"
@@ -41,6 +43,8 @@ struct PreparedRequest {
   worker::v1::GenerateRequest worker_request;
   std::vector<std::string> stop_strings;
   bool skip_special_tokens = true;
+  // Chats with tools whose output is parsed into calls; unset otherwise.
+  std::optional<ToolCalling> tool_calling;
 };
 
 // INVALID_ARGUMENT naming the field; FAILED_PRECONDITION when a text or chat prompt reaches a

@@ -2,11 +2,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/logging.h"
+#include "gateway/tool_calls/tools.h"
 
 namespace llmserve::gateway {
 
 absl::StatusOr<std::shared_ptr<const ServedModel>> ServedModel::Create(
-    const worker::v1::ModelInfo& info) {
+    const worker::v1::ModelInfo& info, std::optional<tool_calls::ToolCallFormat> tool_call_format) {
   std::shared_ptr<ServedModel> model(new ServedModel());
   model->info_ = info;
   // The files are large and only needed to build the tokenizer.
@@ -37,6 +38,9 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> ServedModel::Create(
                           << " (chat requests to it will fail; text and token prompts work)";
     }
   }
+  model->tool_call_format_ = tool_call_format.has_value()
+                                 ? *tool_call_format
+                                 : tool_calls::DetectToolCallFormat(info.chat_template());
   return std::shared_ptr<const ServedModel>(std::move(model));
 }
 
@@ -44,8 +48,19 @@ absl::StatusOr<std::string> ServedModel::RenderChat(const ::llmserve::v1::ChatPr
   if (!chat_template_error_.empty()) return absl::FailedPreconditionError(chat_template_error_);
   common::ChatTemplateInput input;
   for (const ::llmserve::v1::ChatMessage& message : chat.messages()) {
-    input.messages.push_back(
-        {.role = message.role(), .content = message.content(), .name = message.name()});
+    common::ChatMessage& added = input.messages.emplace_back(common::ChatMessage{
+        .role = message.role(), .content = message.content(), .name = message.name()});
+    for (const ::llmserve::v1::ToolCall& call : message.tool_calls()) {
+      added.tool_calls.push_back(
+          {.id = call.id(), .name = call.name(), .arguments = call.arguments()});
+    }
+    // OpenAI clients send `content: null` with an assistant's calls; templates test for None.
+    added.content_is_none = !added.tool_calls.empty() && added.content.empty();
+    added.tool_call_id = message.tool_call_id();
+  }
+  if (!chat.tools().empty()) {
+    input.tools_json = tool_calls::ToolsToTemplateJson(
+        std::vector<::llmserve::v1::Tool>(chat.tools().begin(), chat.tools().end()));
   }
   input.add_generation_prompt =
       chat.has_add_generation_prompt() ? chat.add_generation_prompt() : true;

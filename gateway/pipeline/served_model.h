@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "common/chat_template/chat_template.h"
 #include "common/tokenizer/tokenizer.h"
+#include "gateway/tool_calls/tool_call_format.h"
 #include "llmserve/v1/inference.pb.h"
 #include "llmserve/worker/v1/worker.pb.h"
 
@@ -24,8 +25,10 @@ class ServedModel {
  public:
   // FAILED_PRECONDITION naming the model when the worker sent no tokenizer, or one that does not
   // load (the model is then served for token-id prompts only: see tokenizer()).
+  // `tool_call_format`: how the model writes tool calls; nullopt detects it from the template.
   static absl::StatusOr<std::shared_ptr<const ServedModel>> Create(
-      const worker::v1::ModelInfo& info);
+      const worker::v1::ModelInfo& info,
+      std::optional<tool_calls::ToolCallFormat> tool_call_format = std::nullopt);
 
   const std::string& name() const { return info_.model_name(); }
   const worker::v1::ModelInfo& info() const { return info_; }
@@ -35,6 +38,8 @@ class ServedModel {
   const std::string& chat_template() const { return info_.chat_template(); }
   uint32_t max_model_len() const { return info_.max_model_len(); }
   uint32_t vocab_size() const { return info_.vocab_size(); }
+  // How the model writes tool calls (kNone: unknown, and "auto" tool calls are not parsed).
+  tool_calls::ToolCallFormat tool_call_format() const { return tool_call_format_; }
 
   // The token's text alone (for logprob alternatives); "" when unknown.
   std::string TokenText(int32_t id) const;
@@ -55,6 +60,7 @@ class ServedModel {
   std::string tokenizer_error_;
   std::optional<common::ChatTemplate> chat_template_;
   std::string chat_template_error_;
+  tool_calls::ToolCallFormat tool_call_format_ = tool_calls::ToolCallFormat::kNone;
 };
 
 // ChatRenderer (prompt_builder.h) over ServedModel::RenderChat.

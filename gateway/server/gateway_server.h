@@ -85,6 +85,8 @@ struct GatewayServerOptions {
   int64_t max_concurrency = 0;
   int64_t max_queued_requests = 256;
   RequestOptions inference;
+  // How models write tool calls (--tool_call_parser); nullopt: detected from each chat template.
+  std::optional<tool_calls::ToolCallFormat> tool_call_format;
   absl::Duration drain_timeout = absl::Seconds(30);
   // TLS on the public gRPC port; empty: plaintext.
   common::ServerTlsFiles tls;

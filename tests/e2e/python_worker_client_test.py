@@ -8,6 +8,7 @@ Usage: python_worker_client_test.py WORKER_BINARY MAKE_MODEL_BINARY PROTO_DIR
 Exit 0 on success, 77 (skipped) when grpcio or the plugin is missing, 1 on failure.
 """
 
+import json
 import os
 import re
 import shutil
@@ -56,6 +57,20 @@ def wait_for_line(process, pattern, timeout_s):
         if match:
             return match
     fail(f"worker never logged {pattern!r}; output:\n{''.join(seen)}")
+
+
+def byte_decoder():
+    """GPT-2's byte-level alphabet, reversed: the character of a vocabulary entry -> its byte."""
+    bs = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("\u00a1"), ord("\u00ac") + 1))
+          + list(range(ord("\u00ae"), ord("\u00ff") + 1)))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(bs, cs)}
 
 
 def main():
@@ -123,6 +138,36 @@ def main():
             except grpc.RpcError as error:
                 if error.code() != grpc.StatusCode.INVALID_ARGUMENT:
                     fail(f"expected INVALID_ARGUMENT, got {error.code()}")
+
+            # Structured outputs: whatever the random weights prefer, the output is one of the
+            # choices and ends with EOS where the choice ends.
+            vocab = {i: t for t, i in json.loads(info.tokenizer_json)["model"]["vocab"].items()}
+            decoder = byte_decoder()
+            choices = ["yes", "no", "maybe later"]
+            for seed in (1, 2, 3, 4):
+                constrained = worker_pb2.GenerateRequest(
+                    request_id=f"py-c{seed}", prompt_token_ids=[1, 2, 3], max_tokens=40)
+                constrained.sampling.seed = seed
+                constrained.structured_output.choice.choices.extend(choices)
+                ids = [t.token_id for m in stub.Generate(constrained, timeout=60)
+                       for t in m.tokens]
+                if not ids or ids[-1] not in info.eos_token_ids:
+                    fail(f"constrained output did not end with EOS: {ids}")
+                text = bytes(decoder[c] for i in ids[:-1] for c in vocab[i]).decode()
+                if text not in choices:
+                    fail(f"constrained output {text!r} is not one of {choices}")
+            bad = worker_pb2.GenerateRequest(request_id="py-s", prompt_token_ids=[1, 2],
+                                             max_tokens=4)
+            bad.structured_output.json_schema = (
+                '{"type": "object", "properties": {"age": {"type": "integer", "minimum": "x"}}}')
+            try:
+                list(stub.Generate(bad, timeout=30))
+                fail("a malformed JSON Schema was accepted")
+            except grpc.RpcError as error:
+                if (error.code() != grpc.StatusCode.INVALID_ARGUMENT
+                        or "age" not in error.details()):
+                    fail(f"expected INVALID_ARGUMENT naming the schema path, got {error.code()}: "
+                         f"{error.details()}")
 
             reports = stub.WatchLoad(worker_pb2.WatchLoadRequest(interval_ms=100), timeout=30)
             first = next(reports)

@@ -160,10 +160,29 @@ BuiltTokenizer BuildByteLevelTokenizer(int num_merges) {
                                         {"vocab", vocab},
                                         {"merges", merges}}}};
   built.tokenizer_json = tokenizer.dump(1);
-  // A ChatML template: the gateway renders chat prompts with it.
-  const std::string chat_template =
-      "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] "
-      "}}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+  // A ChatML template, with Hermes-style tools (as Qwen2.5's): tools go into the system turn,
+  // calls are <tool_call>{"name": ..., "arguments": {...}}</tool_call>, results are `tool` turns.
+  // Without tools it renders exactly as plain ChatML.
+  const std::string chat_template = R"tmpl({%- if tools %}<|im_start|>system
+{% if messages[0]['role'] == 'system' %}{{ messages[0]['content'] }}
+
+{% endif %}# Tools
+
+You may call functions. Their signatures, within <tools></tools>:
+<tools>
+{% for tool in tools %}{{ tool | tojson }}
+{% endfor %}</tools>
+Write each call as <tool_call>{"name": <name>, "arguments": <arguments object>}</tool_call><|im_end|>
+{% endif %}
+{%- for message in messages %}
+{%- if not (tools and loop.first and message['role'] == 'system') %}<|im_start|>{{ message['role'] }}
+{% if message['content'] is string %}{{ message['content'] }}{% endif %}
+{%- if message['tool_calls'] is defined %}{% for call in message['tool_calls'] %}<tool_call>{"name": {{ call['function']['name'] | tojson }}, "arguments": {{ call['function']['arguments'] | tojson }}}</tool_call>{% endfor %}{% endif %}<|im_end|>
+{% endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}<|im_start|>assistant
+{% endif %}
+)tmpl";
   const nlohmann::ordered_json config = {
       {"add_bos_token", true},  {"add_eos_token", false},         {"bos_token", kBosToken},
       {"eos_token", kEosToken}, {"chat_template", chat_template}, {"model_max_length", 1 << 20}};

@@ -3,8 +3,10 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/log_throttle.h"
 #include "common/base/logging.h"
 #include "common/status/status_macros.h"
+#include "worker/sampling/token_bitmask.h"
 
 namespace llmserve::worker {
 namespace {
@@ -95,6 +97,15 @@ absl::StatusOr<RequestId> Engine::AddRequest(EngineRequest request) {
   auto live = std::make_unique<Live>(Live{.sampling = *std::move(sampling),
                                           .on_output = std::move(request.on_output),
                                           .arrival = absl::Now()});
+  if (request.grammar != nullptr) {
+    if (scheduled->stopping.ignore_eos || scheduled->stopping.min_tokens > 0) {
+      return absl::InvalidArgumentError(
+          "structured_output cannot be combined with ignore_eos or min_tokens: the constraint "
+          "decides where the output ends");
+    }
+    live->matcher = std::make_unique<structured::GrammarMatcher>(std::move(request.grammar));
+    live->bitmask.resize(TokenBitmaskWords(backend_->config().vocab_size));
+  }
   absl::MutexLock lock(&mutex_);
   if (max_waiting_ > 0 && load_.waiting >= max_waiting_) {
     return absl::ResourceExhaustedError(absl::StrCat("the worker is overloaded: ", load_.waiting,
@@ -223,9 +234,31 @@ std::vector<SampleResult> Engine::SampleAll(const SchedulerOutput& plan) {
     if (!plan.scheduled[i].samples) continue;
     const int32_t row = forward_output_.row_start[i + 1] - 1;
     absl::Span<float> logits(forward_output_.logits.data() + row * vocab, vocab);
-    results[i] = sampler_.Sample(logits, live_.at(plan.scheduled[i].id)->sampling);
+    Live& live = *live_.at(plan.scheduled[i].id);
+    if (live.matcher != nullptr) MaskLogits(live, logits);
+    results[i] = sampler_.Sample(logits, live.sampling);
   }
   return results;
+}
+
+void Engine::MaskLogits(Live& live, absl::Span<float> logits) {
+  live.matcher->FillNextTokenBitmask(absl::MakeSpan(live.bitmask));
+  if (!AnyTokenAllowed(live.bitmask, static_cast<int64_t>(logits.size()))) {
+    // A dead end: no token of this vocabulary continues the output (a character no token spells,
+    // or the nesting limit). Let the request end rather than sample from nothing.
+    for (int32_t eos : scheduler_config_.eos_token_ids) {
+      if (eos >= 0 && eos < static_cast<int32_t>(logits.size())) {
+        live.bitmask[eos / 32] |= 1u << (eos % 32);
+      }
+    }
+    static common::LogThrottle throttle(absl::Seconds(10));
+    if (std::optional<int64_t> skipped = throttle.Record(absl::Now())) {
+      LLMSERVE_LOG(WARNING) << "a constrained request reached a state no token continues; it "
+                               "ends here ("
+                            << *skipped << " more not logged)";
+    }
+  }
+  ApplyTokenBitmask(live.bitmask, logits);
 }
 
 void Engine::FailStep(const SchedulerOutput& plan, const absl::Status& error) {
@@ -264,6 +297,12 @@ void Engine::RunStep() {
     const SampleResult& result = results[position];
     Live& live = *live_.at(out.id);
     live.sampling.Append(result.token_id);
+    if (live.matcher != nullptr && !live.matcher->AcceptToken(result.token_id) &&
+        !IsFinished(out.status)) {
+      // Only a dead end (MaskLogits let EOS through) gets here, and EOS finished the request.
+      LLMSERVE_LOG(ERROR) << "the grammar refused a token its own mask allowed: "
+                          << result.token_id;
+    }
     ++generated;
     if (out.first_token) live.first_token = forward_end;
     EngineOutput output{.id = out.id};

@@ -33,6 +33,7 @@
 #include "worker/sampling/sampler.h"
 #include "worker/sampling/sampling_state.h"
 #include "worker/scheduler/scheduler.h"
+#include "worker/structured/grammar_matcher.h"
 
 namespace llmserve::worker {
 
@@ -95,6 +96,11 @@ struct EngineRequest {
   StoppingParams stopping;
   int32_t priority = 0;
   std::string cache_salt;
+  // Constrained decoding (structured outputs): every sampled token keeps the output in the
+  // grammar's language; the request ends when the grammar does. Null: unconstrained. A
+  // constrained request may not set ignore_eos or min_tokens (INVALID_ARGUMENT from AddRequest):
+  // the grammar alone decides where the output may end.
+  std::shared_ptr<const structured::CompiledGrammar> grammar;
   // Called on the engine thread with every output, the last one with finish != kNone. It must
   // not block; it may call AbortRequest.
   OutputCallback on_output;
@@ -164,6 +170,9 @@ class Engine {
  private:
   struct Live {
     SamplingState sampling;
+    // Constrained requests only: the grammar's state, and the mask it fills every step.
+    std::unique_ptr<structured::GrammarMatcher> matcher;
+    std::vector<uint32_t> bitmask;
     OutputCallback on_output;
     absl::Time arrival;
     absl::Time first_scheduled = absl::InfinitePast();
@@ -184,6 +193,8 @@ class Engine {
   int64_t BuildBatch(const SchedulerOutput& plan);
   // Samples a token for every scheduled request that needs one (index-aligned with the plan).
   std::vector<SampleResult> SampleAll(const SchedulerOutput& plan);
+  // Constrained decoding: forbids every token the request's grammar does not allow next.
+  void MaskLogits(Live& live, absl::Span<float> logits);
   void FailStep(const SchedulerOutput& plan, const absl::Status& error);
   // Publishes running/waiting/free-block counts (after the inbox changed them, between steps).
   void PublishCounts();

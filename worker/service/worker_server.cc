@@ -278,8 +278,26 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
                      << absl::FormatDuration(
                             absl::Trunc(absl::Now() - warm_start, absl::Microseconds(100)));
 
+  std::string structured_error;
+  {
+    const absl::Time start = absl::Now();
+    absl::StatusOr<std::unique_ptr<StructuredOutputCompiler>> structured =
+        StructuredOutputCompiler::Create(info.tokenizer_json(), info.tokenizer_config_json(),
+                                         static_cast<int32_t>(config.vocab_size),
+                                         config.eos_token_ids);
+    if (structured.ok()) {
+      server->structured_ = *std::move(structured);
+      LLMSERVE_LOG(INFO) << "structured outputs: vocabulary indexed in "
+                         << absl::FormatDuration(
+                                absl::Trunc(absl::Now() - start, absl::Milliseconds(1)));
+    } else {
+      structured_error = std::string(structured.status().message());
+      LLMSERVE_LOG(WARNING) << structured_error;
+    }
+  }
   server->service_ =
-      std::make_unique<WorkerService>(server->engine_.get(), server->metrics_.get(), info);
+      std::make_unique<WorkerService>(server->engine_.get(), server->metrics_.get(), info,
+                                      server->structured_.get(), std::move(structured_error));
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;

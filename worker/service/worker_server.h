@@ -102,6 +102,7 @@ class WorkerServer {
   // What the engine thread reports steps to (metrics_ once warmed up).
   std::atomic<WorkerMetrics*> step_metrics_{nullptr};
   std::unique_ptr<common::MetricsExposer> exposer_;
+  std::unique_ptr<StructuredOutputCompiler> structured_;
   std::unique_ptr<WorkerService> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

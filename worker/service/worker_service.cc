@@ -23,10 +23,13 @@ class RefusedCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
 }  // namespace
 
-WorkerService::WorkerService(Engine* engine, WorkerMetrics* metrics, v1::ModelInfo model_info)
+WorkerService::WorkerService(Engine* engine, WorkerMetrics* metrics, v1::ModelInfo model_info,
+                             StructuredOutputCompiler* structured, std::string structured_error)
     : engine_(engine),
       metrics_(metrics),
       model_info_(std::move(model_info)),
+      structured_(structured),
+      structured_error_(std::move(structured_error)),
       broadcaster_(engine, model_info_.prefix_caching()) {}
 
 WorkerService::~WorkerService() = default;
@@ -49,6 +52,17 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WorkerService::Generate(
       *request, {.vocab_size = static_cast<int64_t>(model_info_.vocab_size()),
                  .max_model_len = static_cast<int32_t>(model_info_.max_model_len())});
   if (!engine_request.ok()) return refuse(engine_request.status());
+  if (request->has_structured_output()) {
+    if (structured_ == nullptr) {
+      return refuse(absl::FailedPreconditionError(structured_error_.empty()
+                                                      ? "structured outputs are off on this worker"
+                                                      : structured_error_));
+    }
+    absl::StatusOr<std::shared_ptr<const structured::CompiledGrammar>> grammar =
+        structured_->Compile(request->structured_output());
+    if (!grammar.ok()) return refuse(grammar.status());
+    engine_request->grammar = *std::move(grammar);
+  }
 
   const std::string request_id = request->request_id();
   GenerateCall* call = nullptr;

@@ -21,6 +21,7 @@
 #include "worker/engine/engine.h"
 #include "worker/service/generate_call.h"
 #include "worker/service/load_broadcaster.h"
+#include "worker/service/structured_output.h"
 #include "worker/service/worker_metrics.h"
 
 namespace llmserve::worker {
@@ -35,8 +36,10 @@ using RawWorkerService =
 class WorkerService final : public RawWorkerService {
  public:
   // `engine` (started) and `metrics` (may be null) outlive this. `model_info` is what
-  // GetModelInfo answers.
-  WorkerService(Engine* engine, WorkerMetrics* metrics, v1::ModelInfo model_info);
+  // GetModelInfo answers. `structured` compiles structured-output constraints; when null,
+  // constrained requests are refused with FAILED_PRECONDITION `structured_error`.
+  WorkerService(Engine* engine, WorkerMetrics* metrics, v1::ModelInfo model_info,
+                StructuredOutputCompiler* structured = nullptr, std::string structured_error = "");
   ~WorkerService() override;
 
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
@@ -65,6 +68,8 @@ class WorkerService final : public RawWorkerService {
   Engine* const engine_;
   WorkerMetrics* const metrics_;
   const v1::ModelInfo model_info_;
+  StructuredOutputCompiler* const structured_;
+  const std::string structured_error_;
   LoadBroadcaster broadcaster_;
 
   mutable absl::Mutex mutex_;

@@ -195,6 +195,10 @@ class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
       if (result != nullptr) {
         pending_.set_finish_reason(result->finish_reason);
         pending_.set_matched_stop(result->matched_stop);
+        // The calls go out whole, with the last message.
+        for (const ::llmserve::v1::ToolCall& call : result->tool_calls) {
+          *pending_.add_tool_calls() = call;
+        }
         *pending_.mutable_usage() = result->usage;
         *pending_.mutable_timing() = result->timing;
         finish_status_ = grpc::Status::OK;
@@ -296,6 +300,9 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public AdmittedCall<Una
       if (call == nullptr) return;
       call->response_.set_finish_reason(result.finish_reason);
       call->response_.set_matched_stop(result.matched_stop);
+      for (const ::llmserve::v1::ToolCall& tool_call : result.tool_calls) {
+        *call->response_.add_tool_calls() = tool_call;
+      }
       *call->response_.mutable_usage() = result.usage;
       *call->response_.mutable_timing() = result.timing;
       call->Ended(&result, absl::StatusCode::kOk);

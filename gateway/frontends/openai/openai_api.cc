@@ -23,6 +23,8 @@ const char* FinishReasonName(::llmserve::v1::FinishReason reason) {
       return "length";
     case ::llmserve::v1::FINISH_REASON_ABORT:
       return "abort";
+    case ::llmserve::v1::FINISH_REASON_TOOL_CALLS:
+      return "tool_calls";
     default:
       return nullptr;
   }
@@ -32,6 +34,25 @@ Json Bytes(const std::string& text) {
   Json bytes = Json::array();
   for (unsigned char c : text) bytes.push_back(static_cast<int>(c));
   return bytes;
+}
+
+// A streamed piece of a call, as OpenAI sends it: id, type and name with the first piece only.
+Json ToolCallDeltaJson(const tool_calls::ToolCallDelta& delta) {
+  Json function = {{"arguments", delta.arguments}};
+  Json out = {{"index", delta.index}};
+  if (!delta.id.empty()) {
+    out["id"] = delta.id;
+    out["type"] = "function";
+  }
+  if (!delta.name.empty()) function["name"] = delta.name;
+  out["function"] = std::move(function);
+  return out;
+}
+
+Json ToolCallJson(const ::llmserve::v1::ToolCall& call) {
+  return {{"id", call.id()},
+          {"type", "function"},
+          {"function", {{"name", call.name()}, {"arguments", call.arguments()}}}};
 }
 
 // Token texts may hold part of a UTF-8 character: the serializer replaces bad bytes with U+FFFD
@@ -127,6 +148,7 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
     Json logprobs = Json::array();  // chat: content entries; completions: built at the end
     std::vector<::llmserve::v1::GeneratedToken> tokens;
     const char* finish_reason = nullptr;
+    std::vector<::llmserve::v1::ToolCall> tool_calls;
     int64_t completion_tokens = 0;
     bool done = false;
   };
@@ -233,11 +255,18 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
       }
     }
     choice.text += delta.text;  // kept for text offsets
-    if (delta.text.empty() && logprobs.is_null()) return;
+    if (delta.text.empty() && logprobs.is_null() && delta.tool_calls.empty()) return;
     if (!OpenStreamLocked()) return;
-    const Json content = endpoint_ == OpenAiEndpoint::kChatCompletions
-                             ? Json{{"content", delta.text}}
-                             : Json(delta.text);
+    Json content = endpoint_ == OpenAiEndpoint::kChatCompletions ? Json{{"content", delta.text}}
+                                                                 : Json(delta.text);
+    if (!delta.tool_calls.empty()) {
+      if (delta.text.empty()) content.erase("content");
+      Json calls = Json::array();
+      for (const tool_calls::ToolCallDelta& call : delta.tool_calls) {
+        calls.push_back(ToolCallDeltaJson(call));
+      }
+      content["tool_calls"] = std::move(calls);
+    }
     writer_->Write(http::FormatSseEvent(Dump(Chunk(index, content, nullptr, logprobs))));
   }
 
@@ -251,6 +280,7 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
       if (result != nullptr) {
         choice.finish_reason = FinishReasonName(result->finish_reason);
         choice.completion_tokens = result->usage.completion_tokens();
+        choice.tool_calls = result->tool_calls;
       } else if (first_error_.ok()) {
         first_error_ = error;
       }
@@ -313,7 +343,17 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
       }
       entry["logprobs"] = logprobs;
       if (endpoint_ == OpenAiEndpoint::kChatCompletions) {
-        entry["message"] = {{"role", "assistant"}, {"content", choice.text}};
+        Json message = {{"role", "assistant"}, {"content", choice.text}};
+        if (!choice.tool_calls.empty()) {
+          // OpenAI's shape: null content when the turn is only calls.
+          if (choice.text.empty()) message["content"] = nullptr;
+          Json calls = Json::array();
+          for (const ::llmserve::v1::ToolCall& call : choice.tool_calls) {
+            calls.push_back(ToolCallJson(call));
+          }
+          message["tool_calls"] = std::move(calls);
+        }
+        entry["message"] = std::move(message);
       } else {
         entry["text"] = choice.text;
       }

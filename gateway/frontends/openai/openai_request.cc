@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "gateway/frontends/openai/openai_structured.h"
 
 namespace llmserve::gateway {
 namespace {
@@ -199,13 +200,16 @@ absl::Status ParsePrompt(const Json& body, OpenAiEndpoint endpoint, OpenAiReques
       if (message.contains("name") && message["name"].is_string()) {
         added->set_name(message["name"].get<std::string>());
       }
+      if (absl::Status tools = ParseOpenAiMessageToolFields(message, i, added); !tools.ok()) {
+        return tools;
+      }
     }
     if (const Json* add = Find(body, "add_generation_prompt")) {
       absl::StatusOr<bool> value = Bool(*add, "add_generation_prompt");
       if (!value.ok()) return value.status();
       chat.set_add_generation_prompt(*value);
     }
-    return absl::OkStatus();
+    return ParseOpenAiTools(body, &chat);
   }
   const Json* prompt = Find(body, "prompt");
   if (prompt == nullptr) return Invalid("prompt", "is required");
@@ -242,7 +246,9 @@ constexpr absl::string_view kReadFields[] = {
     "model", "prompt", "messages", "add_generation_prompt", "temperature", "top_p", "min_p",
     "presence_penalty", "frequency_penalty", "repetition_penalty", "top_k", "seed", "logprobs",
     "top_logprobs", "max_completion_tokens", "max_tokens", "stop", "stop_token_ids", "ignore_eos",
-    "min_tokens", "n", "stream", "stream_options", "skip_special_tokens", "echo", "user"};
+    "min_tokens", "n", "stream", "stream_options", "skip_special_tokens", "echo", "user",
+    "response_format", "guided_json", "guided_regex", "guided_choice", "guided_grammar",
+    "structured_outputs", "tools", "tool_choice", "parallel_tool_calls"};
 // clang-format on
 
 bool IsReadField(absl::string_view key) {
@@ -367,6 +373,10 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, absl::
     if (absl::Status sampling = ParseSampling(json, endpoint, &out); !sampling.ok())
       return sampling;
     if (absl::Status stopping = ParseStopping(json, &out); !stopping.ok()) return stopping;
+    if (absl::Status structured = ParseOpenAiStructuredOutput(json, &out.request);
+        !structured.ok()) {
+      return structured;
+    }
     if (const Json* n = Find(json, "n")) {
       absl::StatusOr<int64_t> value = Integer(*n, "n", 1, kMaxChoices);
       if (!value.ok()) return value.status();

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The official `openai` npm client against a real gateway and worker on loopback.
+# The official `openai` npm client against a real gateway and worker on loopback; `ajv` checks
+# structured outputs and tool-call arguments against their JSON Schemas.
 # Usage: run_openai_client_test.sh BIN_DIR WORK_DIR
 # Exit 77 (skipped) when node/npm are missing or the npm registry cannot be reached.
 set -uo pipefail
@@ -14,7 +15,7 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 fi
 mkdir -p "$work"
 cp "$here/package.json" "$here/package-lock.json" "$work/"
-if [ ! -d "$work/node_modules/openai" ]; then
+if [ ! -d "$work/node_modules/openai" ] || [ ! -d "$work/node_modules/ajv" ]; then
   if ! (cd "$work" && timeout 300 npm ci --no-audit --no-fund >"$work/npm.log" 2>&1); then
     echo "SKIP: npm ci failed (registry unreachable?):" >&2
     tail -5 "$work/npm.log" >&2
@@ -23,7 +24,11 @@ if [ ! -d "$work/node_modules/openai" ]; then
 fi
 
 model="$work/tiny"
-[ -f "$model/config.json" ] || "$bin/llmserve-make-model" --preset tiny --out "$model" >/dev/null
+# Made again when llmserve-make-model changed (its chat template, for one).
+if [ ! "$model/config.json" -nt "$bin/llmserve-make-model" ]; then
+  rm -rf "$model"
+  "$bin/llmserve-make-model" --preset tiny --out "$model" >/dev/null
+fi
 
 pids=()
 cleanup() {
@@ -55,8 +60,9 @@ done
 grep -q "gateway: ready" "$work/gateway.log" || {
   echo "FAIL: gateway not ready"; cat "$work/gateway.log"; exit 1; }
 
-(cd "$work" && cp "$here/openai_client_test.mjs" . && \
-  timeout 120 node openai_client_test.mjs "http://127.0.0.1:$http_port/v1" tiny)
+(cd "$work" && cp "$here/openai_client_test.mjs" "$here/structured_outputs_test.mjs" . && \
+  timeout 120 node openai_client_test.mjs "http://127.0.0.1:$http_port/v1" tiny && \
+  timeout 300 node structured_outputs_test.mjs "http://127.0.0.1:$http_port/v1" tiny)
 status=$?
 for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
 for pid in "${pids[@]}"; do

@@ -1,0 +1,24 @@
+// Turns a chat's output into tool calls on its way to the frontend: wraps the frontend's
+// GenerationObserver, feeds every text delta to a streaming tool-call parser, and passes on the
+// text outside calls as text and the calls as tool-call deltas; at the end the result carries the
+// whole calls and finish reason TOOL_CALLS when the model called any. Both APIs get the same
+// calls this way (one lifecycle, whichever API).
+//
+// Thread-safe as GenerationObserver: calls come one at a time.
+
+#ifndef LLMSERVE_GATEWAY_PIPELINE_TOOL_CALL_OBSERVER_H_
+#define LLMSERVE_GATEWAY_PIPELINE_TOOL_CALL_OBSERVER_H_
+
+#include <memory>
+
+#include "gateway/pipeline/generation.h"
+#include "gateway/pipeline/output_constraints.h"
+
+namespace llmserve::gateway {
+
+std::shared_ptr<GenerationObserver> WithToolCallParsing(std::shared_ptr<GenerationObserver> inner,
+                                                        const ToolCalling& calling);
+
+}  // namespace llmserve::gateway
+
+#endif  // LLMSERVE_GATEWAY_PIPELINE_TOOL_CALL_OBSERVER_H_
