@@ -18,7 +18,7 @@ absl::StatusOr<Value> Range(const std::vector<Value>& args, const builtins::Kwar
     return absl::InvalidArgumentError(
         absl::StrCat("range expected at least 1 argument, at most 3, got ", args.size()));
   }
-  int64_t bounds[3];
+  int64_t bounds[3] = {0, 0, 1};
   for (size_t i = 0; i < args.size(); ++i) {
     if (!args[i].is_int() && !args[i].is_bool()) {
       return absl::InvalidArgumentError(
