@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <utility>
@@ -718,7 +719,13 @@ absl::StatusOr<Value> Indent(const Value& value, const std::vector<Value>& args,
   }
   const bool first = a.Get(1) != nullptr && a.Get(1)->Truthy();
   const bool blank = a.Get(2) != nullptr && a.Get(2)->Truthy();
-  const std::vector<std::string> lines = SplitLines(ToPythonStr(value) + "\n");
+  // jinja2 appends "\n" to the value first, which only a string survives.
+  if (value.is_undefined()) return UndefinedError(value);
+  if (!value.is_string()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unsupported operand type(s) for +=: '", value.TypeName(), "' and 'str'"));
+  }
+  const std::vector<std::string> lines = SplitLines(value.as_string() + "\n");
   // Every line may get the indentation: refuse before building what the renderer would refuse.
   if ((lines.size() + 1) * indention.size() > (size_t{16} << 20)) {
     return absl::InvalidArgumentError("indent: result too large");
@@ -765,20 +772,22 @@ absl::StatusOr<Value> Round(const Value& value, const std::vector<Value>& args,
   if (!method.ok()) return method.status();
   const std::string m = *method == nullptr ? "common" : **method;
   if (!value.is_number()) return TypeError("round", value);
-  const double scale = std::pow(10.0, static_cast<double>(*precision));
-  const double x = value.ToDouble() * scale;
-  double r;
-  if (m == "common") {
-    // Python's round(): half to even.
-    r = std::nearbyint(x);
-  } else if (m == "ceil") {
-    r = std::ceil(x);
-  } else if (m == "floor") {
-    r = std::floor(x);
-  } else {
+  if (m != "common" && m != "ceil" && m != "floor") {
     return absl::InvalidArgumentError("method must be common, ceil or floor");
   }
-  return Value::Float(r / scale);
+  // Python's round(int, n) is the int itself.
+  if (m == "common" && !value.is_float())
+    return Value::Int(value.is_int() ? value.as_int() : value.as_bool());
+  const double x = value.ToDouble();
+  if (m == "common") {
+    // Python's round(x, n) rounds the exact binary value to n decimals, ties to even: so does
+    // glibc's printf.
+    char buf[400];
+    std::snprintf(buf, sizeof(buf), "%.*f", static_cast<int>(*precision), x);
+    return Value::Float(std::strtod(buf, nullptr));
+  }
+  const double scale = std::pow(10.0, static_cast<double>(*precision));
+  return Value::Float((m == "ceil" ? std::ceil(x * scale) : std::floor(x * scale)) / scale);
 }
 
 // str.format(*args, **kwargs) for the replacement fields templates write: {}, {0}, {name},

@@ -138,6 +138,29 @@ std::string Strftime(const std::string& format, absl::Time now) {
       case 'j':
         num(yearday, 3);
         break;
+      case 'c':  // the C locale's "%a %b %e %H:%M:%S %Y"
+        out += Strftime("%a %b %e %H:%M:%S %Y", now);
+        break;
+      case 'x':
+      case 'D':
+        out += Strftime("%m/%d/%y", now);
+        break;
+      case 'X':
+      case 'T':
+        out += Strftime("%H:%M:%S", now);
+        break;
+      case 'R':
+        out += Strftime("%H:%M", now);
+        break;
+      case 'F':
+        out += Strftime("%Y-%m-%d", now);
+        break;
+      case 'u':
+        out += absl::StrCat(weekday + 1);
+        break;
+      case 'w':
+        out += absl::StrCat((weekday + 1) % 7);
+        break;
       case 'Z':
       case 'z':
         break;  // a naive datetime has no zone

@@ -27,7 +27,8 @@ absl::StatusOr<Value> CallGlobal(const std::string& name, const std::vector<Valu
                                  const builtins::Kwargs& kwargs, absl::Time now);
 
 // Python's datetime.strftime(format) for `now` as a naive UTC datetime (what transformers'
-// strftime_now gives on a UTC machine): %a %A %b %B %d %m %Y %y %H %I %M %S %p %j %e %%, the
+// strftime_now gives on a UTC machine): %a %A %b %B %d %m %Y %y %H %I %M %S %p %j %e %u %w %%,
+// the C locale's %c %x %X and %D %T %R %F, the
 // glibc no-padding forms %-d %-m %-H %-I %-M %-S %-j, %Z and %z (empty for a naive datetime);
 // other directives are copied as they are.
 std::string Strftime(const std::string& format, absl::Time now);

@@ -232,6 +232,11 @@ class Parser {
       } else if (!stmt->defaults.empty() && stmt->defaults.back() != nullptr) {
         return Error(pos, "non-default argument follows default argument");
       }
+      if (*param == "caller" && fallback == nullptr) {
+        return Error(pos,
+                     "When defining macros or call blocks the special \"caller\" argument must "
+                     "be omitted or be given a default.");
+      }
       stmt->targets.push_back(*std::move(param));
       stmt->defaults.push_back(std::move(fallback));
     }

@@ -919,7 +919,7 @@ class Renderer {
       }
       r = op == "//" ? FloorDiv(x, y) : FloorMod(x, y);
     } else if (op == "**") {
-      if (y < 0) return ErrorAt(pos, "negative exponents are not supported");
+      if (y < 0) return Value::Float(std::pow(static_cast<double>(x), static_cast<double>(y)));
       r = 1;
       for (int64_t i = 0; i < y; ++i) {
         if (__builtin_mul_overflow(r, x, &r)) return ErrorAt(pos, "integer overflow");
