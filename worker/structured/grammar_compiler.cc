@@ -25,14 +25,14 @@ std::string CacheKey(const Constraint& c) {
 CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocabulary> vocab)
     : grammar_(std::move(grammar)), vocab_(std::move(vocab)) {}
 
-std::shared_ptr<const TokenMask> CompiledGrammar::FindMask(const std::string& state_key) const {
+std::shared_ptr<const CachedMask> CompiledGrammar::FindMask(const std::string& state_key) const {
   absl::MutexLock lock(&mu_);
   const auto it = masks_.find(state_key);
   return it == masks_.end() ? nullptr : it->second;
 }
 
 void CompiledGrammar::StoreMask(const std::string& state_key,
-                                std::shared_ptr<const TokenMask> mask) const {
+                                std::shared_ptr<const CachedMask> mask) const {
   absl::MutexLock lock(&mu_);
   if (masks_.size() >= kMaxSharedMasks) masks_.clear();
   masks_.emplace(state_key, std::move(mask));

@@ -32,6 +32,20 @@ inline constexpr size_t kMaxChoices = 4096;
 
 using TokenMask = std::vector<uint32_t>;
 
+// A mask computed for a matcher state, shared by the matchers of a grammar. When the state was
+// truncated to its top frames (see grammar_matcher.h), `bits` holds the tokens valid in any
+// context below them and `uncertain_roots` the token-trie subtrees whose tokens pop into that
+// context (each with its path bytes, excluding the root's own byte): the matcher checks those
+// against its real state.
+struct CachedMask {
+  TokenMask bits;
+  std::vector<int32_t> uncertain_roots;
+  std::vector<std::string> uncertain_prefixes;
+  // The deepest stack seen by the walk, counting cut stacks from depth 0: the entry is valid for
+  // a real state whose cut depth plus this stays within the matcher's depth bound.
+  int32_t max_depth = 0;
+};
+
 class CompiledGrammar {
  public:
   CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocabulary> vocab);
@@ -42,14 +56,14 @@ class CompiledGrammar {
   // Masks shared by every matcher of this grammar, keyed by the canonical matcher state.
   // At most kMaxSharedMasks are kept (the cache is cleared when full).
   static constexpr size_t kMaxSharedMasks = 64;
-  std::shared_ptr<const TokenMask> FindMask(const std::string& state_key) const;
-  void StoreMask(const std::string& state_key, std::shared_ptr<const TokenMask> mask) const;
+  std::shared_ptr<const CachedMask> FindMask(const std::string& state_key) const;
+  void StoreMask(const std::string& state_key, std::shared_ptr<const CachedMask> mask) const;
 
  private:
   Grammar grammar_;
   std::shared_ptr<const TokenVocabulary> vocab_;
   mutable absl::Mutex mu_;
-  mutable absl::flat_hash_map<std::string, std::shared_ptr<const TokenMask>> masks_
+  mutable absl::flat_hash_map<std::string, std::shared_ptr<const CachedMask>> masks_
       ABSL_GUARDED_BY(mu_);
 };
 

@@ -9,6 +9,7 @@ namespace llmserve::worker::structured {
 GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar)
     : compiled_(std::move(grammar)), g_(&compiled_->grammar()), vocab_(&compiled_->vocab()) {
   trie_states_.resize(vocab_->trie_max_depth() + 1);
+  trie_path_.resize(vocab_->trie_max_depth() + 1);
   ResetTables();
   current_ = InitialState();
 }
@@ -39,11 +40,11 @@ int32_t GrammarMatcher::Intern(int32_t pos, int32_t parent) {
 // the accept node). Terminates because left recursion is rejected at compile time.
 void GrammarMatcher::Expand(int32_t node, std::vector<int32_t>* out) {
   if (node < 0 || !expand_seen_.insert(node).second) return;
-  if (node == 0) {
-    out->push_back(0);
+  const Node n = nodes_[node];
+  if (n.pos < 0) {  // accept, or a cut: the stack continues in an unknown context
+    out->push_back(node);
     return;
   }
-  const Node n = nodes_[node];
   const Element& e = g_->elements[n.pos];
   if (e.kind == ElementKind::kBytes) {
     out->push_back(node);
@@ -74,6 +75,10 @@ int32_t GrammarMatcher::InternState(const std::vector<int32_t>& nodes) {
   const int32_t id = static_cast<int32_t>(states_.size());
   states_.emplace_back();
   states_.back().nodes = nodes;
+  for (const int32_t n : nodes) {
+    states_.back().popped |= nodes_[n].pos <= -2;
+    states_.back().max_depth = std::max(states_.back().max_depth, nodes_[n].depth);
+  }
   state_ids_.emplace(nodes, id);
   return id;
 }
@@ -111,8 +116,8 @@ int32_t GrammarMatcher::Step(int32_t state, uint8_t byte) {
   const size_t count = states_[state].nodes.size();
   for (size_t i = 0; i < count; ++i) {
     const int32_t id = states_[state].nodes[i];
-    if (id == 0) continue;
     const Node n = nodes_[id];
+    if (n.pos < 0) continue;
     if (!g_->byte_sets[g_->elements[n.pos].value].Has(byte)) continue;
     if (g_->elements[n.pos + 1].kind == ElementKind::kEnd) {
       Expand(n.parent, &scratch_);
@@ -154,32 +159,128 @@ void GrammarMatcher::SetEos(absl::Span<uint32_t> bitmask) const {
   }
 }
 
-std::shared_ptr<const TokenMask> GrammarMatcher::ComputeMask(int32_t state) {
-  auto mask = std::make_shared<TokenMask>((vocab_->size() + 31) / 32, 0);
-  uint32_t* bits = mask->data();
+int32_t GrammarMatcher::Sentinel(int32_t depth) {
+  const int32_t pos = -2 - depth;
+  const uint64_t key = static_cast<uint64_t>(static_cast<uint32_t>(pos)) << 32;
+  const auto it = node_ids_.find(key);
+  if (it != node_ids_.end()) return it->second;
+  const int32_t id = static_cast<int32_t>(nodes_.size());
+  nodes_.push_back({pos, 0, depth});
+  node_ids_.emplace(key, id);
+  return id;
+}
+
+int32_t GrammarMatcher::Truncate(int32_t state, bool exact_depth, int32_t* cut_depth) {
+  // Cut every stack below the shallowest stack top: what lies below is the context (inside a
+  // JSON string: the property, array or nesting level the string belongs to).
+  int32_t top = kMaxStackDepth + 1;
+  for (const int32_t id : states_[state].nodes) {
+    if (nodes_[id].pos >= 0) top = std::min(top, nodes_[id].depth);
+  }
+  *cut_depth = top - 1;
+  if (top <= 1 || top > kMaxStackDepth) {
+    *cut_depth = 0;
+    return state;
+  }
+  const int32_t sentinel = Sentinel(exact_depth ? top - 1 : 0);
+  std::vector<int32_t> ids;
+  std::vector<int32_t> frames;
+  const size_t count = states_[state].nodes.size();
+  for (size_t i = 0; i < count; ++i) {
+    const int32_t id = states_[state].nodes[i];
+    if (nodes_[id].pos < 0) {
+      ids.push_back(id);
+      continue;
+    }
+    frames.clear();
+    for (int32_t n = id; nodes_[n].depth >= top; n = nodes_[n].parent) frames.push_back(n);
+    int32_t base = sentinel;
+    for (auto it = frames.rbegin(); it != frames.rend() && base >= 0; ++it) {
+      base = Intern(nodes_[*it].pos, base);
+    }
+    if (base >= 0) ids.push_back(base);
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return InternState(ids);
+}
+
+void GrammarMatcher::Walk(int32_t state, int32_t begin, int32_t end, int32_t base_depth,
+                          uint32_t* bits, CachedMask* record) {
   const uint8_t* bytes = vocab_->trie_bytes().data();
   const int32_t* depths = vocab_->trie_depths().data();
   const int32_t* ends = vocab_->trie_subtree_ends().data();
   const int32_t* token_begin = vocab_->trie_token_begins().data();
   const int32_t* tokens = vocab_->trie_tokens().data();
-  const int32_t size = vocab_->trie_size();
-  trie_states_[0] = state;
+  trie_states_[base_depth] = state;
   int64_t visited = 0;
-  int32_t i = 1;
-  while (i < size) {
+  int32_t i = begin;
+  while (i < end) {
     ++visited;
-    const int32_t next = Step(trie_states_[depths[i] - 1], bytes[i]);
+    const int32_t depth = depths[i];
+    const int32_t next = Step(trie_states_[depth - 1], bytes[i]);
     if (next < 0) {
       i = ends[i];
       continue;
     }
-    trie_states_[depths[i]] = next;
+    if (record != nullptr) {
+      record->max_depth = std::max(record->max_depth, states_[next].max_depth);
+      if (states_[next].popped) {
+        record->uncertain_roots.push_back(i);
+        record->uncertain_prefixes.emplace_back(trie_path_.data(), depth - 1);
+        i = ends[i];
+        continue;
+      }
+      trie_path_[depth - 1] = static_cast<char>(bytes[i]);
+    }
+    trie_states_[depth] = next;
     for (int32_t k = token_begin[i]; k < token_begin[i + 1]; ++k) {
       bits[tokens[k] >> 5] |= 1u << (tokens[k] & 31);
     }
     ++i;
   }
   stats_.trie_nodes_visited += visited;
+}
+
+std::shared_ptr<const CachedMask> GrammarMatcher::ContextFreeMask(int32_t state, bool exact_depth,
+                                                                  int32_t* cut_depth) {
+  const int32_t context_free = Truncate(state, exact_depth, cut_depth);
+  const std::string key = StateKey(context_free);
+  std::shared_ptr<const CachedMask> cached = compiled_->FindMask(key);
+  if (cached != nullptr) {
+    ++stats_.shared_hits;
+    return cached;
+  }
+  ++stats_.computed;
+  auto entry = std::make_shared<CachedMask>();
+  entry->bits.assign((vocab_->size() + 31) / 32, 0);
+  entry->max_depth = states_[context_free].max_depth;
+  Walk(context_free, 1, vocab_->trie_size(), 0, entry->bits.data(), entry.get());
+  compiled_->StoreMask(key, entry);
+  return entry;
+}
+
+std::shared_ptr<const TokenMask> GrammarMatcher::ComputeMask(int32_t state) {
+  int32_t cut_depth = 0;
+  std::shared_ptr<const CachedMask> cached = ContextFreeMask(state, false, &cut_depth);
+  if (cut_depth + cached->max_depth > kMaxStackDepth) {
+    // Near the depth bound the cut's depth matters: key it by the real depth.
+    cached = ContextFreeMask(state, true, &cut_depth);
+  }
+  auto mask = std::make_shared<TokenMask>(cached->bits);
+  const int32_t* ends = vocab_->trie_subtree_ends().data();
+  const int32_t* depths = vocab_->trie_depths().data();
+  for (size_t u = 0; u < cached->uncertain_roots.size(); ++u) {
+    ++stats_.uncertain_checked;
+    int32_t s = state;
+    for (const char c : cached->uncertain_prefixes[u]) {
+      s = Step(s, static_cast<uint8_t>(c));
+      if (s < 0) break;
+    }
+    if (s < 0) continue;
+    const int32_t root = cached->uncertain_roots[u];
+    Walk(s, root, ends[root], depths[root] - 1, mask->data(), nullptr);
+  }
   const std::vector<int32_t>& nodes = states_[state].nodes;
   if (!nodes.empty() && nodes[0] == 0) SetEos(absl::MakeSpan(*mask));
   return mask;
@@ -218,15 +319,7 @@ void GrammarMatcher::FillNextTokenBitmask(absl::Span<uint32_t> bitmask) {
   if (mask != nullptr) {
     ++stats_.local_hits;
   } else {
-    const std::string key = StateKey(current_);
-    mask = compiled_->FindMask(key);
-    if (mask != nullptr) {
-      ++stats_.shared_hits;
-    } else {
-      ++stats_.computed;
-      mask = ComputeMask(current_);
-      compiled_->StoreMask(key, mask);
-    }
+    mask = ComputeMask(current_);
     // Masks kept per state are bounded; past the bound they are dropped (the shared cache and
     // the memoized transitions still make a recompute cheap).
     if (++masks_held_ > kMaxMasksPerMatcher) {

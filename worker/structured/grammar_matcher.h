@@ -7,7 +7,11 @@
 // DFA whose byte transitions are memoized (most steps inside a JSON string or number map a state
 // to itself). The mask is a DFS over the vocabulary's token trie where each trie edge is one
 // memoized transition and dead subtrees are skipped. Masks are cached per state in the matcher
-// and, keyed by the canonical stacks, in the CompiledGrammar for all matchers of that grammar.
+// and in the CompiledGrammar for all its matchers. The shared entry is keyed by the state with
+// its stacks cut below the shallowest stack top (XGrammar's context-independent tokens): inside
+// a JSON string what remains is the same for every property and nesting level, so the full trie
+// walk happens once per grammar; the tokens whose bytes would pop below the cut (those that
+// close the string) are recorded as trie subtrees and checked against the real stacks.
 //
 // Bounds: at most kMaxStackDepth nested frames (deeper pushes are dropped: tokens that would
 // nest deeper are masked), at most kMaxStacks stacks per state (an ambiguous grammar keeps the
@@ -64,9 +68,10 @@ class GrammarMatcher {
 
   struct Stats {
     int64_t fills = 0;
-    int64_t local_hits = 0;   // mask cached in this matcher for this state
-    int64_t shared_hits = 0;  // mask found in the CompiledGrammar's cache
-    int64_t computed = 0;     // trie walks
+    int64_t local_hits = 0;         // mask cached in this matcher for this state
+    int64_t shared_hits = 0;        // mask found in the CompiledGrammar's cache
+    int64_t computed = 0;           // full trie walks
+    int64_t uncertain_checked = 0;  // trie subtrees checked against the real stacks
     int64_t trie_nodes_visited = 0;
     int64_t dfa_states = 0;
   };
@@ -80,6 +85,8 @@ class GrammarMatcher {
   };
   struct State {
     std::vector<int32_t> nodes;  // sorted node ids; 0 = a complete parse
+    bool popped = false;         // some stack popped into a cut (sentinel) node
+    int32_t max_depth = 0;       // of its stacks
     std::shared_ptr<const TokenMask> mask;
     std::unique_ptr<int32_t[]> dense;  // 256 transitions, once more than kSparse are known
     uint8_t num_sparse = 0;
@@ -96,6 +103,18 @@ class GrammarMatcher {
   int32_t Transition(int32_t state, uint8_t byte);  // kUnknown when not memoized yet
   int32_t Step(int32_t state, uint8_t byte);
   std::shared_ptr<const TokenMask> ComputeMask(int32_t state);
+  // The state with every stack cut below the depth of the shallowest stack top (itself when
+  // that is the root). The cut stands at depth 0 unless `exact_depth`; *cut_depth gets its
+  // real depth.
+  int32_t Truncate(int32_t state, bool exact_depth, int32_t* cut_depth);
+  int32_t Sentinel(int32_t depth);
+  // Walks trie nodes [begin, end) (all deeper than base_depth) from `state`, setting the bits of
+  // the tokens that stay alive; with `record`, subtrees that pop into a sentinel are recorded
+  // there instead.
+  void Walk(int32_t state, int32_t begin, int32_t end, int32_t base_depth, uint32_t* bits,
+            CachedMask* record);
+  std::shared_ptr<const CachedMask> ContextFreeMask(int32_t state, bool exact_depth,
+                                                    int32_t* cut_depth);
   std::string StateKey(int32_t state) const;
   std::vector<std::vector<int32_t>> Stacks(int32_t state) const;
   void MaybeCompact();
@@ -118,6 +137,7 @@ class GrammarMatcher {
   std::vector<int32_t> scratch_;
   absl::flat_hash_set<int32_t> expand_seen_;
   std::vector<int32_t> trie_states_;
+  std::string trie_path_;
   Stats stats_;
 };
 

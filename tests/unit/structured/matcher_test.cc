@@ -104,7 +104,7 @@ TEST(MatcherTest, MaskAgreesWithAcceptTokenOnPieces) {
         Make(Constraint::Kind::kGrammar, "root ::= \"[\" (\"1\" | \"23\" | root)* \"]\"")}) {
     auto g = compiler.Compile(c);
     ASSERT_TRUE(g.ok()) << g.status();
-    CrossCheck(*g, 6, 12);
+    CrossCheck(*g, 8, 24);
   }
 }
 
@@ -213,6 +213,44 @@ TEST(MatcherTest, LongGenerationsRebuildTheirTablesAndKeepGoing) {
   ASSERT_TRUE(m.Rollback(3));
   EXPECT_TRUE(m.AcceptToken('a'));
   EXPECT_TRUE(m.AcceptToken(kByteEos));
+}
+
+// Masks come from shared entries cut to the top stack frames plus checks of the tokens that pop
+// below the cut: on a real vocabulary, every token's bit must still equal AcceptToken, at
+// states inside strings, keys and numbers at several nesting depths.
+TEST(MatcherTest, RealVocabularyMaskAgreesWithAcceptToken) {
+  auto vocab = testing::RealVocabulary("deepseek-llm");
+  if (vocab == nullptr) GTEST_SKIP() << "LLMSERVE_TESTDATA is not set";
+  GrammarCompiler compiler(vocab);
+  for (const Constraint& c :
+       {Make(Constraint::Kind::kJsonObject, ""),
+        Make(Constraint::Kind::kJsonSchema,
+             R"({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type":
+                 "object", "properties": {"c": {"type": "string", "maxLength": 5},
+                 "d": {"type": "array", "items": {"type": "string"}}}}},
+                 "required": ["a", "b"]})")}) {
+    auto g = compiler.Compile(c);
+    ASSERT_TRUE(g.ok()) << g.status();
+    for (const char* prefix :
+         {"{\"a\": \"x", "{\"a\": \"\", \"b\": {\"c\": \"ab", "{\"a\": \"\", \"b\": {\"d\": [\"q",
+          "{\"a\": [[{\"b\": \"", "{\"a\": [1, {\"b\": 12", "{\"a\": \"\", \"b\": {\""}) {
+      GrammarMatcher m(*g);
+      if (!m.AcceptString(prefix)) continue;  // a prefix of the other constraint
+      std::vector<uint32_t> mask((vocab->size() + 31) / 32);
+      m.FillNextTokenBitmask(absl::MakeSpan(mask));
+      int allowed = 0;
+      for (int32_t t = 0; t < vocab->size(); ++t) {
+        const bool ok = m.AcceptToken(t);
+        if (ok) {
+          ASSERT_TRUE(m.Rollback(1));
+        }
+        ASSERT_EQ(ok, Bit(mask, t))
+            << prefix << " token " << t << " \"" << vocab->token_bytes(t) << "\"";
+        allowed += ok;
+      }
+      EXPECT_GT(allowed, 0) << prefix;
+    }
+  }
 }
 
 TEST(MatcherTest, RealVocabularyMasksAllowMultiByteTokens) {
