@@ -2,6 +2,8 @@
 
 #include <exception>
 
+#include "common/json/ordered_json.h"
+
 namespace llmserve::gateway::tool_calls {
 namespace {
 
@@ -84,13 +86,11 @@ std::optional<nlohmann::ordered_json> ParseBoundedJson(std::string_view text) {
       --depth;
     }
   }
-  try {
-    nlohmann::ordered_json value = nlohmann::ordered_json::parse(text, nullptr, false);
-    if (value.is_discarded()) return std::nullopt;
-    return value;
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
+  // Linear time: nlohmann's own ordered_json parser is quadratic in an object's keys.
+  absl::StatusOr<nlohmann::ordered_json> value =
+      common::ParseOrderedJson(text, {.max_depth = kMaxJsonDepth + 1});
+  if (!value.ok()) return std::nullopt;
+  return *std::move(value);
 }
 
 std::string DumpJson(const nlohmann::ordered_json& value) {

@@ -46,25 +46,25 @@ absl::Status CheckParametersText(const std::string& text, const std::string& fie
   return absl::OkStatus();
 }
 
-const nlohmann::json* Find(const nlohmann::json& object, const char* key) {
+const nlohmann::ordered_json* Find(const nlohmann::ordered_json& object, const char* key) {
   const auto it = object.find(key);
   return it == object.end() || it->is_null() ? nullptr : &*it;
 }
 
-absl::StatusOr<llmserve::v1::Tool> ParseOneTool(const nlohmann::json& item,
+absl::StatusOr<llmserve::v1::Tool> ParseOneTool(const nlohmann::ordered_json& item,
                                                 const std::string& field,
                                                 absl::flat_hash_set<std::string>* seen) {
   if (!item.is_object()) return Invalid(field, "must be an object");
-  const nlohmann::json* type = Find(item, "type");
+  const nlohmann::ordered_json* type = Find(item, "type");
   if (type == nullptr || !type->is_string() || type->get_ref<const std::string&>() != "function") {
     return Invalid(field + ".type", "must be \"function\"");
   }
-  const nlohmann::json* function = Find(item, "function");
+  const nlohmann::ordered_json* function = Find(item, "function");
   if (function == nullptr || !function->is_object()) {
     return Invalid(field + ".function", "must be an object");
   }
   llmserve::v1::Tool tool;
-  const nlohmann::json* name = Find(*function, "name");
+  const nlohmann::ordered_json* name = Find(*function, "name");
   if (name == nullptr || !name->is_string()) {
     return Invalid(field + ".function.name", "must be a string");
   }
@@ -74,19 +74,19 @@ absl::StatusOr<llmserve::v1::Tool> ParseOneTool(const nlohmann::json& item,
     return status;
   }
   tool.set_name(name->get_ref<const std::string&>());
-  if (const nlohmann::json* description = Find(*function, "description")) {
+  if (const nlohmann::ordered_json* description = Find(*function, "description")) {
     if (!description->is_string()) {
       return Invalid(field + ".function.description", "must be a string");
     }
     tool.set_description(description->get_ref<const std::string&>());
   }
-  if (const nlohmann::json* parameters = Find(*function, "parameters")) {
+  if (const nlohmann::ordered_json* parameters = Find(*function, "parameters")) {
     if (!parameters->is_object()) {
       return Invalid(field + ".function.parameters", "must be a JSON object (JSON Schema)");
     }
     std::string text;
     try {
-      text = parameters->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      text = parameters->dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
     } catch (const std::exception& e) {
       return Invalid(field + ".function.parameters", e.what());
     }
@@ -96,7 +96,7 @@ absl::StatusOr<llmserve::v1::Tool> ParseOneTool(const nlohmann::json& item,
     }
     if (!parameters->empty()) tool.set_parameters(std::move(text));
   }
-  if (const nlohmann::json* strict = Find(*function, "strict")) {
+  if (const nlohmann::ordered_json* strict = Find(*function, "strict")) {
     if (!strict->is_boolean()) return Invalid(field + ".function.strict", "must be a boolean");
     tool.set_strict(strict->get<bool>());
   }
@@ -105,7 +105,8 @@ absl::StatusOr<llmserve::v1::Tool> ParseOneTool(const nlohmann::json& item,
 
 }  // namespace
 
-absl::StatusOr<std::vector<llmserve::v1::Tool>> ParseOpenAiTools(const nlohmann::json& tools) {
+absl::StatusOr<std::vector<llmserve::v1::Tool>> ParseOpenAiTools(
+    const nlohmann::ordered_json& tools) {
   std::vector<llmserve::v1::Tool> out;
   if (tools.is_null()) return out;
   if (!tools.is_array()) return Invalid("tools", "must be an array");

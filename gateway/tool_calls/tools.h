@@ -23,7 +23,8 @@ inline constexpr int kMaxTools = 128;
 
 // OpenAI's tools array -> Tool protos; INVALID_ARGUMENT naming the field, e.g.
 // "tools[1].function.name: must match [A-Za-z0-9_-]{1,64}". null means no tools.
-absl::StatusOr<std::vector<llmserve::v1::Tool>> ParseOpenAiTools(const nlohmann::json& tools);
+absl::StatusOr<std::vector<llmserve::v1::Tool>> ParseOpenAiTools(
+    const nlohmann::ordered_json& tools);
 
 // The same checks for tools that arrived as protos over gRPC ("chat.tools[1].name: ...").
 absl::Status ValidateTools(absl::Span<const llmserve::v1::Tool> tools);

@@ -11,12 +11,15 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/json/ordered_json.h"
 #include "gateway/frontends/openai/openai_structured.h"
 
 namespace llmserve::gateway {
 namespace {
 
-using Json = nlohmann::json;
+// Ordered: a JSON Schema's properties are generated in the order the client wrote them (a model
+// answers better when, say, "reasoning" comes before "answer"), so the body keeps its key order.
+using Json = nlohmann::ordered_json;
 
 absl::Status Invalid(absl::string_view field, absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat("'", field, "' ", problem));
@@ -255,113 +258,21 @@ bool IsReadField(absl::string_view key) {
   return std::find(std::begin(kReadFields), std::end(kReadFields), key) != std::end(kReadFields);
 }
 
-// Builds the body's JSON document from nlohmann's SAX events, within bounds: nlohmann's own DOM
-// parser builds whatever it is given (4 MiB of `[{},{},...]` became 156 MiB of nodes). Values of
-// unread top-level fields are skipped; more than kMaxJsonDepth levels or kMaxJsonValues values
-// (skipped ones included) stop the parse with INVALID_ARGUMENT naming the limit.
-class BoundedDocumentBuilder {
- public:
-  bool null() { return AddValue(Json(nullptr)); }
-  bool boolean(bool value) { return AddValue(Json(value)); }
-  bool number_integer(Json::number_integer_t value) { return AddValue(Json(value)); }
-  bool number_unsigned(Json::number_unsigned_t value) { return AddValue(Json(value)); }
-  bool number_float(Json::number_float_t value, const Json::string_t& /*text*/) {
-    return AddValue(Json(value));
-  }
-  bool string(Json::string_t& value) { return AddValue(Json(std::move(value))); }
-  bool binary(Json::binary_t& value) { return AddValue(Json::binary(std::move(value))); }
-  bool start_object(std::size_t /*size*/) { return Open(Json::value_t::object); }
-  bool end_object() { return Close(); }
-  bool start_array(std::size_t /*size*/) { return Open(Json::value_t::array); }
-  bool end_array() { return Close(); }
-  bool key(Json::string_t& key) {
-    if (open_.back() == nullptr) return true;  // inside a skipped value
-    skip_next_ = open_.size() == 1 && !IsReadField(key);
-    key_ = std::move(key);
-    return true;
-  }
-  bool parse_error(std::size_t /*position*/, const std::string& /*last_token*/,
-                   const Json::exception& error) {
-    status_ =
-        absl::InvalidArgumentError(absl::StrCat("the body is not valid JSON: ", error.what()));
-    return false;
-  }
-
-  // The document once the parse succeeded; the error otherwise.
-  absl::StatusOr<Json> Take(bool parsed) && {
-    if (!status_.ok()) return status_;
-    if (!parsed) return absl::InvalidArgumentError("the body is not valid JSON");
-    return std::move(root_);
-  }
-
- private:
-  bool Count() {
-    if (++values_ <= kMaxJsonValues) return true;
-    status_ = absl::InvalidArgumentError(
-        absl::StrCat("the body holds more than ", kMaxJsonValues, " JSON values"));
-    return false;
-  }
-  // Where the next value goes: null when it is skipped.
-  Json* NextSlot() {
-    if (open_.empty()) return &root_;
-    Json* parent = open_.back();
-    if (parent == nullptr) return nullptr;
-    if (parent->is_array()) {
-      parent->push_back(Json());
-      return &parent->back();
-    }
-    if (skip_next_) {
-      skip_next_ = false;
-      return nullptr;
-    }
-    return &(*parent)[key_];
-  }
-  bool AddValue(Json value) {
-    if (!Count()) return false;
-    if (Json* slot = NextSlot()) *slot = std::move(value);
-    return true;
-  }
-  bool Open(Json::value_t type) {
-    if (!Count()) return false;
-    if (open_.size() >= static_cast<size_t>(kMaxJsonDepth)) {
-      status_ = absl::InvalidArgumentError(
-          absl::StrCat("the body's JSON is nested more than ", kMaxJsonDepth, " levels deep"));
-      return false;
-    }
-    Json* slot = NextSlot();
-    if (slot != nullptr) *slot = Json(type);
-    // Containers are only appended to while they are the innermost open one, so these pointers
-    // into parents stay valid.
-    open_.push_back(slot);
-    return true;
-  }
-  bool Close() {
-    open_.pop_back();
-    return true;
-  }
-
-  Json root_;
-  // The open containers, outermost first; null for a skipped one.
-  std::vector<Json*> open_;
-  std::string key_;
-  bool skip_next_ = false;
-  int values_ = 0;
-  absl::Status status_;
-};
-
 }  // namespace
 
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, absl::string_view body) {
-  Json json;
-  try {
-    BoundedDocumentBuilder builder;
-    const bool parsed = Json::sax_parse(body.begin(), body.end(), &builder);
-    absl::StatusOr<Json> document = std::move(builder).Take(parsed);
-    if (!document.ok()) return document.status();
-    json = *std::move(document);
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("the body is not valid JSON: ", e.what()));
-  }
+  // Values of unread top-level fields are skipped (counted, not kept): nlohmann's own DOM parser
+  // builds whatever it is given (4 MiB of `[{},{},...]` became 156 MiB of nodes).
+  absl::StatusOr<Json> document =
+      common::ParseOrderedJson(std::string_view(body.data(), body.size()),
+                               {.max_depth = kMaxJsonDepth,
+                                .max_values = kMaxJsonValues,
+                                .what = "the body",
+                                .keep_top_level_key = [](std::string_view key) {
+                                  return IsReadField(absl::string_view(key.data(), key.size()));
+                                }});
+  if (!document.ok()) return document.status();
+  Json json = *std::move(document);
   if (!json.is_object()) return absl::InvalidArgumentError("the body must be a JSON object");
   OpenAiRequest out;
   try {

@@ -12,7 +12,7 @@
 namespace llmserve::gateway {
 namespace {
 
-using Json = nlohmann::json;
+using Json = nlohmann::ordered_json;
 
 absl::Status Invalid(absl::string_view field, absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat("'", field, "' ", problem));
@@ -189,7 +189,8 @@ absl::Status ParseOpenAiTools(const Json& body, ::llmserve::v1::ChatPrompt* chat
   }
   if (const Json* choice = Find(body, "tool_choice")) {
     std::vector<::llmserve::v1::Tool> tools(chat->tools().begin(), chat->tools().end());
-    absl::StatusOr<tool_calls::ToolChoice> parsed = tool_calls::ParseToolChoice(*choice, tools);
+    absl::StatusOr<tool_calls::ToolChoice> parsed =
+        tool_calls::ParseToolChoice(nlohmann::json(*choice), tools);
     if (!parsed.ok()) return parsed.status();
     switch (parsed->mode) {
       case tool_calls::ToolChoice::Mode::kNone:

@@ -18,15 +18,15 @@ namespace llmserve::gateway {
 
 // At most one constraint per request; INVALID_ARGUMENT naming the field otherwise, or for a
 // malformed one. `response_format: {"type": "text"}` is no constraint.
-absl::Status ParseOpenAiStructuredOutput(const nlohmann::json& body,
+absl::Status ParseOpenAiStructuredOutput(const nlohmann::ordered_json& body,
                                          ::llmserve::v1::GenerateRequest* request);
 
 // Chat only: tools, tool_choice, parallel_tool_calls into `chat`. Checks the tools' shape and
 // that tool_choice names one of them; the pipeline checks the rest.
-absl::Status ParseOpenAiTools(const nlohmann::json& body, ::llmserve::v1::ChatPrompt* chat);
+absl::Status ParseOpenAiTools(const nlohmann::ordered_json& body, ::llmserve::v1::ChatPrompt* chat);
 
 // A history message's `tool_calls` (assistant) and `tool_call_id` (tool).
-absl::Status ParseOpenAiMessageToolFields(const nlohmann::json& message, size_t index,
+absl::Status ParseOpenAiMessageToolFields(const nlohmann::ordered_json& message, size_t index,
                                           ::llmserve::v1::ChatMessage* out);
 
 }  // namespace llmserve::gateway

@@ -150,3 +150,41 @@ TEST(OpenAiStructuredTest, MalformedToolFieldsNameTheField) {
 
 }  // namespace
 }  // namespace llmserve::gateway
+
+namespace llmserve::gateway {
+namespace {
+
+TEST(OpenAiStructuredTest, ASchemaKeepsTheClientsKeyOrder) {
+  absl::StatusOr<OpenAiRequest> parsed = Chat(
+      R"(, "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema":
+          {"type": "object", "properties": {"reasoning": {"type": "string"},
+           "answer": {"type": "integer"}, "confidence": {"type": "number"}},
+           "required": ["reasoning", "answer"]}}})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  const std::string& schema = parsed->request.structured_output().json_schema();
+  const size_t reasoning = schema.find("reasoning");
+  const size_t answer = schema.find("answer");
+  const size_t confidence = schema.find("confidence");
+  EXPECT_LT(reasoning, answer) << schema;
+  EXPECT_LT(answer, confidence) << schema;
+}
+
+TEST(OpenAiStructuredTest, AnObjectWithVeryManyKeysParsesInLinearTime) {
+  // 200k distinct keys, then a repeated one: ordered objects must not look keys up linearly.
+  std::string schema = R"({"type": "object", "properties": {)";
+  for (int i = 0; i < 200000; ++i) schema += "\"k" + std::to_string(i) + "\": {},";
+  schema += R"("k7": {"type": "integer"}}})";
+  absl::StatusOr<OpenAiRequest> parsed = Chat(R"(, "guided_json": )" + schema);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  // (Checked with the sorted nlohmann::json: ordered_json's own parser is quadratic here.)
+  const std::string& text = parsed->request.structured_output().json_schema();
+  const nlohmann::json kept = nlohmann::json::parse(text);
+  EXPECT_EQ(kept["properties"].size(), 200000u);
+  // The repeated key replaced the value in place (as nlohmann does), keeping its position.
+  EXPECT_EQ(kept["properties"]["k7"], nlohmann::json({{"type", "integer"}}));
+  EXPECT_LT(text.find(R"("k7":{"type":"integer"})"), text.find(R"("k8":)"));
+  EXPECT_LT(text.find(R"("k0":)"), text.find(R"("k1":)"));
+}
+
+}  // namespace
+}  // namespace llmserve::gateway

@@ -15,7 +15,9 @@ namespace {
 using ::llmserve::gateway::tool_calls::testing::MakeTool;
 using ::testing::HasSubstr;
 
-nlohmann::json Tools(const std::string& text) { return nlohmann::json::parse(text); }
+nlohmann::ordered_json Tools(const std::string& text) {
+  return nlohmann::ordered_json::parse(text);
+}
 
 TEST(ParseOpenAiToolsTest, ReadsFunctions) {
   const auto tools = ParseOpenAiTools(Tools(R"([
@@ -31,7 +33,7 @@ TEST(ParseOpenAiToolsTest, ReadsFunctions) {
   EXPECT_EQ(nlohmann::json::parse((*tools)[0].parameters()),
             Tools(R"({"type": "object", "properties": {"city": {"type": "string"}}})"));
   EXPECT_EQ((*tools)[1].parameters(), "");  // empty: any object
-  EXPECT_TRUE(ParseOpenAiTools(nlohmann::json()).ok());
+  EXPECT_TRUE(ParseOpenAiTools(nlohmann::ordered_json()).ok());
 }
 
 TEST(ParseOpenAiToolsTest, ErrorsNameTheField) {
@@ -70,7 +72,7 @@ TEST(ParseOpenAiToolsTest, ErrorsNameTheField) {
 }
 
 TEST(ParseOpenAiToolsTest, AtMost128Tools) {
-  nlohmann::json tools = nlohmann::json::array();
+  nlohmann::ordered_json tools = nlohmann::ordered_json::array();
   for (int i = 0; i <= kMaxTools; ++i) {
     tools.push_back({{"type", "function"}, {"function", {{"name", "f" + std::to_string(i)}}}});
   }
@@ -104,6 +106,20 @@ TEST(ToolsToTemplateJsonTest, RendersWhatTransformersPasses) {
     {"type": "function", "function": {"name": "b", "description": "does b",
       "parameters": {"type": "object", "properties": {}}}}])"));
   EXPECT_EQ(ToolsToTemplateJson({}), "[]");
+}
+
+}  // namespace
+}  // namespace llmserve::gateway::tool_calls
+
+namespace llmserve::gateway::tool_calls {
+namespace {
+
+TEST(ParseOpenAiToolsTest, ParametersKeepTheClientsKeyOrder) {
+  const auto tools = ParseOpenAiTools(Tools(R"([{"type": "function", "function": {"name": "f",
+      "parameters": {"type": "object", "properties": {"zeta": {}, "alpha": {}}}}}])"));
+  ASSERT_TRUE(tools.ok()) << tools.status();
+  const std::string& parameters = (*tools)[0].parameters();
+  EXPECT_LT(parameters.find("zeta"), parameters.find("alpha")) << parameters;
 }
 
 }  // namespace
