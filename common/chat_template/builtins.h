@@ -1,4 +1,5 @@
-// The filters, tests, global functions and methods a chat template may call, with Python's and
+// The filters, tests and methods a chat template may call (filters and tests in builtins.cc,
+// str/dict methods and formatting in methods.cc), with Python's and
 // jinja2's semantics. Errors carry no position: the renderer adds the one of the call.
 //
 // Thread-safety: pure functions.
