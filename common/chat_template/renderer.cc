@@ -137,8 +137,10 @@ class Renderer {
     std::vector<Scope*> saved_;
   };
 
-  absl::Status Step(SourcePos pos) {
-    if (++steps_ > limits_.max_steps) {
+  // Counts `n` steps (copying n variables costs n, so that closures cannot multiply work).
+  absl::Status Step(SourcePos pos, int64_t n = 1) {
+    steps_ += n;
+    if (steps_ > limits_.max_steps) {
       return absl::OutOfRangeError(TemplateErrorMessage(
           pos, absl::StrCat("rendering exceeded ", limits_.max_steps, " evaluation steps")));
     }
@@ -227,9 +229,12 @@ class Renderer {
         (*chain_.back())[stmt.targets[0]] = std::move(captured);
         return *flow;
       }
-      case StmtKind::kMacro:
-        (*chain_.back())[stmt.text] = Value::Macro(&stmt, Closure());
+      case StmtKind::kMacro: {
+        absl::StatusOr<std::shared_ptr<const ValueDict>> closure = Closure(stmt.pos);
+        if (!closure.ok()) return closure.status();
+        (*chain_.back())[stmt.text] = Value::Macro(&stmt, *std::move(closure));
         return Flow::kNormal;
+      }
       case StmtKind::kCallBlock: {
         absl::StatusOr<Value> result = ExecCallBlock(stmt);
         if (!result.ok()) return result.status();
@@ -756,6 +761,7 @@ class Renderer {
     ChainSwap swap(this, std::move(base_chain));
     std::optional<ScopeGuard> closure_scope;
     if (closure != nullptr) {
+      LLMSERVE_RETURN_IF_ERROR(Step(pos, static_cast<int64_t>(closure->items().size())));
       closure_scope.emplace(this);
       for (const auto& [k, v] : closure->items()) (*chain_.back())[k] = v;
     }
@@ -803,12 +809,15 @@ class Renderer {
 
   // The variables a macro defined here sees besides globals and the top level: those of the
   // enclosing loops and macros, as they are now (jinja2 closures).
-  std::shared_ptr<const ValueDict> Closure() const {
+  absl::StatusOr<std::shared_ptr<const ValueDict>> Closure(SourcePos pos) {
     if (chain_.size() <= 2) return nullptr;
-    auto closure = std::make_shared<ValueDict>();
+    Scope merged;
     for (size_t i = 2; i < chain_.size(); ++i) {
-      for (const auto& [k, v] : *chain_[i]) closure->Set(k, v);
+      LLMSERVE_RETURN_IF_ERROR(Step(pos, static_cast<int64_t>(chain_[i]->size())));
+      for (const auto& [k, v] : *chain_[i]) merged[k] = v;
     }
+    auto closure = std::make_shared<ValueDict>();
+    for (auto& [k, v] : merged) closure->Append(k, std::move(v));
     return closure;
   }
 

@@ -55,6 +55,10 @@ Value ValueDict::KeyValue(const std::string& stored) {
   return Value::String(stored);
 }
 
+void ValueDict::Append(std::string key, Value value) {
+  items_.emplace_back(std::move(key), std::move(value));
+}
+
 Value Value::List(ValueList items) {
   int depth = 0;
   for (const Value& item : items) depth = std::max(depth, item.depth());

@@ -34,6 +34,8 @@ class ValueDict {
  public:
   const Value* Find(const std::string& key) const;
   void Set(const std::string& key, Value value);
+  // Adds a key known not to be present (no search: for building from a map).
+  void Append(std::string key, Value value);
   const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
 
   // Python dicts may have integer keys ({0: 'a'}); they are stored under an encoded string

@@ -183,6 +183,24 @@ TEST(ChatTemplateRobustness, RecursiveMacrosHitTheCallLimitOnASmallStack) {
   EXPECT_EQ(out.status().code(), absl::StatusCode::kOutOfRange);
 }
 
+// A macro defined in a loop copies the variables it sees (its closure), and each call copies
+// them back: both count as steps, so many variables times many definitions or calls end at
+// the step limit instead of running for minutes.
+TEST(ChatTemplateRobustness, MacroClosuresCostSteps) {
+  std::string sets;
+  for (int i = 0; i < 2000; ++i) sets += "{% set v" + std::to_string(i) + " = 1 %}";
+  for (const std::string& loop :
+       {std::string("{% for i in range(100000) %}{% macro m() %}{% endmacro %}{% endfor %}"),
+        std::string("{% macro m() %}{% endmacro %}{% for i in range(100000) %}{{ m() }}"
+                    "{% endfor %}")}) {
+    absl::StatusOr<std::string> out =
+        RenderWith("{% for o in [1] %}" + sets + loop + "{% endfor %}", RenderLimits{});
+    ASSERT_FALSE(out.ok());
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kOutOfRange) << out.status();
+    EXPECT_THAT(std::string(out.status().message()), HasSubstr("evaluation steps"));
+  }
+}
+
 TEST(ChatTemplateRobustness, InvalidUtf8InMessagesIsCarriedThrough) {
   ChatTemplateInput input;
   input.messages = {{"user", std::string("a\xff\xfe b\xc3", 6)}};
