@@ -83,7 +83,7 @@ TEST(CompilerTest, HostileInputsAreBounded) {
   std::string nested = "{}";
   for (int i = 0; i < 200; ++i) nested = R"({"type": "array", "items": )" + nested + "}";
   std::string deep_group = std::string(5000, '(') + "a" + std::string(5000, ')');
-  const std::vector<Constraint> hostile = {
+  std::vector<Constraint> hostile = {
       Make(Constraint::Kind::kJsonSchema, deep_schema),
       Make(Constraint::Kind::kJsonSchema, nested),
       Make(Constraint::Kind::kRegex, deep_group),
@@ -100,6 +100,24 @@ TEST(CompilerTest, HostileInputsAreBounded) {
       Make(Constraint::Kind::kRegex, "\xE2\x82"),
       Make(Constraint::Kind::kGrammar, "root ::= (((\"\")*)*)*"),
   };
+  hostile.push_back(Make(Constraint::Kind::kJsonSchema, std::string(1000000, '[')));
+  hostile.push_back(Make(Constraint::Kind::kJsonSchema, std::string(500000, '{')));
+  hostile.push_back(
+      Make(Constraint::Kind::kJsonSchema, std::string(300000, '[') + std::string(300000, ']')));
+  hostile.push_back(Make(Constraint::Kind::kRegex, std::string(1 << 20, '(')));
+  std::string counts;
+  for (int i = 0; i < 100000; ++i) counts += "a{4096}";
+  hostile.push_back(Make(Constraint::Kind::kRegex, counts));
+  std::string chain = "root ::= x0\n";
+  for (int i = 0; i < 50000; ++i) {
+    chain += "x" + std::to_string(i) + " ::= \"a\" x" + std::to_string(i + 1) + " | \"b\"\n";
+  }
+  chain += "x50000 ::= \"c\"\n";
+  hostile.push_back(Make(Constraint::Kind::kGrammar, chain));
+  Constraint many;
+  many.kind = Constraint::Kind::kChoice;
+  many.choices.assign(4096, std::string(200, 'q'));
+  hostile.push_back(many);
   for (const Constraint& c : hostile) {
     auto g = compiler.Compile(c);
     if (g.ok()) {
