@@ -37,34 +37,28 @@ absl::StatusOr<std::shared_ptr<const structured::CompiledGrammar>>
 StructuredOutputCompiler::Compile(const ::llmserve::v1::StructuredOutput& output) {
   using Proto = ::llmserve::v1::StructuredOutput;
   structured::Constraint constraint;
-  std::string field;
   switch (output.kind_case()) {
     case Proto::kJsonSchema:
       constraint.kind = structured::Constraint::Kind::kJsonSchema;
       constraint.text = output.json_schema();
-      field = "structured_output.json_schema";
       break;
     case Proto::kJsonObject:
       if (!output.json_object()) {
         return absl::InvalidArgumentError("structured_output.json_object: must be true when set");
       }
       constraint.kind = structured::Constraint::Kind::kJsonObject;
-      field = "structured_output.json_object";
       break;
     case Proto::kRegex:
       constraint.kind = structured::Constraint::Kind::kRegex;
       constraint.text = output.regex();
-      field = "structured_output.regex";
       break;
     case Proto::kChoice:
       constraint.kind = structured::Constraint::Kind::kChoice;
       constraint.choices.assign(output.choice().choices().begin(), output.choice().choices().end());
-      field = "structured_output.choice";
       break;
     case Proto::kGrammar:
       constraint.kind = structured::Constraint::Kind::kGrammar;
       constraint.text = output.grammar();
-      field = "structured_output.grammar";
       break;
     case Proto::KIND_NOT_SET:
       return absl::InvalidArgumentError(
@@ -73,8 +67,10 @@ StructuredOutputCompiler::Compile(const ::llmserve::v1::StructuredOutput& output
   absl::StatusOr<std::shared_ptr<const structured::CompiledGrammar>> grammar =
       compiler_->Compile(constraint);
   if (!grammar.ok()) {
+    // The compiler's messages start with the kind ("json_schema: properties.age.type: ...",
+    // "regex: position 3: ...", "grammar: line 2, column 5: ...").
     return absl::Status(grammar.status().code(),
-                        absl::StrCat(field, ": ", grammar.status().message()));
+                        absl::StrCat("structured_output.", grammar.status().message()));
   }
   return grammar;
 }

@@ -54,7 +54,7 @@ absl::StatusOr<Grammar> GrammarCompiler::BuildGrammar(const Constraint& c) const
     case Constraint::Kind::kJsonSchema: {
       absl::StatusOr<std::string> gbnf = JsonSchemaToGbnf(c.text);
       if (!gbnf.ok()) return gbnf.status();
-      return ParseGbnf(*gbnf, "response_format schema");
+      return ParseGbnf(*gbnf, "json_schema");
     }
     case Constraint::Kind::kRegex: {
       absl::StatusOr<std::string> expr = RegexToGbnf(c.text, {});

@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "common/json/ordered_json.h"
 #include "nlohmann/json.hpp"
 #include "worker/structured/grammar.h"
 #include "worker/structured/number_range.h"
@@ -145,7 +146,7 @@ class Converter {
  private:
   absl::Status Error(const std::string& path, absl::string_view message) const {
     return absl::InvalidArgumentError(
-        absl::StrCat("response_format schema: ", path.empty() ? "(root)" : path, ": ", message));
+        absl::StrCat("json_schema: ", path.empty() ? "(root)" : path, ": ", message));
   }
 
   std::string NewRule(std::string body) {
@@ -681,11 +682,13 @@ std::string GbnfLiteral(absl::string_view bytes) {
 }
 
 absl::StatusOr<std::string> JsonSchemaToGbnf(absl::string_view schema_text) {
-  const Json schema = Json::parse(schema_text, nullptr, /*allow_exceptions=*/false);
-  if (schema.is_discarded()) {
-    return absl::InvalidArgumentError("response_format schema: not valid JSON");
-  }
-  return Converter(schema).Convert();
+  // Linear in the schema's size (nlohmann's own ordered parser is quadratic in an object's keys)
+  // and bounded in depth, whatever the client sent.
+  absl::StatusOr<Json> schema = common::ParseOrderedJson(
+      std::string_view(schema_text.data(), schema_text.size()),
+      {.max_depth = 256, .max_values = int64_t{1} << 20, .what = "json_schema: the schema"});
+  if (!schema.ok()) return schema.status();
+  return Converter(*schema).Convert();
 }
 
 std::string JsonObjectGbnf() { return absl::StrCat("root ::= json-object\n", kPrimitives); }

@@ -202,7 +202,7 @@ TEST(JsonSchemaTest, JsonModeIsAnyObject) {
 
 TEST(JsonSchemaTest, ErrorsNameThePath) {
   EXPECT_THAT(SchemaError(R"({"type": "object", "properties": {"age": {"type": "int"}}})"),
-              HasSubstr("response_format schema: properties.age.type: unknown type \"int\""));
+              HasSubstr("json_schema: properties.age.type: unknown type \"int\""));
   EXPECT_THAT(SchemaError(R"({"properties": {"age": {"type": "integer", "minimum": "x"}}})"),
               HasSubstr("properties.age.minimum: must be a number"));
   EXPECT_THAT(SchemaError(R"({"type": "array", "items": {"not": {}}})"),
