@@ -39,10 +39,12 @@ endif()
 
 # The concurrency-heavy tests that `make test-tsan` builds and runs under ThreadSanitizer (label
 # tsan): the engine thread, the worker service, the gateway's worker pool, HTTP server and
-# request pipeline, and the thread pool and limiters they share.
+# request pipeline, and the thread pool and limiters they share; the structured-output compiler
+# and its shared mask cache, and tool calls through both gateway APIs.
 set(LLMSERVE_TSAN_TESTS engine_test worker_server_test worker_pool_test gateway_server_test
                         gateway_generation_test gateway_drain_test gateway_request_lifecycle_test
-                        http_server_test base_test auth_concurrency_limiter_test)
+                        http_server_test base_test auth_concurrency_limiter_test structured_test
+                        constrained_engine_test gateway_tool_calls_test)
 
 function(_llmserve_common_target_settings target)
   target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR})

@@ -12,24 +12,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/json/ordered_json.h"
+#include "gateway/frontends/openai/openai_json.h"
 #include "gateway/frontends/openai/openai_structured.h"
 
 namespace llmserve::gateway {
 namespace {
 
-// Ordered: a JSON Schema's properties are generated in the order the client wrote them (a model
-// answers better when, say, "reasoning" comes before "answer"), so the body keeps its key order.
-using Json = nlohmann::ordered_json;
-
-absl::Status Invalid(absl::string_view field, absl::string_view problem) {
-  return absl::InvalidArgumentError(absl::StrCat("'", field, "' ", problem));
-}
-
-// The field, or nullptr when absent or null (OpenAI clients send null for "unset").
-const Json* Find(const Json& body, const char* field) {
-  const auto it = body.find(field);
-  return it == body.end() || it->is_null() ? nullptr : &*it;
-}
+using openai_json::Find;
+using openai_json::Invalid;
+using openai_json::Json;
 
 absl::StatusOr<double> Number(const Json& value, const char* field) {
   if (!value.is_number()) return Invalid(field, "must be a number");
@@ -227,6 +218,7 @@ absl::Status ParsePrompt(const Json& body, OpenAiEndpoint endpoint, OpenAiReques
     return absl::OkStatus();
   }
   if (single->is_array()) {
+    if (single->empty()) return Invalid("prompt", "must not be empty");
     for (const Json& id : *single) {
       if (!id.is_number_integer()) {
         return Invalid("prompt",

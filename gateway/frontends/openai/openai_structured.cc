@@ -6,22 +6,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "gateway/frontends/openai/openai_json.h"
 #include "gateway/tool_calls/tool_choice.h"
 #include "gateway/tool_calls/tools.h"
 
 namespace llmserve::gateway {
 namespace {
 
-using Json = nlohmann::ordered_json;
-
-absl::Status Invalid(absl::string_view field, absl::string_view problem) {
-  return absl::InvalidArgumentError(absl::StrCat("'", field, "' ", problem));
-}
-
-const Json* Find(const Json& object, const char* field) {
-  const auto it = object.find(field);
-  return it == object.end() || it->is_null() ? nullptr : &*it;
-}
+using openai_json::Find;
+using openai_json::Invalid;
+using openai_json::Json;
 
 // A schema given as an object, or (vLLM accepts both for guided_json) as JSON text.
 absl::StatusOr<std::string> SchemaText(const Json& value, absl::string_view field) {

@@ -1,21 +1,46 @@
 #include "gateway/tool_calls/tool_call_format.h"
 
+#include <fstream>
+#include <sstream>
+#include <string>
+
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/unit/tool_calls/template_sources.h"
 
 namespace llmserve::gateway::tool_calls {
 namespace {
 
 using ::testing::HasSubstr;
 
+// A real template of the chat-template corpus (tests/unit/chat_template/corpus/SOURCES.md).
+std::string CorpusTemplate(const std::string& name) {
+  std::ifstream file(std::string(LLMSERVE_CHAT_TEMPLATE_CORPUS) + "/" + name + ".jinja");
+  std::stringstream text;
+  text << file.rdbuf();
+  EXPECT_FALSE(text.str().empty()) << name;
+  return text.str();
+}
+
 TEST(DetectToolCallFormatTest, RealTemplates) {
-  EXPECT_EQ(DetectToolCallFormat(testing::kQwen25Template), ToolCallFormat::kHermes);
-  EXPECT_EQ(DetectToolCallFormat(testing::kQwen3Template), ToolCallFormat::kHermes);
-  EXPECT_EQ(DetectToolCallFormat(testing::kLlama31Template), ToolCallFormat::kLlama3Json);
-  EXPECT_EQ(DetectToolCallFormat(testing::kMistralSmall31ToolCallsTemplate),
-            ToolCallFormat::kMistral);
+  const struct {
+    const char* name;
+    ToolCallFormat format;
+  } cases[] = {
+      {"Qwen-Qwen2.5-7B-Instruct", ToolCallFormat::kHermes},
+      {"Qwen-Qwen3-0.6B", ToolCallFormat::kHermes},
+      {"NousResearch-Hermes-3-Llama-3.1-8B-tool_use", ToolCallFormat::kHermes},
+      {"meta-llama-Llama-3.1-8B-Instruct", ToolCallFormat::kLlama3Json},
+      {"meta-llama-Llama-3.2-3B-Instruct", ToolCallFormat::kLlama3Json},
+      {"Mistral-Small-3.2-24B-Instruct-2506", ToolCallFormat::kMistral},
+      {"mistralai-Mistral-Nemo-Instruct-2407", ToolCallFormat::kMistral},
+      {"unsloth-mistral-Devstral-Small-2507", ToolCallFormat::kMistral},
+      {"google-gemma-2-2b-it", ToolCallFormat::kNone},
+      {"microsoft-Phi-3.5-mini-instruct", ToolCallFormat::kNone},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(DetectToolCallFormat(CorpusTemplate(c.name)), c.format) << c.name;
+  }
 }
 
 TEST(DetectToolCallFormatTest, Llama32StyleWithoutPythonTag) {
