@@ -30,7 +30,7 @@ TEST(ParseOpenAiToolsTest, ReadsFunctions) {
   EXPECT_EQ((*tools)[0].name(), "get_weather");
   EXPECT_EQ((*tools)[0].description(), "Weather.");
   EXPECT_TRUE((*tools)[0].strict());
-  EXPECT_EQ(nlohmann::json::parse((*tools)[0].parameters()),
+  EXPECT_EQ(nlohmann::ordered_json::parse((*tools)[0].parameters()),
             Tools(R"({"type": "object", "properties": {"city": {"type": "string"}}})"));
   EXPECT_EQ((*tools)[1].parameters(), "");  // empty: any object
   EXPECT_TRUE(ParseOpenAiTools(nlohmann::ordered_json()).ok());
