@@ -10,6 +10,7 @@
 #include "common/chat_template/chat_template.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/sanitizers.h"
 
 namespace llmserve::common {
 namespace {
@@ -151,7 +152,7 @@ TEST(ChatTemplateRobustness, RecursiveMacrosHitTheCallLimitOnASmallStack) {
     const ChatTemplate* tmpl;
     absl::StatusOr<std::string> out;
   } job{&*tmpl, std::string()};
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(LLMSERVE_ASAN)  // GCC's and clang's ASan alike (tests/testing/sanitizers.h)
   constexpr size_t kStack = size_t{16} << 20;  // ASan frames are several times larger
 #else
   constexpr size_t kStack = size_t{1} << 20;
