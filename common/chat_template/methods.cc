@@ -194,7 +194,7 @@ absl::StatusOr<Value> StringMethod(const std::string& s, const std::string& name
     }
     return Value::String(s);
   }
-  if (name == "rsplit") {
+  if (name == "split" || name == "rsplit") {
     if (absl::Status st = a.Bind({"sep", "maxsplit"}); !st.ok()) return st;
     absl::StatusOr<const std::string*> sep = a.OptString(0, "sep");
     if (!sep.ok()) return sep.status();
@@ -202,20 +202,8 @@ absl::StatusOr<Value> StringMethod(const std::string& s, const std::string& name
     absl::StatusOr<int64_t> maxsplit = a.OptInt(1, "maxsplit", -1);
     if (!maxsplit.ok()) return maxsplit.status();
     ValueList parts;
-    for (std::string& part : py_string::RSplit(s, *sep, *maxsplit)) {
-      parts.push_back(Value::String(std::move(part)));
-    }
-    return Value::List(std::move(parts));
-  }
-  if (name == "split") {
-    if (absl::Status st = a.Bind({"sep", "maxsplit"}); !st.ok()) return st;
-    absl::StatusOr<const std::string*> sep = a.OptString(0, "sep");
-    if (!sep.ok()) return sep.status();
-    if (*sep != nullptr && (*sep)->empty()) return absl::InvalidArgumentError("empty separator");
-    absl::StatusOr<int64_t> maxsplit = a.OptInt(1, "maxsplit", -1);
-    if (!maxsplit.ok()) return maxsplit.status();
-    ValueList parts;
-    for (std::string& part : py_string::Split(s, *sep, *maxsplit)) {
+    for (std::string& part : name == "split" ? py_string::Split(s, *sep, *maxsplit)
+                                             : py_string::RSplit(s, *sep, *maxsplit)) {
       parts.push_back(Value::String(std::move(part)));
     }
     return Value::List(std::move(parts));

@@ -8,8 +8,8 @@ namespace llmserve::common {
 namespace {
 
 TEST(OrderedJsonTest, KeepsKeyOrderAndValues) {
-  absl::StatusOr<nlohmann::ordered_json> parsed =
-      ParseOrderedJson(R"({"zeta": 1, "alpha": [true, null, 2.5, "x"], "mid": {"b": {}, "a": []}})");
+  absl::StatusOr<nlohmann::ordered_json> parsed = ParseOrderedJson(
+      R"({"zeta": 1, "alpha": [true, null, 2.5, "x"], "mid": {"b": {}, "a": []}})");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(parsed->dump(), R"({"zeta":1,"alpha":[true,null,2.5,"x"],"mid":{"b":{},"a":[]}})");
 }
@@ -44,10 +44,8 @@ TEST(OrderedJsonTest, DepthAndValueCountAreBounded) {
 }
 
 TEST(OrderedJsonTest, SkippedTopLevelKeysAreCountedNotKept) {
-  const OrderedJsonLimits limits{.max_values = 6,
-                                 .keep_top_level_key = [](std::string_view key) {
-                                   return key == "kept";
-                                 }};
+  const OrderedJsonLimits limits{
+      .max_values = 6, .keep_top_level_key = [](std::string_view key) { return key == "kept"; }};
   absl::StatusOr<nlohmann::ordered_json> parsed =
       ParseOrderedJson(R"({"junk": [1, 2], "kept": {"junk": 1}})", limits);
   ASSERT_TRUE(parsed.ok()) << parsed.status();

@@ -19,16 +19,11 @@ using testing::Make;
 
 std::shared_ptr<const CompiledGrammar> Schema(const std::string& schema,
                                               std::shared_ptr<const TokenVocabulary> vocab) {
-  GrammarCompiler compiler(std::move(vocab));
-  auto compiled = compiler.Compile(Make(Constraint::Kind::kJsonSchema, schema));
-  EXPECT_TRUE(compiled.ok()) << schema << ": " << compiled.status();
-  return compiled.ok() ? *compiled : nullptr;
+  return testing::CompileOk(Constraint::Kind::kJsonSchema, schema, std::move(vocab));
 }
 
 std::string SchemaError(const std::string& schema) {
-  GrammarCompiler compiler(ByteVocabulary());
-  return std::string(
-      compiler.Compile(Make(Constraint::Kind::kJsonSchema, schema)).status().message());
+  return testing::CompileError(Constraint::Kind::kJsonSchema, schema);
 }
 
 TEST(JsonSchemaTest, ObjectLayoutOrderAndOptionalProperties) {

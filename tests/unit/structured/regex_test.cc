@@ -18,15 +18,11 @@ using testing::Make;
 
 std::shared_ptr<const CompiledGrammar> Regex(const std::string& pattern,
                                              std::shared_ptr<const TokenVocabulary> vocab) {
-  GrammarCompiler compiler(std::move(vocab));
-  auto compiled = compiler.Compile(Make(Constraint::Kind::kRegex, pattern));
-  EXPECT_TRUE(compiled.ok()) << pattern << ": " << compiled.status();
-  return compiled.ok() ? *compiled : nullptr;
+  return testing::CompileOk(Constraint::Kind::kRegex, pattern, std::move(vocab));
 }
 
 std::string RegexError(const std::string& pattern) {
-  GrammarCompiler compiler(ByteVocabulary());
-  return std::string(compiler.Compile(Make(Constraint::Kind::kRegex, pattern)).status().message());
+  return testing::CompileError(Constraint::Kind::kRegex, pattern);
 }
 
 struct Case {

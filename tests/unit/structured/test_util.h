@@ -41,6 +41,21 @@ inline Constraint Make(Constraint::Kind kind, std::string text) {
   return c;
 }
 
+// The compiled constraint (a test failure, and null, when it does not compile).
+inline std::shared_ptr<const CompiledGrammar> CompileOk(
+    Constraint::Kind kind, const std::string& text, std::shared_ptr<const TokenVocabulary> vocab) {
+  GrammarCompiler compiler(std::move(vocab));
+  auto compiled = compiler.Compile(Make(kind, text));
+  EXPECT_TRUE(compiled.ok()) << text << ": " << compiled.status();
+  return compiled.ok() ? *compiled : nullptr;
+}
+
+// Why the constraint does not compile over the byte vocabulary ("" when it does).
+inline std::string CompileError(Constraint::Kind kind, const std::string& text) {
+  GrammarCompiler compiler(ByteVocabulary());
+  return std::string(compiler.Compile(Make(kind, text)).status().message());
+}
+
 // Whether `text` is a complete sentence, fed one byte token at a time.
 inline bool Accepts(const std::shared_ptr<const CompiledGrammar>& grammar,
                     const std::string& text) {
