@@ -9,6 +9,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "absl/synchronization/notification.h"
@@ -75,6 +76,18 @@ class GatewayPrepareTest : public GatewayServerTest {
       absl::SleepFor(absl::Milliseconds(2));
     }
     return gateway_->active_requests() == n;
+  }
+
+  // Waits (bounded) until /metrics shows `line`: a request counts as active before its prompt
+  // joins the prepare queue, so one scrape right after WaitForActive can miss it.
+  std::string WaitForMetric(int port, std::string_view line) {
+    const absl::Time deadline = absl::Now() + kPatience;
+    std::string body = Get(port, "/metrics").body;
+    while (body.find(line) == std::string::npos && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(2));
+      body = Get(port, "/metrics").body;
+    }
+    return body;
   }
 
   // Only the test's thread releases the held chat.
@@ -167,9 +180,8 @@ TEST_F(GatewayPrepareTest, ClientsThatLeaveWhileQueuedCostNothing) {
   stream_context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
   auto reader = stub_->GenerateStream(&stream_context, ChatRequest("queued grpc"));
   ASSERT_TRUE(WaitForActive(3));
-  const auto metrics = Get(port, "/metrics");
-  EXPECT_NE(metrics.body.find("llmserve_gateway_prepare_queued 2"), std::string::npos)
-      << metrics.body;
+  const std::string metrics = WaitForMetric(port, "llmserve_gateway_prepare_queued 2");
+  EXPECT_NE(metrics.find("llmserve_gateway_prepare_queued 2"), std::string::npos) << metrics;
   stream_context.TryCancel();
   ::llmserve::v1::GenerateStreamResponse message;
   EXPECT_FALSE(reader->Read(&message));
