@@ -50,6 +50,16 @@ ProjectionWeight ProjectionWeight::QuantizedInt8(const Tensor& w, ThreadPool* po
   return weight;
 }
 
+ProjectionWeight ProjectionWeight::Int4(const Int4Matrix& w, ThreadPool* pool) {
+  ProjectionWeight weight;
+  weight.dtype_ = DType::kF32;
+  weight.rows_ = w.rows;
+  weight.cols_ = w.cols;
+  weight.is_packed_ = true;
+  weight.packed_ = PackedMatrix::PackInt4(w, pool);
+  return weight;
+}
+
 int64_t ProjectionWeight::SizeBytes() const {
   return is_packed_ ? packed_.SizeBytes() : static_cast<int64_t>(dense_.SizeBytes());
 }

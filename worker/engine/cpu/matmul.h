@@ -5,7 +5,8 @@
 // f32 and f16 weights are packed at load (packed_matrix.h) and multiplied by the packed GEMM
 // (packed_gemm.h) for every batch size, where the CPU has AVX-512 or AVX2. int8 weights
 // (--quantization=int8) are quantized and packed at load on every CPU, and run the packed GEMM
-// where there is one, PackedGemmBaseline elsewhere. bf16 weights multiply
+// where there is one, PackedGemmBaseline elsewhere; so do 4-bit group-quantized (AWQ/GPTQ) weights,
+// packed at load from their canonical Int4Matrix. bf16 weights multiply
 // bf16-rounded activations (bf16_gemm.h): with AVX512-BF16 for every batch size, elsewhere widened
 // back to f32, where bf16 weights go to SmallBatchGemv for up to 4 rows (bandwidth-bound decode).
 // Everything else (and everything on a CPU with neither AVX-512 nor AVX2) goes to OpenBLAS
@@ -42,15 +43,19 @@ class ProjectionWeight {
   // `w` (f32, f16 or bf16, finite: CheckQuantizable) quantized to int8 per row and packed, on
   // `pool`'s threads if given; the caller keeps `w`.
   static ProjectionWeight QuantizedInt8(const Tensor& w, ThreadPool* pool = nullptr);
+  // `w` (valid: PackedMatrix::PackInt4 CHECKs it) packed with its groups, on `pool`'s threads if
+  // given; the caller keeps `w`. Its dtype() is kF32, what its dequantized values are.
+  static ProjectionWeight Int4(const Int4Matrix& w, ThreadPool* pool = nullptr);
 
   bool empty() const { return rows_ == 0; }
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
-  // The dtype of the weight it was built from (an int8 weight's source dtype).
+  // The dtype of the weight it was built from (an int8 weight's source dtype; kF32 for int4).
   DType dtype() const { return dtype_; }
   bool is_packed() const { return is_packed_; }
   bool is_int8() const { return is_packed_ && packed_.element() == PackedElement::kInt8; }
-  // Bytes it holds (packed or dense; an int8 weight's values and scales).
+  bool is_int4() const { return is_packed_ && packed_.element() == PackedElement::kInt4; }
+  // Bytes it holds (packed or dense; a quantized weight's values, scales and offsets).
   int64_t SizeBytes() const;
   const Tensor& dense() const { return dense_; }
   const PackedMatrix& packed() const { return packed_; }

@@ -36,14 +36,25 @@ using BlockKernel = void (*)(const float* x, int64_t k, const void* panel, const
 // many row blocks to run the f32 kernel on.
 using WidenKernel = void (*)(const void* panel, const float* scales, int64_t k, float* out);
 
+// The int4 analogs, with the panel's group data (PackedMatrix::group_data) and, for the block
+// kernel, the block's activation sums per group, xsums[g * width + i] = Σ x[i, c] over group g:
+// each group's sums of x * q meet its scales, and xsums its offsets, once per group.
+using Int4BlockKernel = void (*)(const float* x, int64_t k, const uint8_t* panel,
+                                 const float* group_data, int64_t group_size, const float* xsums,
+                                 float* out, int64_t ldc, int rows, int cols);
+using Int4WidenKernel = void (*)(const uint8_t* panel, const float* group_data, int64_t k,
+                                 int64_t group_size, float* out);
+
 struct KernelSet {
   int64_t row_block = 0;
   // Indexed by log2 of the block width.
   BlockKernel f32[4] = {};
   BlockKernel f16[4] = {};
   BlockKernel i8[4] = {};
+  Int4BlockKernel i4[4] = {};
   WidenKernel widen_f16 = nullptr;
   WidenKernel widen_i8 = nullptr;
+  Int4WidenKernel widen_i4 = nullptr;
 };
 
 // The width a block of `rows_left` rows is packed to: the next power of two, at most row_block.
@@ -242,6 +253,226 @@ LLMSERVE_TARGET_AVX2 void WidenI8Avx2(const void* panel, const float* scales, in
   }
 }
 
+// ---- int4 (the panel layout is in packed_matrix.h). Each zero-extended byte b = lo + 16 hi is
+// converted to f32 twice: lo = b & 0xF, and b itself. The kernels sum x * lo and x * b, and at the
+// end of each group take hi's sum as (Σ x b - Σ x lo) / 16: three instructions per 8 pairs of
+// weights (AND, two conversions) besides the FMAs, where masking hi out would take four. hi's sum
+// keeps the precision it would have had as Σ x * 16 hi (b <= 255, 16 hi <= 240), and is exactly 0
+// where hi is. Each group's sums start from zero and are scaled into the totals at its end:
+// total += s * acc - s*z * Σx.
+
+constexpr float kHighNibble = 1.0f / 16;
+
+// AVX-512: a zero-extended 16-byte load puts rows {0..7, 16..23} in the low nibbles (vector A) and
+// {8..15, 24..31} in the high ones (B). The same 256-bit half swap takes row-ordered scales
+// (rows 0..15, 16..31) into that order per group, and the totals back into row order at the end:
+// LowHalves(a, b) is a's low 8 floats then b's, HighHalves(a, b) their high 8.
+LLMSERVE_TARGET_AVX512 inline __m512 LowHalves(__m512 a, __m512 b) {
+  return _mm512_shuffle_f32x4(a, b, 0x44);
+}
+LLMSERVE_TARGET_AVX512 inline __m512 HighHalves(__m512 a, __m512 b) {
+  return _mm512_shuffle_f32x4(a, b, 0xEE);
+}
+
+// Column `c` of an int4 panel times a block's activations, into the sums of x * lo (acc_a) and
+// x * (lo + 16 hi) (acc_b).
+template <int kWidth>
+LLMSERVE_TARGET_AVX512 inline void Int4ColumnAvx512(const uint8_t* panel, const float* x, int64_t c,
+                                                    __m512* acc_a, __m512* acc_b) {
+  const __m512i v =
+      _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(panel + c * 16)));
+  const __m512 qa = _mm512_cvtepi32_ps(_mm512_and_si512(v, _mm512_set1_epi32(0x0F)));
+  const __m512 qb = _mm512_cvtepi32_ps(v);  // lo + 16 hi
+  const float* xc = x + c * kWidth;
+#pragma GCC unroll 8
+  for (int i = 0; i < kWidth; ++i) {
+    const __m512 xi = _mm512_set1_ps(xc[i]);
+    acc_a[i] = _mm512_fmadd_ps(xi, qa, acc_a[i]);
+    acc_b[i] = _mm512_fmadd_ps(xi, qb, acc_b[i]);
+  }
+}
+
+template <int kWidth>
+LLMSERVE_TARGET_AVX512 void BlockInt4Avx512(const float* x, int64_t k, const uint8_t* panel,
+                                            const float* group_data, int64_t group_size,
+                                            const float* xsums, float* out, int64_t ldc, int rows,
+                                            int cols) {
+  // As in BlockAvx512: narrow blocks keep two sets of accumulators (even and odd columns).
+  constexpr int kSets = kWidth <= 2 ? 2 : 1;
+  __m512 total_a[kWidth], total_b[kWidth];
+#pragma GCC unroll 8
+  for (int i = 0; i < kWidth; ++i) total_a[i] = total_b[i] = _mm512_setzero_ps();
+  for (int64_t g = 0, c0 = 0; c0 < k; ++g, c0 += group_size) {
+    __m512 acc_a[kSets][kWidth], acc_b[kSets][kWidth];
+#pragma GCC unroll 8
+    for (int i = 0; i < kWidth; ++i) {
+#pragma GCC unroll 2
+      for (int set = 0; set < kSets; ++set) acc_a[set][i] = acc_b[set][i] = _mm512_setzero_ps();
+    }
+    const int64_t c1 = c0 + group_size;
+    int64_t c = c0;
+    for (; c + kSets <= c1; c += kSets) {
+#pragma GCC unroll 2
+      for (int set = 0; set < kSets; ++set) {
+        Int4ColumnAvx512<kWidth>(panel, x, c + set, acc_a[set], acc_b[set]);
+      }
+    }
+    for (; c < c1; ++c) Int4ColumnAvx512<kWidth>(panel, x, c, acc_a[0], acc_b[0]);
+    const float* data = group_data + g * 2 * kPanel;
+    const __m512 s0 = _mm512_loadu_ps(data), s1 = _mm512_loadu_ps(data + 16);
+    const __m512 o0 = _mm512_loadu_ps(data + kPanel), o1 = _mm512_loadu_ps(data + kPanel + 16);
+    const __m512 scale_a = LowHalves(s0, s1), offset_a = LowHalves(o0, o1);
+    const __m512 scale_b = _mm512_mul_ps(HighHalves(s0, s1), _mm512_set1_ps(kHighNibble));
+    const __m512 offset_b = HighHalves(o0, o1);
+#pragma GCC unroll 8
+    for (int i = 0; i < kWidth; ++i) {
+      if constexpr (kSets == 2) {
+        acc_a[0][i] = _mm512_add_ps(acc_a[0][i], acc_a[1][i]);
+        acc_b[0][i] = _mm512_add_ps(acc_b[0][i], acc_b[1][i]);
+      }
+      acc_b[0][i] = _mm512_sub_ps(acc_b[0][i], acc_a[0][i]);  // Σ x * 16 hi
+      const __m512 xs = _mm512_set1_ps(xsums[g * kWidth + i]);
+      total_a[i] =
+          _mm512_fnmadd_ps(offset_a, xs, _mm512_fmadd_ps(scale_a, acc_a[0][i], total_a[i]));
+      total_b[i] =
+          _mm512_fnmadd_ps(offset_b, xs, _mm512_fmadd_ps(scale_b, acc_b[0][i], total_b[i]));
+    }
+  }
+  const __mmask16 mask0 = LaneMask(cols), mask1 = LaneMask(cols - 16);
+#pragma GCC unroll 8
+  for (int i = 0; i < kWidth; ++i) {
+    if (i >= rows) break;
+    _mm512_mask_storeu_ps(out + i * ldc, mask0, LowHalves(total_a[i], total_b[i]));
+    _mm512_mask_storeu_ps(out + i * ldc + 16, mask1, HighHalves(total_a[i], total_b[i]));
+  }
+}
+
+LLMSERVE_TARGET_AVX512 void WidenI4Avx512(const uint8_t* panel, const float* group_data, int64_t k,
+                                          int64_t group_size, float* out) {
+  const __m512i low = _mm512_set1_epi32(0x0F);
+  for (int64_t g = 0, c0 = 0; c0 < k; ++g, c0 += group_size) {
+    const float* data = group_data + g * 2 * kPanel;
+    const __m512 s0 = _mm512_loadu_ps(data), s1 = _mm512_loadu_ps(data + 16);
+    const __m512 o0 = _mm512_loadu_ps(data + kPanel), o1 = _mm512_loadu_ps(data + kPanel + 16);
+    const __m512 scale_a = LowHalves(s0, s1), scale_b = HighHalves(s0, s1);
+    const __m512 offset_a = LowHalves(o0, o1), offset_b = HighHalves(o0, o1);
+    for (int64_t c = c0; c < c0 + group_size; ++c) {
+      const __m512i v =
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(panel + c * 16)));
+      // q * s - s*z in one rounding: exactly Int4Matrix::Dequantized where s*z is exact.
+      const __m512 a =
+          _mm512_fmsub_ps(_mm512_cvtepi32_ps(_mm512_and_si512(v, low)), scale_a, offset_a);
+      const __m512 b =
+          _mm512_fmsub_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4)), scale_b, offset_b);
+      _mm512_storeu_ps(out + c * kPanel, LowHalves(a, b));
+      _mm512_storeu_ps(out + c * kPanel + 16, HighHalves(a, b));
+    }
+  }
+}
+
+// AVX2: a zero-extended 8-byte load is a half of 16 rows in row order (low nibbles rows 0..7,
+// high ones 8..15). Blocks of 1 or 2 rows take both halves at once (more independent sums for
+// decode); blocks of 4 one half at a time, as BlockAvx2 does, to stay within 16 registers.
+template <int kWidth>
+LLMSERVE_TARGET_AVX2 void BlockInt4Avx2(const float* x, int64_t k, const uint8_t* panel,
+                                        const float* group_data, int64_t group_size,
+                                        const float* xsums, float* out, int64_t ldc, int rows,
+                                        int cols) {
+  constexpr int kHalves = kWidth <= 2 ? 2 : 1;
+  constexpr int kVectors = 2 * kHalves;  // per row: low and high nibbles of each half
+  const __m256i low = _mm256_set1_epi32(0x0F);
+  for (int first_half = 0; first_half < 2 && first_half * 16 < cols; first_half += kHalves) {
+    __m256 total[kVectors][kWidth];
+#pragma GCC unroll 4
+    for (int v = 0; v < kVectors; ++v) {
+#pragma GCC unroll 4
+      for (int i = 0; i < kWidth; ++i) total[v][i] = _mm256_setzero_ps();
+    }
+    for (int64_t g = 0, c0 = 0; c0 < k; ++g, c0 += group_size) {
+      __m256 acc[kVectors][kWidth];
+#pragma GCC unroll 4
+      for (int v = 0; v < kVectors; ++v) {
+#pragma GCC unroll 4
+        for (int i = 0; i < kWidth; ++i) acc[v][i] = _mm256_setzero_ps();
+      }
+      for (int64_t c = c0; c < c0 + group_size; ++c) {
+        __m256 q[kVectors];
+#pragma GCC unroll 2
+        for (int h = 0; h < kHalves; ++h) {
+          const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
+              reinterpret_cast<const __m128i*>(panel + c * 16 + (first_half + h) * 8)));
+          q[2 * h] = _mm256_cvtepi32_ps(_mm256_and_si256(v, low));
+          q[2 * h + 1] = _mm256_cvtepi32_ps(v);  // lo + 16 hi
+        }
+        const float* xc = x + c * kWidth;
+#pragma GCC unroll 4
+        for (int i = 0; i < kWidth; ++i) {
+          const __m256 xi = _mm256_broadcast_ss(xc + i);
+#pragma GCC unroll 4
+          for (int v = 0; v < kVectors; ++v) acc[v][i] = _mm256_fmadd_ps(xi, q[v], acc[v][i]);
+        }
+      }
+      const float* data = group_data + g * 2 * kPanel + first_half * 16;
+#pragma GCC unroll 4
+      for (int v = 0; v < kVectors; ++v) {
+        // Vector v holds rows first_half * 16 + 8v .. + 7: its scales are contiguous.
+        __m256 scale = _mm256_loadu_ps(data + 8 * v);
+        if (v % 2 == 1) scale = _mm256_mul_ps(scale, _mm256_set1_ps(kHighNibble));
+        const __m256 offset = _mm256_loadu_ps(data + kPanel + 8 * v);
+#pragma GCC unroll 4
+        for (int i = 0; i < kWidth; ++i) {
+          if (v % 2 == 1) acc[v][i] = _mm256_sub_ps(acc[v][i], acc[v - 1][i]);  // Σ x * 16 hi
+          total[v][i] = _mm256_fnmadd_ps(offset, _mm256_broadcast_ss(xsums + g * kWidth + i),
+                                         _mm256_fmadd_ps(scale, acc[v][i], total[v][i]));
+        }
+      }
+    }
+    const int lanes = std::min(8 * kVectors, cols - first_half * 16);
+#pragma GCC unroll 4
+    for (int i = 0; i < kWidth; ++i) {
+      if (i >= rows) break;
+      float* dst = out + i * ldc + first_half * 16;
+      if (lanes == 8 * kVectors) {
+#pragma GCC unroll 4
+        for (int v = 0; v < kVectors; ++v) _mm256_storeu_ps(dst + 8 * v, total[v][i]);
+      } else {
+        alignas(32) float values[8 * kVectors];
+#pragma GCC unroll 4
+        for (int v = 0; v < kVectors; ++v) _mm256_store_ps(values + 8 * v, total[v][i]);
+        std::memcpy(dst, values, lanes * sizeof(float));
+      }
+    }
+  }
+}
+
+LLMSERVE_TARGET_AVX2 void WidenI4Avx2(const uint8_t* panel, const float* group_data, int64_t k,
+                                      int64_t group_size, float* out) {
+  const __m256i low = _mm256_set1_epi32(0x0F);
+  for (int64_t g = 0, c0 = 0; c0 < k; ++g, c0 += group_size) {
+    const float* data = group_data + g * 2 * kPanel;
+    __m256 scale[4], offset[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      scale[j] = _mm256_loadu_ps(data + 8 * j);
+      offset[j] = _mm256_loadu_ps(data + kPanel + 8 * j);
+    }
+    for (int64_t c = c0; c < c0 + group_size; ++c) {
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const __m256i v = _mm256_cvtepu8_epi32(
+            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(panel + c * 16 + h * 8)));
+        // q * s - s*z in one rounding: exactly Int4Matrix::Dequantized where s*z is exact.
+        _mm256_storeu_ps(out + c * kPanel + 16 * h,
+                         _mm256_fmsub_ps(_mm256_cvtepi32_ps(_mm256_and_si256(v, low)), scale[2 * h],
+                                         offset[2 * h]));
+        _mm256_storeu_ps(out + c * kPanel + 16 * h + 8,
+                         _mm256_fmsub_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(v, 4)),
+                                         scale[2 * h + 1], offset[2 * h + 1]));
+      }
+    }
+  }
+}
+
 KernelSet KernelsFor(absl::string_view isa) {
   KernelSet set;
   if (isa == "avx512" && HasAvx512()) {
@@ -252,8 +483,11 @@ KernelSet KernelsFor(absl::string_view isa) {
     set.f16[2] = BlockAvx512<Elem::kF16, 4>, set.f16[3] = BlockAvx512<Elem::kF16, 8>;
     set.i8[0] = BlockAvx512<Elem::kInt8, 1>, set.i8[1] = BlockAvx512<Elem::kInt8, 2>;
     set.i8[2] = BlockAvx512<Elem::kInt8, 4>, set.i8[3] = BlockAvx512<Elem::kInt8, 8>;
+    set.i4[0] = BlockInt4Avx512<1>, set.i4[1] = BlockInt4Avx512<2>;
+    set.i4[2] = BlockInt4Avx512<4>, set.i4[3] = BlockInt4Avx512<8>;
     set.widen_f16 = WidenF16Avx512;
     set.widen_i8 = WidenI8Avx512;
+    set.widen_i4 = WidenI4Avx512;
   } else if (isa == "avx2" && HasAvx2FmaF16c()) {
     set.row_block = 4;
     set.f32[0] = BlockAvx2<Elem::kF32, 1>, set.f32[1] = BlockAvx2<Elem::kF32, 2>;
@@ -262,8 +496,10 @@ KernelSet KernelsFor(absl::string_view isa) {
     set.f16[2] = BlockAvx2<Elem::kF16, 4>;
     set.i8[0] = BlockAvx2<Elem::kInt8, 1>, set.i8[1] = BlockAvx2<Elem::kInt8, 2>;
     set.i8[2] = BlockAvx2<Elem::kInt8, 4>;
+    set.i4[0] = BlockInt4Avx2<1>, set.i4[1] = BlockInt4Avx2<2>, set.i4[2] = BlockInt4Avx2<4>;
     set.widen_f16 = WidenF16Avx2;
     set.widen_i8 = WidenI8Avx2;
+    set.widen_i4 = WidenI4Avx2;
   }
   return set;
 }
@@ -286,6 +522,37 @@ int64_t RowBlock(absl::string_view isa) {
   const int64_t row_block = Kernels(isa).row_block;
   LLMSERVE_CHECK(row_block > 0) << "no packed GEMM for instruction set " << isa;
   return row_block;
+}
+
+// Sums of each block's activations over each int4 group, for the pass of blocks [pass, pass_end):
+// block b's sums go to xsums[(first - pass) * groups + g * width + i], the layout the int4 block
+// kernels read. A pass that is not widened has at most kWidenAboveBlocks blocks of row_block <= 8
+// rows, at most 32 rows of at most k groups: they fit the kPanel * k floats of panel scratch.
+void SumInt4Groups(const float* packed_x, int64_t m, int64_t k, int64_t group_size,
+                   int64_t row_block, int64_t pass, int64_t pass_end, float* xsums) {
+  const int64_t groups = k / group_size;
+  for (int64_t first = pass; first < pass_end; first += row_block) {
+    const int64_t width = BlockWidth(std::min(row_block, m - first), row_block);
+    float* sums = xsums + (first - pass) * groups;
+    for (int64_t g = 0; g < groups; ++g) {
+      // A group of a block is group_size * width contiguous floats, row i's at i mod width. Eight
+      // partial sums (width divides 8) let the compiler vectorize what is, at batch 1, a serial
+      // chain of k additions per thread and call.
+      const float* values = packed_x + first * k + g * group_size * width;
+      const int64_t count = group_size * width;
+      float partial[8] = {};
+      int64_t t = 0;
+      for (; t + 8 <= count; t += 8) {
+        for (int j = 0; j < 8; ++j) partial[j] += values[t + j];
+      }
+      for (int j = 0; t < count; ++t, ++j) partial[j] += values[t];
+      for (int64_t i = 0; i < width; ++i) {
+        float sum = 0.0f;
+        for (int64_t j = i; j < 8; j += width) sum += partial[j];
+        sums[g * width + i] = sum;
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -337,10 +604,26 @@ void PackedGemm(absl::string_view isa, const float* packed_x, int64_t m, const P
     // many blocks (prefill) widens each panel once into L2-resident scratch and runs the f32
     // kernel: 512-token prefill ran 6% faster. Decode batches keep widening in registers, where
     // the first block's compute overlaps the panel's read from memory (widening first would
-    // serialize the two). int8 panels are dequantized the same way (docs/engine.md has the
-    // measurement).
+    // serialize the two). int8 and int4 panels are dequantized the same way (docs/engine.md has
+    // the int8 measurement).
     const bool widen_panels =
         w.element() != Elem::kF32 && pass_end - pass > kWidenAboveBlocks * row_block;
+    if (w.element() == Elem::kInt4 && !widen_panels) {
+      LLMSERVE_CHECK((pass_end - pass + row_block - 1) / row_block * row_block * w.groups() <=
+                     kPanel * k);
+      SumInt4Groups(packed_x, m, k, w.group_size(), row_block, pass, pass_end, panel_scratch);
+      for (int64_t p = panel_begin; p < panel_end; ++p) {
+        const int cols = static_cast<int>(std::min(kPanel, w.rows() - p * kPanel));
+        for (int64_t first = pass; first < pass_end; first += row_block) {
+          const int64_t rows = std::min(row_block, m - first);
+          kernels.i4[Log2(BlockWidth(rows, row_block))](
+              packed_x + first * k, k, static_cast<const uint8_t*>(w.panel(p)), w.group_data(p),
+              w.group_size(), panel_scratch + (first - pass) * w.groups(),
+              out + first * ldc + p * kPanel, ldc, static_cast<int>(rows), cols);
+        }
+      }
+      continue;
+    }
     const BlockKernel* table = w.element() == Elem::kF32 || widen_panels ? kernels.f32
                                : w.element() == Elem::kF16               ? kernels.f16
                                                                          : kernels.i8;
@@ -350,7 +633,12 @@ void PackedGemm(absl::string_view isa, const float* packed_x, int64_t m, const P
       const void* panel = w.panel(p);
       const float* scales = w.element() == Elem::kInt8 ? w.scales(p) : nullptr;
       if (widen_panels) {
-        widen(panel, scales, k, panel_scratch);
+        if (w.element() == Elem::kInt4) {
+          kernels.widen_i4(static_cast<const uint8_t*>(panel), w.group_data(p), k, w.group_size(),
+                           panel_scratch);
+        } else {
+          widen(panel, scales, k, panel_scratch);
+        }
         panel = panel_scratch;
         scales = nullptr;
       }
@@ -383,6 +671,21 @@ void PackedGemmBaseline(const float* x, int64_t m, const PackedMatrix& w, int64_
         for (int64_t c = 0; c < k; ++c) {
           for (int64_t r = 0; r < kPanel; ++r) {
             panel_scratch[c * kPanel + r] = q[c * kPanel + r] * scales[r];
+          }
+        }
+        break;
+      }
+      case Elem::kInt4: {
+        const auto* q = static_cast<const uint8_t*>(panel);
+        const float* data = w.group_data(p);
+        for (int64_t c = 0; c < k; ++c) {
+          const float* scales = data + (c / w.group_size()) * 2 * kPanel;
+          for (int64_t b = 0; b < kPanel / 2; ++b) {
+            const int64_t r = (b / 8) * 16 + b % 8;  // and r + 8 in the high nibble
+            const uint8_t byte = q[c * (kPanel / 2) + b];
+            panel_scratch[c * kPanel + r] = (byte & 0xF) * scales[r] - scales[kPanel + r];
+            panel_scratch[c * kPanel + r + 8] =
+                (byte >> 4) * scales[r + 8] - scales[kPanel + r + 8];
           }
         }
         break;

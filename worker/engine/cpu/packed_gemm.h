@@ -1,5 +1,5 @@
-// out[m, n] = x[m, k] · w[n, k]^T against a PackedMatrix (f32, f16 or int8 weights), for every
-// batch size: the bandwidth-bound decode of one sequence and the compute-bound prefill alike.
+// out[m, n] = x[m, k] · w[n, k]^T against a PackedMatrix (f32, f16, int8 or int4 weights), for
+// every batch size: the bandwidth-bound decode of one sequence and the compute-bound prefill alike.
 //
 // The activations are first rearranged into blocks of up to PackedGemmRowBlock() rows, k-major
 // (PackActivations). The kernel then keeps a block of rows × 32 outputs in registers, and for each
@@ -10,9 +10,16 @@
 // f32, and each output multiplied by its row's scale once at the end; each weight byte is read
 // once per pass, a quarter of the bytes of f32.
 //
+// int4 weights (packed_matrix.h has the layout) are unpacked in registers too, an AND and two
+// conversions per 8 (AVX2) or 16 (AVX-512) bytes, each weight byte read once per pass. Per
+// quantization group the kernel sums x * q from zero, then adds scale * sum - scale * zero * Σx to
+// each output (Σx over the group, computed once per call for each row block): two FMAs per output
+// and group rather than a multiply per weight. Passes of many blocks dequantize the panel into
+// scratch, as for int8.
+//
 // AVX-512 (F + BW + VL; blocks of 8 rows) and AVX2 + FMA + F16C (blocks of 4), chosen at run time;
 // where neither exists, PackedGemmAvailable() is false and f32/f16 weights stay unpacked
-// (matmul.h). int8 weights are always packed; PackedGemmBaseline runs them on any CPU.
+// (matmul.h). int8 and int4 weights are always packed; PackedGemmBaseline runs them on any CPU.
 //
 // Thread-safe: pure functions on caller-owned memory.
 
@@ -49,9 +56,9 @@ void PackActivations(absl::string_view isa, const float* x, int64_t m, int64_t k
 // Panels [panel_begin, panel_end) of w times the packed activations of m rows: out[i * ldc + r]
 // receives row i times weight row r, for the weight rows those panels hold (padding rows are not
 // written). `packed_x` comes from PackActivations with the same isa, m and k = w.cols().
-// `panel_scratch` holds PackedMatrix::kPanelRows * w.cols() floats: with f16 or int8 weights and
-// more than 4 blocks of rows, each panel is widened (dequantized) into it once rather than in every
-// block's registers.
+// `panel_scratch` holds PackedMatrix::kPanelRows * w.cols() floats: with f16, int8 or int4 weights
+// and more than 4 blocks of rows, each panel is widened (dequantized) into it once rather than in
+// every block's registers; with int4 and fewer blocks, it holds the activations' group sums.
 void PackedGemm(absl::string_view isa, const float* packed_x, int64_t m, const PackedMatrix& w,
                 int64_t panel_begin, int64_t panel_end, float* out, int64_t ldc,
                 float* panel_scratch);

@@ -1,6 +1,8 @@
 #include "worker/engine/cpu/packed_matrix.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <new>
 #include <vector>
 
@@ -63,9 +65,11 @@ void PackedMatrix::Allocate() {
 }
 
 int64_t PackedMatrix::SizeBytes() const {
-  const int64_t scale_bytes =
-      element_ == PackedElement::kInt8 ? num_panels() * kPanelRows * int64_t{sizeof(float)} : 0;
-  return num_panels() * PanelBytes() + scale_bytes;
+  const int64_t scale_floats = element_ == PackedElement::kInt8 ? num_panels() * kPanelRows
+                               : element_ == PackedElement::kInt4
+                                   ? num_panels() * groups() * 2 * kPanelRows
+                                   : 0;
+  return num_panels() * PanelBytes() + scale_floats * int64_t{sizeof(float)};
 }
 
 PackedMatrix::PackedMatrix(const Tensor& w, ThreadPool* pool)
@@ -120,9 +124,74 @@ PackedMatrix PackedMatrix::QuantizeInt8(const Tensor& w, ThreadPool* pool) {
   return m;
 }
 
+PackedMatrix PackedMatrix::PackInt4(const Int4Matrix& w, ThreadPool* pool) {
+  LLMSERVE_CHECK(w.rows > 0 && w.cols > 0 && w.cols % 2 == 0 && w.group_size > 0 &&
+                 w.cols % w.group_size == 0)
+      << "bad int4 matrix [" << w.rows << ", " << w.cols << "], group size " << w.group_size;
+  LLMSERVE_CHECK(static_cast<int64_t>(w.packed_values.size()) == w.rows * w.cols / 2 &&
+                 static_cast<int64_t>(w.zeros.size()) == w.rows * w.groups() &&
+                 static_cast<int64_t>(w.scales.size()) == w.rows * w.groups())
+      << "int4 matrix vectors do not match its shape";
+  PackedMatrix m;
+  m.element_ = PackedElement::kInt4;
+  m.rows_ = w.rows;
+  m.cols_ = w.cols;
+  m.group_size_ = w.group_size;
+  m.Allocate();
+  const int64_t groups = m.groups();
+  m.scales_.reset(new float[m.num_panels() * groups * 2 * kPanelRows]());
+  const int64_t row_bytes = w.cols / 2;
+  const auto pack = [&](int, int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      // Padding rows stay zero: their nibbles, scales and offsets.
+      auto* panel = m.data_.get() + p * m.PanelBytes();
+      std::memset(panel, 0, m.PanelBytes());
+      float* data = m.scales_.get() + p * groups * 2 * kPanelRows;
+      for (int64_t lane = 0; lane < kPanelRows && p * kPanelRows + lane < w.rows; ++lane) {
+        const int64_t r = p * kPanelRows + lane;
+        const int64_t byte = (lane / 16) * 8 + lane % 8;
+        const int shift = (lane % 16) < 8 ? 0 : 4;
+        const uint8_t* row = w.packed_values.data() + r * row_bytes;
+        for (int64_t j = 0; j < row_bytes; ++j) {
+          panel[(2 * j) * 16 + byte] |= static_cast<unsigned char>((row[j] & 0xF) << shift);
+          panel[(2 * j + 1) * 16 + byte] |= static_cast<unsigned char>((row[j] >> 4) << shift);
+        }
+        for (int64_t g = 0; g < groups; ++g) {
+          const float scale = w.Scale(r, g);
+          data[g * 2 * kPanelRows + lane] = scale;
+          data[g * 2 * kPanelRows + kPanelRows + lane] = scale * static_cast<float>(w.Zero(r, g));
+        }
+      }
+    }
+  };
+  if (pool != nullptr) {
+    pool->ParallelFor(m.num_panels(), pack);
+  } else {
+    pack(0, 0, m.num_panels());
+  }
+  return m;
+}
+
 void PackedMatrix::CopyRow(int64_t r, float* out) const {
   const unsigned char* panel_bytes = data_.get() + (r / kPanelRows) * PanelBytes();
   const int64_t lane = r % kPanelRows;
+  if (element_ == PackedElement::kInt4) {
+    // (q - zero) * scale, as Int4Matrix::Dequantized computes it: the zero is recovered from the
+    // offset (scale * zero is exact for scales that came from f16; rounding undoes the rest).
+    const int64_t byte = (lane / 16) * 8 + lane % 8;
+    const int shift = (lane % 16) < 8 ? 0 : 4;
+    const float* data = group_data(r / kPanelRows);
+    for (int64_t c = 0; c < cols_; ++c) {
+      const int64_t g = c / group_size_;
+      const float scale = data[g * 2 * kPanelRows + lane];
+      const float zero = scale == 0.0f
+                             ? 0.0f
+                             : std::nearbyint(data[g * 2 * kPanelRows + kPanelRows + lane] / scale);
+      const int q = (panel_bytes[c * 16 + byte] >> shift) & 0xF;
+      out[c] = (static_cast<float>(q) - zero) * scale;
+    }
+    return;
+  }
   if (element_ == PackedElement::kInt8) {
     const auto* panel = reinterpret_cast<const int8_t*>(panel_bytes);
     const float scale = scales_[r];

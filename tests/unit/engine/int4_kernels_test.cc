@@ -1,0 +1,258 @@
+// The int4 weight path (AWQ/GPTQ group quantization, int4_matrix.h) against plain loops in double
+// over Int4Matrix::Dequantized: the packed layout and its padding; the packed GEMM's int4 kernels
+// on every instruction set this CPU runs, for every block width, k, group size (one column, odd
+// ones, a whole row) and panel tail, in registers (decode) and through a dequantized panel
+// (passes of more than 4 row blocks); the portable baseline (dequantize + sgemm) on every CPU;
+// MatMul and ProjectionWeight with int4 weights.
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "worker/engine/cpu/aligned_vector.h"
+#include "worker/engine/cpu/matmul.h"
+#include "worker/engine/cpu/packed_gemm.h"
+#include "worker/engine/cpu/packed_matrix.h"
+#include "worker/engine/cpu/thread_pool.h"
+#include "worker/model/int4_matrix.h"
+
+namespace llmserve::worker::cpu {
+namespace {
+
+// A [rows, cols] Int4Matrix with random values 0..15 and zero points 0..16 (every (row, group)
+// whose index is 0 or 1 mod 7 gets 16 or 0, the ends GPTQ and AWQ reach), and scales as a
+// checkpoint's f16 would be (11 significant bits) of magnitudes 2^-9 to 2^-3 by row, with one
+// all-zero group when there are several rows.
+Int4Matrix RandomInt4(int64_t rows, int64_t cols, int64_t group_size, std::mt19937& rng) {
+  Int4Matrix w;
+  w.rows = rows;
+  w.cols = cols;
+  w.group_size = group_size;
+  w.packed_values.resize(rows * cols / 2);
+  for (uint8_t& byte : w.packed_values) byte = static_cast<uint8_t>(rng() & 0xFF);
+  const int64_t groups = w.groups();
+  w.zeros.resize(rows * groups);
+  w.scales.resize(rows * groups);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t i = r * groups + g;
+      w.zeros[i] = static_cast<uint8_t>(i % 7 == 0 ? 16 : i % 7 == 1 ? 0 : rng() % 17);
+      const int mantissa = 1024 + static_cast<int>(rng() % 1024);
+      w.scales[i] = std::ldexp(static_cast<float>(mantissa), static_cast<int>(r % 7) - 19);
+    }
+  }
+  if (rows > 2) w.scales[1 * groups + groups / 2] = 0.0f;
+  return w;
+}
+
+std::vector<double> Dequantized(const Int4Matrix& w) {
+  std::vector<double> d(w.rows * w.cols);
+  for (int64_t r = 0; r < w.rows; ++r) {
+    for (int64_t c = 0; c < w.cols; ++c) d[r * w.cols + c] = w.Dequantized(r, c);
+  }
+  return d;
+}
+
+std::vector<float> RandomActivations(int64_t count, std::mt19937& rng) {
+  std::normal_distribution<float> normal;
+  std::vector<float> x(count);
+  for (float& v : x) v = normal(rng);
+  return x;
+}
+
+// out[i * ldc + r] = x[i] · w[r], and the sum of |x[i, c] * w[r, c]| (the scale of f32 rounding
+// error), in double.
+struct Products {
+  std::vector<double> value;
+  std::vector<double> magnitude;
+};
+
+Products Reference(const std::vector<float>& x, int64_t m, int64_t k, const std::vector<double>& w,
+                   int64_t rows, int64_t ldc) {
+  Products p{std::vector<double>(m * ldc, 0.0), std::vector<double>(m * ldc, 0.0)};
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < k; ++c) {
+        p.value[i * ldc + r] += x[i * k + c] * w[r * k + c];
+        p.magnitude[i * ldc + r] += std::abs(x[i * k + c] * w[r * k + c]);
+      }
+    }
+  }
+  return p;
+}
+
+// f32 sums of k products, as in int8_kernels_test: 1e-6 * k of the sum of magnitudes leaves room
+// for any summation order (and for the kernels' per-group s * Σxq - s*z * Σx, whose terms are at
+// most 16 / 4 times the average |q - z|) without hiding a wrong weight, which costs ~1% or more.
+// Columns past `rows` must keep the -1 they were filled with.
+void ExpectProducts(const Products& expected, const std::vector<float>& out, int64_t m,
+                    int64_t rows, int64_t ldc, int64_t k, const std::string& what) {
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t r = 0; r < ldc; ++r) {
+      const std::string where = absl::StrCat(what, " [", i, ",", r, "]");
+      if (r < rows) {
+        const double tolerance = 1e-6 * k * expected.magnitude[i * ldc + r] + 1e-30;
+        ASSERT_NEAR(out[i * ldc + r], expected.value[i * ldc + r], tolerance) << where;
+      } else {
+        ASSERT_EQ(out[i * ldc + r], -1.0f) << where << ": written outside the rows";
+      }
+    }
+  }
+}
+
+// Runs `isa`'s packed GEMM ("baseline": PackedGemmBaseline) over panels [begin, end).
+std::vector<float> Multiply(const std::string& isa, const std::vector<float>& x, int64_t m,
+                            const PackedMatrix& w, int64_t begin, int64_t end, int64_t ldc) {
+  const int64_t k = w.cols();
+  std::vector<float> out(m * ldc, -1.0f);
+  std::vector<float> scratch(PackedMatrix::kPanelRows * k, NAN);
+  if (isa == "baseline") {
+    PackedGemmBaseline(x.data(), m, w, begin, end, out.data(), ldc, scratch.data());
+  } else {
+    AlignedVector<float> packed_x(PackedActivationsSize(isa, m, k), NAN);
+    PackActivations(isa, x.data(), m, k, 0, PackedActivationBlocks(isa, m), packed_x.data());
+    PackedGemm(isa, packed_x.data(), m, w, begin, end, out.data(), ldc, scratch.data());
+  }
+  return out;
+}
+
+// Batches of 1, 2, 4 and 8 rows (blocks of every width, padded last blocks) and 33 and 40 rows
+// (more than 4 blocks on either ISA: the panel is dequantized into scratch first); k from one
+// AVX2 vector of nibbles up, with group sizes of 1 and 2 (a group per column or two), 8, 24 (not
+// a power of two), 32, 128 and a whole row; one row, one panel, and panel tails of 13 and 20 rows
+// (the AVX2 kernel's halves and the AVX-512 kernel's masks cut short).
+const int64_t kBatches[] = {1, 2, 3, 4, 5, 8, 9, 17, 33, 40};
+const std::pair<int64_t, int64_t> kDepthsAndGroups[] = {
+    {8, 1},     {8, 8},   {16, 2},   {16, 8},    {48, 8},    {48, 24},    {48, 48},    {128, 32},
+    {128, 128}, {256, 8}, {256, 32}, {256, 256}, {1024, 32}, {1024, 128}, {1024, 1024}};
+const int64_t kOutputs[] = {1, 32, 45, 84};
+
+TEST(Int4PackedGemmTest, MatchesDequantizedReferenceForEveryIsaBatchGroupAndTail) {
+  std::vector<std::string> isas = PackedGemmIsas();
+  isas.push_back("baseline");
+  std::mt19937 rng(23);
+  for (const auto& [k, group_size] : kDepthsAndGroups) {
+    for (int64_t n : kOutputs) {
+      const Int4Matrix w = RandomInt4(n, k, group_size, rng);
+      const std::vector<double> dequantized = Dequantized(w);
+      const PackedMatrix packed = PackedMatrix::PackInt4(w);
+      ASSERT_EQ(packed.element(), PackedElement::kInt4);
+      for (int64_t m : kBatches) {
+        const int64_t ldc = n + 3;
+        const std::vector<float> x = RandomActivations(m * k, rng);
+        const Products expected = Reference(x, m, k, dequantized, n, ldc);
+        for (const std::string& isa : isas) {
+          ExpectProducts(expected, Multiply(isa, x, m, packed, 0, packed.num_panels(), ldc), m, n,
+                         ldc, k,
+                         absl::StrCat(isa, " m=", m, " k=", k, " group=", group_size, " n=", n));
+          if (HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+TEST(Int4PackedGemmTest, WritesOnlyTheRowsOfItsPanels) {
+  std::mt19937 rng(31);
+  const int64_t m = 9, n = 70, k = 48;
+  std::vector<std::string> isas = PackedGemmIsas();
+  isas.push_back("baseline");
+  for (const std::string& isa : isas) {
+    const Int4Matrix w = RandomInt4(n, k, 24, rng);
+    const PackedMatrix packed = PackedMatrix::PackInt4(w);
+    const std::vector<float> x = RandomActivations(m * k, rng);
+    const std::vector<float> out = Multiply(isa, x, m, packed, 1, 3, n);
+    const Products expected = Reference(x, m, k, Dequantized(w), n, n);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t r = 0; r < n; ++r) {
+        const std::string where = absl::StrCat(isa, " [", i, ",", r, "]");
+        if (r < PackedMatrix::kPanelRows) {
+          ASSERT_EQ(out[i * n + r], -1.0f) << where << ": panel 0 was not asked for";
+        } else {
+          ASSERT_NEAR(out[i * n + r], expected.value[i * n + r],
+                      1e-6 * k * expected.magnitude[i * n + r])
+              << where;
+        }
+      }
+    }
+  }
+}
+
+TEST(Int4PackedMatrixTest, LayoutIsAsDocumentedAndPaddingIsZero) {
+  std::mt19937 rng(43);
+  const int64_t n = 45, k = 16, group_size = 8;
+  const Int4Matrix w = RandomInt4(n, k, group_size, rng);
+  const PackedMatrix packed = PackedMatrix::PackInt4(w);
+  ASSERT_EQ(packed.num_panels(), 2);
+  EXPECT_EQ(packed.PanelBytes(), 16 * k);
+  EXPECT_EQ(packed.group_size(), group_size);
+  EXPECT_EQ(packed.groups(), 2);
+  for (int64_t p = 0; p < packed.num_panels(); ++p) {
+    const auto* panel = static_cast<const uint8_t*>(packed.panel(p));
+    const float* data = packed.group_data(p);
+    for (int64_t lane = 0; lane < PackedMatrix::kPanelRows; ++lane) {
+      const int64_t r = p * PackedMatrix::kPanelRows + lane;
+      // Byte b = 8h + j holds row 16h + j in its low nibble and row 16h + 8 + j in its high one.
+      const int64_t byte = (lane / 16) * 8 + lane % 8;
+      const int shift = lane % 16 < 8 ? 0 : 4;
+      for (int64_t c = 0; c < k; ++c) {
+        const int q = (panel[c * 16 + byte] >> shift) & 0xF;
+        ASSERT_EQ(q, r < n ? w.Value(r, c) : 0) << "row " << r << " column " << c;
+      }
+      for (int64_t g = 0; g < packed.groups(); ++g) {
+        const float scale = r < n ? w.Scale(r, g) : 0.0f;
+        EXPECT_EQ(data[g * 64 + lane], scale) << "row " << r << " group " << g;
+        EXPECT_EQ(data[g * 64 + 32 + lane], r < n ? scale * w.Zero(r, g) : 0.0f)
+            << "row " << r << " group " << g;
+      }
+    }
+  }
+}
+
+TEST(Int4ProjectionWeightTest, CopyRowDequantizesAndSizeCountsValuesScalesAndOffsets) {
+  std::mt19937 rng(37);
+  const int64_t n = 70, k = 48;
+  const Int4Matrix w = RandomInt4(n, k, 24, rng);
+  const ProjectionWeight weight = ProjectionWeight::Int4(w);
+  EXPECT_TRUE(weight.is_int4());
+  EXPECT_FALSE(weight.is_int8());
+  EXPECT_EQ(weight.dtype(), DType::kF32);
+  EXPECT_EQ(weight.rows(), n);
+  EXPECT_EQ(weight.cols(), k);
+  // Three panels of 16 bytes x 48 columns, and per panel 2 groups x (32 scales + 32 offsets).
+  EXPECT_EQ(weight.SizeBytes(), 3 * 16 * 48 + 3 * 2 * 64 * 4);
+  std::vector<float> row(k);
+  for (int64_t r = 0; r < n; ++r) {
+    weight.CopyRow(r, row.data());
+    for (int64_t c = 0; c < k; ++c) {
+      ASSERT_EQ(row[c], w.Dequantized(r, c)) << "[" << r << "," << c << "]";
+    }
+  }
+}
+
+TEST(Int4MatMulTest, MatchesDequantizedReferenceOnThisCpusPath) {
+  std::mt19937 rng(41);
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    MatMul matmul(&pool);
+    for (int64_t m : {1, 3, 4, 5, 17, 40}) {
+      const int64_t n = 70, k = 256;
+      const Int4Matrix w = RandomInt4(n, k, 32, rng);
+      const ProjectionWeight weight = ProjectionWeight::Int4(w, &pool);
+      const std::vector<float> x = RandomActivations(m * k, rng);
+      std::vector<float> out(m * n);
+      matmul.Run(x.data(), m, weight, out.data());
+      ExpectProducts(Reference(x, m, k, Dequantized(w), n, n), out, m, n, n, k,
+                     absl::StrCat("threads=", threads, " m=", m));
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace llmserve::worker::cpu
