@@ -193,8 +193,47 @@ def main():
                 fail("worker did not exit within 60 s of SIGTERM")
         if code != 0:
             fail(f"worker exited with {code} after SIGTERM")
+        # AWQ and GPTQ checkpoints written by the real llmserve-make-model serve as such.
+        for method in ("awq", "gptq"):
+            check_quantized(worker_binary, make_model, temp, method, worker_pb2, worker_pb2_grpc)
     print("python grpcio client: ok")
     return 0
+
+
+def check_quantized(worker_binary, make_model, temp, method, worker_pb2, worker_pb2_grpc):
+    import grpc
+    model = os.path.join(temp, f"tiny-{method}")
+    subprocess.run([make_model, "--preset=tiny", f"--quantize={method}", f"--out={model}"],
+                   check=True, stdout=subprocess.DEVNULL)
+    with open(os.path.join(model, "config.json")) as f:
+        config = json.load(f)["quantization_config"]
+    if config["quant_method"] != method or config["bits"] != 4:
+        fail(f"{method}: config.json says {config}")
+    worker = subprocess.Popen(
+        [worker_binary, f"--model={model}", "--host=127.0.0.1", "--port=0",
+         "--metrics-port=-1", "--threads=1", "--kv-cache-memory=8MiB"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        port = wait_for_line(worker, r" on 127\.0\.0\.1:(\d+)", 60).group(1)
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = worker_pb2_grpc.WorkerStub(channel)
+            info = stub.GetModelInfo(worker_pb2.GetModelInfoRequest(), timeout=30)
+            if info.quantization != method:
+                fail(f"{method} worker reports quantization {info.quantization!r}")
+            tokens = [t.token_id for m in stub.Generate(worker_pb2.GenerateRequest(
+                request_id=f"py-{method}", prompt_token_ids=[1, 2, 3, 4, 5], max_tokens=8,
+                ignore_eos=True), timeout=60) for t in m.tokens]
+            if len(tokens) != 8 or any(t < 0 or t >= info.vocab_size for t in tokens):
+                fail(f"{method}: bad tokens {tokens}")
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            code = worker.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            fail(f"{method} worker did not exit within 60 s of SIGTERM")
+    if code != 0:
+        fail(f"{method} worker exited with {code} after SIGTERM")
 
 
 if __name__ == "__main__":

@@ -15,8 +15,10 @@
 namespace llmserve::testing {
 
 // `slow` widens and deepens it (8 layers of 256, about 3 ms a token on one thread): for tests that
-// must catch a request still running.
-inline absl::Status WriteTinyModel(const std::string& dir, uint64_t seed = 9, bool slow = false) {
+// must catch a request still running. `quantization` writes its projections as an AWQ or GPTQ
+// checkpoint.
+inline absl::Status WriteTinyModel(const std::string& dir, uint64_t seed = 9, bool slow = false,
+                                   const worker::CheckpointQuantization& quantization = {}) {
   const tools::BuiltTokenizer built = tools::BuildByteLevelTokenizer(200);
   absl::StatusOr<worker::ModelConfig> config =
       tools::PresetConfig("tiny", built.vocab_size, built.bos_token_id, {built.eos_token_id});
@@ -28,7 +30,8 @@ inline absl::Status WriteTinyModel(const std::string& dir, uint64_t seed = 9, bo
     config->num_kv_heads = config->num_heads / 4;
     config->num_layers = 8;
   }
-  if (absl::Status written = worker::WriteRandomModel(*config, {.seed = seed}, dir);
+  if (absl::Status written =
+          worker::WriteRandomModel(*config, {.seed = seed, .quantization = quantization}, dir);
       !written.ok()) {
     return written;
   }

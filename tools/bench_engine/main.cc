@@ -53,8 +53,10 @@ ABSL_FLAG(int, block_size, 16, "KV cache block size");
 ABSL_FLAG(std::string, backend, "cpu", "cpu or cuda");
 ABSL_FLAG(int, device, 0, "CUDA device index for --backend=cuda");
 ABSL_FLAG(std::string, quantization, "none",
-          "quantize weights at load: none or int8 (per output channel, weights only; CPU only)");
-ABSL_FLAG(bool, quantize_lm_head, false, "with --quantization, also quantize the LM head");
+          "none, int8 (quantize at load, per output channel, weights only), or awq / gptq (the "
+          "checkpoint's own 4-bit format, which also runs with none); CPU only");
+ABSL_FLAG(bool, quantize_lm_head, false,
+          "with int8 or a 4-bit checkpoint, also quantize the LM head to int8");
 
 namespace {
 
@@ -149,12 +151,11 @@ int main(int argc, char** argv) {
     return Fail("--quantization: " + std::string(quantization.status().message()));
   }
   const bool quantize_lm_head = absl::GetFlag(FLAGS_quantize_lm_head);
-  if (quantize_lm_head && *quantization == llmserve::worker::Quantization::kNone) {
-    return Fail("--quantize_lm_head needs --quantization=int8");
-  }
-  if (*quantization != llmserve::worker::Quantization::kNone &&
+  if ((*quantization != llmserve::worker::Quantization::kNone || quantize_lm_head) &&
       absl::GetFlag(FLAGS_backend) != "cpu") {
-    return Fail("--quantization=int8 runs on the CPU backend only (no CUDA int8 kernels yet)");
+    return Fail(
+        "--quantization and --quantize_lm_head run on the CPU backend only (no CUDA int8 or "
+        "4-bit kernels yet)");
   }
   std::vector<int> batches;
   for (absl::string_view part : absl::StrSplit(absl::GetFlag(FLAGS_batch), ',')) {
@@ -174,6 +175,12 @@ int main(int argc, char** argv) {
   auto config = llmserve::worker::ParseModelConfig((*files)->config_json(),
                                                    (*files)->generation_config_json());
   if (!config.ok()) return Fail(std::string(config.status().message()));
+  // What runs: the flag, or an AWQ/GPTQ checkpoint's own.
+  const auto resolved = llmserve::worker::ResolveQuantization(*quantization, config->quantization);
+  if (!resolved.ok()) return Fail(std::string(resolved.status().message()));
+  if (*resolved != llmserve::worker::Quantization::kNone && absl::GetFlag(FLAGS_backend) != "cpu") {
+    return Fail(model + " is a 4-bit checkpoint: the CUDA backend has no 4-bit kernels yet");
+  }
   if (prompt_len + gen_len > config->max_model_len) {
     return Fail("prompt_len + gen_len exceeds the model's context length");
   }
@@ -229,7 +236,7 @@ int main(int argc, char** argv) {
         "\"backend\": \"%s\", \"weight_bytes\": %lld, \"prefill_s\": %.4f, \"decode_s\": %.4f, "
         "\"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f}\n",
         batch, prompt_len, gen_len, std::string(llmserve::worker::DTypeName(*dtype)).c_str(),
-        std::string(llmserve::worker::QuantizationName(*quantization)).c_str(),
+        std::string(llmserve::worker::QuantizationName(*resolved)).c_str(),
         quantize_lm_head ? "true" : "false", threads, backend_name.c_str(),
         static_cast<long long>(weight_bytes), r.prefill_s, r.decode_s, prefill_tok_s, decode_tok_s);
     std::fflush(stdout);

@@ -4,6 +4,7 @@
 //
 //   llmserve-make-model --preset tiny --out models/tiny
 //   llmserve-make-model --preset small --dtype bf16 --out models/small-bf16
+//   llmserve-make-model --preset small --dtype f16 --quantize awq --out models/small-awq
 
 #include <cstdio>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/base/flag_names.h"
 #include "tools/make_model/bpe_builder.h"
@@ -27,8 +29,26 @@ ABSL_FLAG(uint64_t, seed, 1, "seed of the random weights");
 ABSL_FLAG(int, merges, 1000, "BPE merges of the generated tokenizer, in [0, 20000]");
 ABSL_FLAG(int64_t, shard_bytes, 0, "split weights into shards of at most this size (0: one file)");
 ABSL_FLAG(int64_t, max_position_embeddings, 0, "override the preset's context length (0: keep)");
+ABSL_FLAG(std::string, quantize, "none",
+          "write the projections 4-bit: awq (AutoAWQ GEMM, zero points) or gptq (AutoGPTQ, "
+          "desc_act false); none writes them in --dtype");
+ABSL_FLAG(int64_t, group_size, 0,
+          "with --quantize: input columns per scale; 0 picks the largest of 128, 64 and 32 that "
+          "divides every projection, -1 (gptq) one group per row");
+ABSL_FLAG(bool, sym, true, "with --quantize=gptq: symmetric (zero point 8) rather than asymmetric");
 
 namespace {
+
+// The largest usual group size that cuts every projection's inputs into whole groups.
+int64_t DefaultGroupSize(const llmserve::worker::ModelConfig& c) {
+  for (int64_t group : {128, 64, 32}) {
+    if (c.hidden_size % group == 0 && c.intermediate_size % group == 0 &&
+        (c.num_heads * c.head_dim) % group == 0) {
+      return group;
+    }
+  }
+  return 8;
+}
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "llmserve-make-model: %s\n", message.c_str());
@@ -68,10 +88,28 @@ int main(int argc, char** argv) {
     }
     config->max_position_embeddings = config->max_model_len = positions;
   }
-  const llmserve::worker::RandomWeightsOptions options{
+  llmserve::worker::RandomWeightsOptions options{
       .dtype = *dtype,
       .seed = absl::GetFlag(FLAGS_seed),
       .max_shard_bytes = absl::GetFlag(FLAGS_shard_bytes)};
+  using Method = llmserve::worker::CheckpointQuantization::Method;
+  const std::string quantize = absl::GetFlag(FLAGS_quantize);
+  if (quantize == "awq" || quantize == "gptq") {
+    options.quantization.method = quantize == "awq" ? Method::kAwq : Method::kGptq;
+    const int64_t group = absl::GetFlag(FLAGS_group_size);
+    if (group < -1 || (group == -1 && quantize == "awq")) {
+      return Fail(quantize == "awq" ? "--group_size must be positive (or 0 for the default)"
+                                    : "--group_size must be positive, 0 or -1");
+    }
+    options.quantization.group_size = group == 0 ? DefaultGroupSize(*config) : group;
+    options.quantization.symmetric = quantize == "gptq" && absl::GetFlag(FLAGS_sym);
+  } else if (quantize == "int8") {
+    return Fail(
+        "--quantize=int8: int8 is applied at load (llmserve-worker --quantization=int8); write "
+        "the model unquantized");
+  } else if (quantize != "none") {
+    return Fail("--quantize must be none, awq or gptq, not '" + quantize + "'");
+  }
   if (absl::Status written = llmserve::worker::WriteRandomModel(*config, options, out);
       !written.ok()) {
     return Fail(std::string(written.message()));
@@ -81,9 +119,13 @@ int main(int argc, char** argv) {
       !WriteFile(dir / "tokenizer_config.json", tokenizer.tokenizer_config_json)) {
     return Fail("cannot write the tokenizer files into " + out);
   }
+  const std::string weights =
+      options.quantization.quantized()
+          ? absl::StrCat(quantize, " 4-bit projections (group ", options.quantization.group_size,
+                         "), the rest ", llmserve::worker::DTypeName(*dtype))
+          : std::string(llmserve::worker::DTypeName(*dtype));
   std::printf("wrote %s: %s, %lld parameters, %s, vocab %lld (tokenizer %d)\n", out.c_str(),
               config->architecture.c_str(), static_cast<long long>(config->NumParameters()),
-              std::string(llmserve::worker::DTypeName(*dtype)).c_str(),
-              static_cast<long long>(config->vocab_size), tokenizer.vocab_size);
+              weights.c_str(), static_cast<long long>(config->vocab_size), tokenizer.vocab_size);
   return 0;
 }

@@ -31,8 +31,10 @@ ABSL_FLAG(std::string, model, "", "model directory");
 ABSL_FLAG(std::string, dtype, "f32",
           "runtime weight dtype: f32, bf16, f16 or auto (the checkpoint's torch_dtype)");
 ABSL_FLAG(std::string, quantization, "none",
-          "quantize weights at load: none or int8 (per output channel, weights only)");
-ABSL_FLAG(bool, quantize_lm_head, false, "with --quantization, also quantize the LM head");
+          "none, int8 (quantize at load, per output channel, weights only), or awq / gptq (the "
+          "checkpoint's own 4-bit format, which also runs with none)");
+ABSL_FLAG(bool, quantize_lm_head, false,
+          "with int8 or a 4-bit checkpoint, also quantize the LM head to int8");
 ABSL_FLAG(int, threads, 0, "kernel threads (0: one per hardware thread)");
 ABSL_FLAG(double, kv_cache_gb, 1.0, "KV cache size in GiB");
 ABSL_FLAG(int, block_size, 16, "tokens per KV cache block");
@@ -147,10 +149,6 @@ int main(int argc, char** argv) {
   const auto quantization = llmserve::worker::ParseQuantization(absl::GetFlag(FLAGS_quantization));
   if (!quantization.ok()) {
     return Fail("--quantization: " + std::string(quantization.status().message()));
-  }
-  if (absl::GetFlag(FLAGS_quantize_lm_head) &&
-      *quantization == llmserve::worker::Quantization::kNone) {
-    return Fail("--quantize-lm-head needs --quantization=int8");
   }
   const double kv_gb = absl::GetFlag(FLAGS_kv_cache_gb);
   if (!(kv_gb > 0 && kv_gb <= 1024)) return Fail("--kv-cache-gb must be in (0, 1024]");

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
 
@@ -265,6 +266,122 @@ int64_t ModelConfig::NumParameters() const {
   return total;
 }
 
+namespace {
+
+// config.json's "quantization_config", for a Llama-family model whose dimensions are parsed.
+absl::Status ParseQuantizationConfig(const json& config, ModelConfig* c) {
+  const auto it = config.find("quantization_config");
+  if (it == config.end() || it->is_null()) return absl::OkStatus();
+  constexpr absl::string_view kFile = "config.json: quantization_config";
+  if (!it->is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(kFile, " must be an object"));
+  }
+  const FieldReader f(*it, kFile);
+  std::string method;
+  LLMSERVE_ASSIGN_OR_RETURN(method, f.String("quant_method", ""));
+  if (method != "awq" && method != "gptq") {
+    return absl::UnimplementedError(absl::StrCat(
+        kFile, ": quant_method '", method,
+        "' is not supported (awq and gptq checkpoints are; unquantized checkpoints can be "
+        "quantized at load with --quantization=int8)"));
+  }
+  if (c->family != ModelFamily::kLlama) {
+    return absl::UnimplementedError(absl::StrCat(kFile, ": ", method, " checkpoints of ",
+                                                 c->architecture, " are not supported"));
+  }
+  CheckpointQuantization& q = c->quantization;
+  q.method = method == "awq" ? CheckpointQuantization::Method::kAwq
+                             : CheckpointQuantization::Method::kGptq;
+  int64_t bits;
+  LLMSERVE_ASSIGN_OR_RETURN(
+      bits, f.Int(method == "awq" && f.Has("w_bit") ? "w_bit" : "bits", std::nullopt, 1, 64));
+  if (bits != 4) {
+    return absl::UnimplementedError(
+        absl::StrCat(kFile, ": ", bits, "-bit ", method, " is not supported (4 bits is)"));
+  }
+  LLMSERVE_ASSIGN_OR_RETURN(
+      q.group_size, f.Int(method == "awq" && f.Has("q_group_size") ? "q_group_size" : "group_size",
+                          std::nullopt, -1, kMaxDim));
+  if (q.group_size == 0 || (q.group_size == -1 && method == "awq")) {
+    return f.Error("group_size", absl::StrCat("is ", q.group_size, "; it must be positive",
+                                              method == "gptq" ? " or -1" : ""));
+  }
+  if (method == "awq") {
+    std::string version;
+    LLMSERVE_ASSIGN_OR_RETURN(version, f.String("version", "gemm"));
+    if (absl::AsciiStrToLower(version) != "gemm") {
+      return absl::UnimplementedError(
+          absl::StrCat(kFile, ": AWQ version '", version,
+                       "' is not supported (\"gemm\" is; GEMV and Marlin "
+                       "checkpoints pack their weights differently)"));
+    }
+    bool zero_point;
+    LLMSERVE_ASSIGN_OR_RETURN(zero_point, f.Bool("zero_point", true));
+    if (!zero_point) {
+      return absl::UnimplementedError(
+          absl::StrCat(kFile, ": AWQ without zero points is not supported"));
+    }
+  } else {
+    bool desc_act;
+    LLMSERVE_ASSIGN_OR_RETURN(desc_act, f.Bool("desc_act", false));
+    if (desc_act) {
+      return absl::UnimplementedError(absl::StrCat(
+          kFile,
+          ": desc_act true (act-order GPTQ) is not supported; quantize with desc_act false"));
+    }
+    LLMSERVE_ASSIGN_OR_RETURN(q.symmetric, f.Bool("sym", true));
+    std::string format;
+    LLMSERVE_ASSIGN_OR_RETURN(format, f.String("checkpoint_format", "gptq"));
+    if (format != "gptq") {
+      return absl::UnimplementedError(
+          absl::StrCat(kFile, ": checkpoint_format '", format, "' is not supported (\"gptq\" is)"));
+    }
+  }
+  if (f.Has("modules_to_not_convert") &&
+      !(it->at("modules_to_not_convert").is_array() && it->at("modules_to_not_convert").empty())) {
+    return absl::UnimplementedError(
+        absl::StrCat(kFile,
+                     ": modules_to_not_convert is not supported (every projection of every "
+                     "layer must be quantized)"));
+  }
+  // Every projection's input dimension is cut into whole groups, and both formats pack 8 values
+  // of a dimension into one int32.
+  const int64_t q_dim = c->num_heads * c->head_dim, kv_dim = c->num_kv_heads * c->head_dim;
+  for (const auto& [name, value] : {std::pair<const char*, int64_t>{"hidden_size", c->hidden_size},
+                                    {"intermediate_size", c->intermediate_size},
+                                    {"num_attention_heads * head_dim", q_dim},
+                                    {"num_key_value_heads * head_dim", kv_dim}}) {
+    if (value % 8 != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          kFile, ": ", method, " needs every projection dimension to be a multiple of 8; ", name,
+          " is ", value));
+    }
+  }
+  for (const auto& [name, value] : {std::pair<const char*, int64_t>{"hidden_size", c->hidden_size},
+                                    {"intermediate_size", c->intermediate_size},
+                                    {"num_attention_heads * head_dim", q_dim}}) {
+    if (value % q.GroupSizeFor(value) != 0) {
+      return f.Error("group_size", absl::StrCat("is ", q.group_size, ", which does not divide ",
+                                                name, " (", value, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::string_view CheckpointQuantizationName(CheckpointQuantization::Method method) {
+  switch (method) {
+    case CheckpointQuantization::Method::kNone:
+      return "none";
+    case CheckpointQuantization::Method::kAwq:
+      return "awq";
+    case CheckpointQuantization::Method::kGptq:
+      return "gptq";
+  }
+  return "none";
+}
+
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view config_json,
                                              absl::string_view generation_config_json) {
   json config;
@@ -293,6 +410,14 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view config_json,
                      "Qwen2ForCausalLM)"));
   }
   LLMSERVE_RETURN_IF_ERROR(family);
+  if (c.family == ModelFamily::kGpt2 && config.contains("quantization_config") &&
+      !config["quantization_config"].is_null()) {
+    return absl::UnimplementedError(
+        "config.json: quantization_config: quantized GPT2LMHeadModel checkpoints are not "
+        "supported");
+  }
+  if (c.family == ModelFamily::kLlama)
+    LLMSERVE_RETURN_IF_ERROR(ParseQuantizationConfig(config, &c));
   if (c.max_model_len == 0) c.max_model_len = c.max_position_embeddings;
   LLMSERVE_RETURN_IF_ERROR(ParseSpecialIds(config, generation_config_json, &c));
   return c;

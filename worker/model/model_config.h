@@ -45,6 +45,26 @@ struct RopeScaling {
   int64_t original_max_position_embeddings = 8192;
 };
 
+// A checkpoint whose projections are stored quantized (config.json's "quantization_config"):
+// AWQ (quant_method "awq", version "gemm", zero points) or GPTQ (quant_method "gptq", desc_act
+// false, the original "gptq" packing), 4 bits with per-group scales along the input dimension.
+// Embeddings, norms and the LM head stay in a float dtype. quantized_checkpoint.h reads them.
+struct CheckpointQuantization {
+  enum class Method { kNone, kAwq, kGptq };
+  Method method = Method::kNone;
+  // Input columns sharing one scale and zero point; -1 (GPTQ) means the whole input dimension.
+  int64_t group_size = 0;
+  // GPTQ's "sym": every zero point is 8. AWQ always stores zero points.
+  bool symmetric = false;
+
+  bool quantized() const { return method != Method::kNone; }
+  // The group size of a projection with `cols` inputs.
+  int64_t GroupSizeFor(int64_t cols) const { return group_size < 0 ? cols : group_size; }
+};
+
+// "none", "awq" or "gptq".
+absl::string_view CheckpointQuantizationName(CheckpointQuantization::Method method);
+
 struct ModelConfig {
   // The `architectures[0]` entry, e.g. "LlamaForCausalLM".
   std::string architecture;
@@ -88,13 +108,17 @@ struct ModelConfig {
   // From config.json and generation_config.json, without duplicates.
   std::vector<int32_t> eos_token_ids;
 
+  // Quantized projections in the checkpoint itself (Llama-family architectures only).
+  CheckpointQuantization quantization;
+
   // Parameters of the model as described (embeddings counted once when tied).
   int64_t NumParameters() const;
 };
 
 // Parses config.json text, and generation_config.json text when not empty. INVALID_ARGUMENT
 // names the field for missing or out-of-range values, and UNIMPLEMENTED names what is not
-// supported (architecture, activation, rope_scaling type).
+// supported (architecture, activation, rope_scaling type, a quantization_config other than 4-bit
+// AWQ GEMM or GPTQ without act-order).
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view config_json,
                                              absl::string_view generation_config_json);
 

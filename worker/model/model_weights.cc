@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <tuple>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
@@ -11,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "common/base/logging.h"
 #include "common/status/status_macros.h"
+#include "worker/model/quantized_checkpoint.h"
 
 namespace llmserve::worker {
 
@@ -39,11 +41,16 @@ size_t ModelWeights::SizeBytes() const {
                             &l.up_weight, &l.up_bias, &l.down_weight, &l.down_bias}) {
       total += t->SizeBytes();
     }
+    for (const Int4Matrix* w : {&l.qkv_int4, &l.o_int4, &l.up_int4, &l.down_int4}) {
+      total += static_cast<size_t>(w->SizeBytes());
+    }
   }
   return total;
 }
 
 namespace {
+
+using Shape = std::vector<int64_t>;
 
 std::string ShapeString(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
@@ -74,6 +81,68 @@ class CheckpointReader {
     }
     used_.insert(name);
     return tensor;
+  }
+
+  // A tensor of another element type (the int32 parts of quantized projections): its dtype must be
+  // one of `dtypes`.
+  absl::StatusOr<const SafetensorsTensor*> TakeRaw(
+      const std::string& name, const std::vector<int64_t>& shape,
+      std::initializer_list<absl::string_view> dtypes) {
+    const SafetensorsTensor* tensor = files_.Find(name);
+    if (tensor == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(files_.directory(), ": tensor '", name, "' ",
+                                                     ShapeString(shape), " is missing"));
+    }
+    if (tensor->shape != shape) {
+      return absl::InvalidArgumentError(absl::StrCat(files_.directory(), ": tensor '", name,
+                                                     "' has shape ", ShapeString(tensor->shape),
+                                                     ", expected ", ShapeString(shape)));
+    }
+    if (std::find(dtypes.begin(), dtypes.end(), tensor->dtype) == dtypes.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(files_.directory(), ": tensor '", name,
+                                                     "' has dtype ", tensor->dtype, ", expected ",
+                                                     absl::StrJoin(dtypes, " or ")));
+    }
+    used_.insert(name);
+    return tensor;
+  }
+
+  // The 4-bit projection `name` (without ".qweight") with `in` inputs and `out` outputs.
+  absl::StatusOr<Int4Matrix> TakeInt4(const std::string& name, int64_t in, int64_t out,
+                                      const CheckpointQuantization& q) {
+    const int64_t group = q.GroupSizeFor(in), groups = in / group;
+    const bool awq = q.method == CheckpointQuantization::Method::kAwq;
+    QuantizedProjectionBytes bytes;
+    const SafetensorsTensor* tensor;
+    LLMSERVE_ASSIGN_OR_RETURN(
+        tensor, TakeRaw(name + ".qweight", awq ? Shape{in, out / 8} : Shape{in / 8, out}, {"I32"}));
+    bytes.qweight = tensor->data;
+    LLMSERVE_ASSIGN_OR_RETURN(tensor, TakeRaw(name + ".qzeros", {groups, out / 8}, {"I32"}));
+    bytes.qzeros = tensor->data;
+    LLMSERVE_ASSIGN_OR_RETURN(tensor,
+                              TakeRaw(name + ".scales", {groups, out}, {"F16", "BF16", "F32"}));
+    bytes.scales = tensor->data;
+    bytes.scales_dtype = *ParseSafetensorsDType(tensor->dtype);
+    if (awq) return UnpackAwq(bytes, in, out, group, files_.directory() + ": " + name);
+    LLMSERVE_ASSIGN_OR_RETURN(tensor, TakeRaw(name + ".g_idx", {in}, {"I32"}));
+    bytes.g_idx = tensor->data;
+    return UnpackGptq(bytes, in, out, group, files_.directory() + ": " + name);
+  }
+
+  // AutoGPTQ's QuantLinear saves a bias for every projection, zeros where the model has none:
+  // such a tensor is taken when all zero, and refused otherwise (the model would need it).
+  absl::Status TakeZeroBias(const std::string& name, int64_t size) {
+    if (files_.Find(name) == nullptr) return absl::OkStatus();
+    Tensor bias;
+    LLMSERVE_ASSIGN_OR_RETURN(bias, Load(name, {size}, DType::kF32));
+    for (int64_t i = 0; i < size; ++i) {
+      if (bias.data_as<float>()[i] != 0.0f) {
+        return absl::InvalidArgumentError(absl::StrCat(files_.directory(), ": tensor '", name,
+                                                       "' is not zero, but config.json declares no "
+                                                       "bias for this projection"));
+      }
+    }
+    return absl::OkStatus();
   }
 
   // Copies `name` (shape `shape`) into `dst` starting at element `offset`; with `transpose`, a
@@ -128,7 +197,58 @@ class CheckpointReader {
   absl::flat_hash_set<std::string> used_;
 };
 
-using Shape = std::vector<int64_t>;
+// The projections of a Llama-family layer, q/k/v and gate/up fused, converted to `dtype`.
+absl::Status LoadProjections(CheckpointReader& reader, const ModelConfig& c, DType dtype,
+                             const std::string& p, LayerWeights* l) {
+  const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  const int64_t inter = c.intermediate_size;
+  l->qkv_weight = Tensor(dtype, {q + 2 * kv, h});
+  LLMSERVE_RETURN_IF_ERROR(
+      reader.CopyInto(p + "self_attn.q_proj.weight", {q, h}, &l->qkv_weight, 0));
+  LLMSERVE_RETURN_IF_ERROR(
+      reader.CopyInto(p + "self_attn.k_proj.weight", {kv, h}, &l->qkv_weight, q * h));
+  LLMSERVE_RETURN_IF_ERROR(
+      reader.CopyInto(p + "self_attn.v_proj.weight", {kv, h}, &l->qkv_weight, (q + kv) * h));
+  LLMSERVE_ASSIGN_OR_RETURN(l->o_weight, reader.Load(p + "self_attn.o_proj.weight", {h, q}, dtype));
+  l->up_weight = Tensor(dtype, {2 * inter, h});
+  LLMSERVE_RETURN_IF_ERROR(
+      reader.CopyInto(p + "mlp.gate_proj.weight", {inter, h}, &l->up_weight, 0));
+  LLMSERVE_RETURN_IF_ERROR(
+      reader.CopyInto(p + "mlp.up_proj.weight", {inter, h}, &l->up_weight, inter * h));
+  LLMSERVE_ASSIGN_OR_RETURN(l->down_weight,
+                            reader.Load(p + "mlp.down_proj.weight", {h, inter}, dtype));
+  return absl::OkStatus();
+}
+
+// The same projections from an AWQ or GPTQ checkpoint, fused alike.
+absl::Status LoadInt4Projections(CheckpointReader& reader, const ModelConfig& c,
+                                 const std::string& p, LayerWeights* l) {
+  const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  const int64_t inter = c.intermediate_size;
+  const CheckpointQuantization& quant = c.quantization;
+  std::vector<Int4Matrix> parts(3);
+  LLMSERVE_ASSIGN_OR_RETURN(parts[0], reader.TakeInt4(p + "self_attn.q_proj", h, q, quant));
+  LLMSERVE_ASSIGN_OR_RETURN(parts[1], reader.TakeInt4(p + "self_attn.k_proj", h, kv, quant));
+  LLMSERVE_ASSIGN_OR_RETURN(parts[2], reader.TakeInt4(p + "self_attn.v_proj", h, kv, quant));
+  l->qkv_int4 = ConcatRows(parts);
+  LLMSERVE_ASSIGN_OR_RETURN(l->o_int4, reader.TakeInt4(p + "self_attn.o_proj", q, h, quant));
+  parts.resize(2);
+  LLMSERVE_ASSIGN_OR_RETURN(parts[0], reader.TakeInt4(p + "mlp.gate_proj", h, inter, quant));
+  LLMSERVE_ASSIGN_OR_RETURN(parts[1], reader.TakeInt4(p + "mlp.up_proj", h, inter, quant));
+  l->up_int4 = ConcatRows(parts);
+  LLMSERVE_ASSIGN_OR_RETURN(l->down_int4, reader.TakeInt4(p + "mlp.down_proj", inter, h, quant));
+  for (const auto& [name, size, declared] :
+       {std::tuple<const char*, int64_t, bool>{"self_attn.q_proj", q, c.qkv_bias},
+        {"self_attn.k_proj", kv, c.qkv_bias},
+        {"self_attn.v_proj", kv, c.qkv_bias},
+        {"self_attn.o_proj", h, c.o_bias},
+        {"mlp.gate_proj", inter, c.mlp_bias},
+        {"mlp.up_proj", inter, c.mlp_bias},
+        {"mlp.down_proj", h, c.mlp_bias}}) {
+    if (!declared) LLMSERVE_RETURN_IF_ERROR(reader.TakeZeroBias(p + name + ".bias", size));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status LoadLlamaLayer(CheckpointReader& reader, const ModelConfig& c, DType dtype, int i,
                             LayerWeights* l) {
@@ -137,13 +257,11 @@ absl::Status LoadLlamaLayer(CheckpointReader& reader, const ModelConfig& c, DTyp
   const int64_t inter = c.intermediate_size;
   LLMSERVE_ASSIGN_OR_RETURN(l->attn_norm_weight,
                             reader.Load(p + "input_layernorm.weight", {h}, DType::kF32));
-  l->qkv_weight = Tensor(dtype, {q + 2 * kv, h});
-  LLMSERVE_RETURN_IF_ERROR(
-      reader.CopyInto(p + "self_attn.q_proj.weight", {q, h}, &l->qkv_weight, 0));
-  LLMSERVE_RETURN_IF_ERROR(
-      reader.CopyInto(p + "self_attn.k_proj.weight", {kv, h}, &l->qkv_weight, q * h));
-  LLMSERVE_RETURN_IF_ERROR(
-      reader.CopyInto(p + "self_attn.v_proj.weight", {kv, h}, &l->qkv_weight, (q + kv) * h));
+  if (c.quantization.quantized()) {
+    LLMSERVE_RETURN_IF_ERROR(LoadInt4Projections(reader, c, p, l));
+  } else {
+    LLMSERVE_RETURN_IF_ERROR(LoadProjections(reader, c, dtype, p, l));
+  }
   if (c.qkv_bias) {
     l->qkv_bias = Tensor(DType::kF32, {q + 2 * kv});
     LLMSERVE_RETURN_IF_ERROR(reader.CopyInto(p + "self_attn.q_proj.bias", {q}, &l->qkv_bias, 0));
@@ -151,20 +269,12 @@ absl::Status LoadLlamaLayer(CheckpointReader& reader, const ModelConfig& c, DTyp
     LLMSERVE_RETURN_IF_ERROR(
         reader.CopyInto(p + "self_attn.v_proj.bias", {kv}, &l->qkv_bias, q + kv));
   }
-  LLMSERVE_ASSIGN_OR_RETURN(l->o_weight, reader.Load(p + "self_attn.o_proj.weight", {h, q}, dtype));
   if (c.o_bias) {
     LLMSERVE_ASSIGN_OR_RETURN(l->o_bias,
                               reader.Load(p + "self_attn.o_proj.bias", {h}, DType::kF32));
   }
   LLMSERVE_ASSIGN_OR_RETURN(l->mlp_norm_weight,
                             reader.Load(p + "post_attention_layernorm.weight", {h}, DType::kF32));
-  l->up_weight = Tensor(dtype, {2 * inter, h});
-  LLMSERVE_RETURN_IF_ERROR(
-      reader.CopyInto(p + "mlp.gate_proj.weight", {inter, h}, &l->up_weight, 0));
-  LLMSERVE_RETURN_IF_ERROR(
-      reader.CopyInto(p + "mlp.up_proj.weight", {inter, h}, &l->up_weight, inter * h));
-  LLMSERVE_ASSIGN_OR_RETURN(l->down_weight,
-                            reader.Load(p + "mlp.down_proj.weight", {h, inter}, dtype));
   if (c.mlp_bias) {
     l->up_bias = Tensor(DType::kF32, {2 * inter});
     LLMSERVE_RETURN_IF_ERROR(reader.CopyInto(p + "mlp.gate_proj.bias", {inter}, &l->up_bias, 0));

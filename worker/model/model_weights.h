@@ -5,6 +5,10 @@
 // brought to one layout: projection weights [out, in] in the runtime dtype, q/k/v fused into one
 // matrix and gate/up fused into one, norms and biases in f32.
 //
+// AWQ and GPTQ checkpoints (config.quantization) keep their projections in 4 bits: they load into
+// LayerWeights' Int4Matrix fields instead (quantized_checkpoint.h), checked tensor by tensor
+// (int32 qweight/qzeros/g_idx, float scales, shapes from the config).
+//
 // Loading validates that every expected tensor is present with the expected shape and a float
 // dtype, and that no tensor is left over (a few known buffers, such as GPT-2's causal-mask
 // "attn.bias", are named and skipped). Errors name the tensor.
@@ -23,6 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "worker/model/dtype.h"
+#include "worker/model/int4_matrix.h"
 #include "worker/model/model_config.h"
 #include "worker/model/model_files.h"
 
@@ -77,6 +82,12 @@ struct LayerWeights {
   Tensor up_bias;      // [2 * intermediate] or [intermediate] f32, when the model has it
   Tensor down_weight;  // [hidden, intermediate]
   Tensor down_bias;    // [hidden] f32, when the model has it
+  // An AWQ/GPTQ checkpoint's projections (config.quantization), in the same row layout as the
+  // tensors above (q/k/v fused, gate/up fused), which are then empty.
+  Int4Matrix qkv_int4;
+  Int4Matrix o_int4;
+  Int4Matrix up_int4;
+  Int4Matrix down_int4;
 };
 
 struct ModelWeights {

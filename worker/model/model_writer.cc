@@ -4,9 +4,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status/status_macros.h"
+#include "worker/model/quantized_checkpoint.h"
 #include "worker/model/safetensors_writer.h"
 
 namespace llmserve::worker {
@@ -67,7 +69,8 @@ uint64_t SplitMix64(uint64_t& state) {
 }
 
 // Each tensor's values depend only on the seed and its name, not on the order of writing.
-std::string TensorBytes(const CheckpointTensorSpec& spec, const RandomWeightsOptions& options) {
+std::vector<float> TensorValues(const CheckpointTensorSpec& spec,
+                                const RandomWeightsOptions& options) {
   int64_t count = 1;
   for (int64_t extent : spec.shape) count *= extent;
   std::vector<float> values(static_cast<size_t>(count));
@@ -83,9 +86,7 @@ std::string TensorBytes(const CheckpointTensorSpec& spec, const RandomWeightsOpt
       v = static_cast<float>((2 * unit - 1) * scale);
     }
   }
-  std::string bytes(values.size() * DTypeSize(options.dtype), '\0');
-  ConvertElements(values.data(), DType::kF32, bytes.data(), options.dtype, values.size());
-  return bytes;
+  return values;
 }
 
 std::string SafetensorsDTypeName(DType dtype) {
@@ -98,6 +99,55 @@ std::string SafetensorsDTypeName(DType dtype) {
       return "BF16";
   }
   return "F32";
+}
+
+std::string ToBytes(const std::vector<float>& values, DType dtype) {
+  std::string bytes(values.size() * DTypeSize(dtype), '\0');
+  ConvertElements(values.data(), DType::kF32, bytes.data(), dtype, values.size());
+  return bytes;
+}
+
+struct TensorToWrite {
+  std::string name;
+  std::string dtype;
+  std::vector<int64_t> shape;
+  std::string bytes;
+};
+
+// A Llama-family projection weight ("model.layers.N.*_proj.weight"): the tensors that AWQ and
+// GPTQ quantize.
+bool IsQuantizedProjection(const ModelConfig& c, const std::string& name) {
+  return c.family == ModelFamily::kLlama && absl::StartsWith(name, "model.layers.") &&
+         absl::EndsWith(name, "_proj.weight");
+}
+
+// What the checkpoint holds for `spec`: the tensor in options.dtype, or a projection quantized to
+// AWQ/GPTQ (or, with options.dequantized, its dequantization in f32).
+std::vector<TensorToWrite> TensorsFor(const ModelConfig& config, const CheckpointTensorSpec& spec,
+                                      const RandomWeightsOptions& options) {
+  std::vector<float> values = TensorValues(spec, options);
+  const CheckpointQuantization& q = options.quantization;
+  if (!q.quantized() || !IsQuantizedProjection(config, spec.name)) {
+    return {{spec.name, SafetensorsDTypeName(options.dtype), spec.shape,
+             ToBytes(values, options.dtype)}};
+  }
+  const int64_t rows = spec.shape[0], cols = spec.shape[1];
+  const Int4Matrix w = QuantizeInt4(values.data(), rows, cols, q.GroupSizeFor(cols), q.symmetric);
+  if (options.dequantized) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) values[r * cols + c] = w.Dequantized(r, c);
+    }
+    return {{spec.name, "F32", spec.shape, ToBytes(values, DType::kF32)}};
+  }
+  const std::string base = spec.name.substr(0, spec.name.size() - std::string(".weight").size());
+  const bool awq = q.method == CheckpointQuantization::Method::kAwq;
+  PackedProjection packed = awq ? PackAwq(w) : PackGptq(w);
+  std::vector<TensorToWrite> out = {
+      {base + ".qweight", "I32", packed.qweight_shape, std::move(packed.qweight)},
+      {base + ".qzeros", "I32", packed.qzeros_shape, std::move(packed.qzeros)},
+      {base + ".scales", "F16", packed.scales_shape, std::move(packed.scales)}};
+  if (!awq) out.push_back({base + ".g_idx", "I32", packed.g_idx_shape, std::move(packed.g_idx)});
+  return out;
 }
 
 absl::Status WriteText(const std::filesystem::path& path, const std::string& text) {
@@ -164,6 +214,21 @@ std::string ModelConfigToJson(const ModelConfig& c) {
   if (!qwen2) j["attention_bias"] = c.qkv_bias;
   j["mlp_bias"] = c.mlp_bias;
   if (c.max_model_len < c.max_position_embeddings) j["sliding_window"] = c.max_model_len;
+  // As AutoAWQ and AutoGPTQ write them (transformers reads these fields).
+  if (c.quantization.method == CheckpointQuantization::Method::kAwq) {
+    j["quantization_config"] = {
+        {"quant_method", "awq"}, {"bits", 4},         {"group_size", c.quantization.group_size},
+        {"zero_point", true},    {"version", "gemm"}, {"modules_to_not_convert", nullptr}};
+  } else if (c.quantization.method == CheckpointQuantization::Method::kGptq) {
+    j["quantization_config"] = {{"quant_method", "gptq"},
+                                {"bits", 4},
+                                {"group_size", c.quantization.group_size},
+                                {"desc_act", false},
+                                {"sym", c.quantization.symmetric},
+                                {"true_sequential", true},
+                                {"damp_percent", 0.01},
+                                {"checkpoint_format", "gptq"}};
+  }
   if (qwen2 && c.max_model_len < c.max_position_embeddings) j["use_sliding_window"] = true;
   const RopeScaling& s = c.rope_scaling;
   if (s.kind == RopeScaling::Kind::kLinear) {
@@ -187,6 +252,13 @@ std::string GenerationConfigToJson(const ModelConfig& c) {
 
 absl::Status WriteRandomModel(const ModelConfig& config, const RandomWeightsOptions& options,
                               const std::string& directory) {
+  if (options.quantization.quantized()) {
+    // The reader's checks (family, dimensions divisible by 8 and by the group size) decide what
+    // can be written.
+    ModelConfig quantized = config;
+    quantized.quantization = options.quantization;
+    LLMSERVE_RETURN_IF_ERROR(ParseModelConfig(ModelConfigToJson(quantized), "").status());
+  }
   std::error_code error;
   std::filesystem::create_directories(directory, error);
   if (error) {
@@ -194,7 +266,9 @@ absl::Status WriteRandomModel(const ModelConfig& config, const RandomWeightsOpti
         absl::StrCat("cannot create ", directory, ": ", error.message()));
   }
   const std::filesystem::path dir(directory);
-  LLMSERVE_RETURN_IF_ERROR(WriteText(dir / "config.json", ModelConfigToJson(config)));
+  ModelConfig written = config;
+  written.quantization = options.dequantized ? CheckpointQuantization{} : options.quantization;
+  LLMSERVE_RETURN_IF_ERROR(WriteText(dir / "config.json", ModelConfigToJson(written)));
   LLMSERVE_RETURN_IF_ERROR(
       WriteText(dir / "generation_config.json", GenerationConfigToJson(config)));
 
@@ -204,16 +278,18 @@ absl::Status WriteRandomModel(const ModelConfig& config, const RandomWeightsOpti
   nlohmann::json weight_map = nlohmann::json::object();
   std::vector<std::string> shard_of_tensor;
   for (const CheckpointTensorSpec& spec : CheckpointTensors(config)) {
-    std::string bytes = TensorBytes(spec, options);
-    const int64_t size = static_cast<int64_t>(bytes.size());
-    if (options.max_shard_bytes > 0 && shard_bytes > 0 &&
-        shard_bytes + size > options.max_shard_bytes) {
-      shards.emplace_back();
-      shard_bytes = 0;
+    for (TensorToWrite& tensor : TensorsFor(config, spec, options)) {
+      const int64_t size = static_cast<int64_t>(tensor.bytes.size());
+      if (options.max_shard_bytes > 0 && shard_bytes > 0 &&
+          shard_bytes + size > options.max_shard_bytes) {
+        shards.emplace_back();
+        shard_bytes = 0;
+      }
+      weight_map[tensor.name] = shards.size() - 1;  // replaced by the file name below
+      shards.back().Add(tensor.name, tensor.dtype, std::move(tensor.shape),
+                        std::move(tensor.bytes));
+      shard_bytes += size;
     }
-    shards.back().Add(spec.name, SafetensorsDTypeName(options.dtype), spec.shape, std::move(bytes));
-    shard_bytes += size;
-    weight_map[spec.name] = shards.size() - 1;  // replaced by the file name below
   }
   for (SafetensorsWriter& shard : shards) shard.SetMetadata("format", "pt");
   if (options.max_shard_bytes <= 0)

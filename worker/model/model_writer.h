@@ -30,7 +30,8 @@ struct CheckpointTensorSpec {
 // Every tensor a checkpoint of `config` holds (GPT-2 without the "transformer." prefix).
 std::vector<CheckpointTensorSpec> CheckpointTensors(const ModelConfig& config);
 
-// config.json text that ParseModelConfig reads back as `config`.
+// config.json text that ParseModelConfig reads back as `config` (with quantization_config when
+// config.quantization says so).
 std::string ModelConfigToJson(const ModelConfig& config);
 
 // generation_config.json text with the BOS and EOS ids.
@@ -44,6 +45,13 @@ struct RandomWeightsOptions {
   float scale = 0.05f;
   // Split into shards of at most this many bytes with model.safetensors.index.json; 0: one file.
   int64_t max_shard_bytes = 0;
+  // AWQ or GPTQ (its group size, and for GPTQ sym): every Llama-family projection is quantized
+  // (QuantizeInt4) and written in that format, with config.json's quantization_config. The
+  // config's own `quantization` is ignored.
+  CheckpointQuantization quantization;
+  // With `quantization`: write the same model's projections dequantized, as f32 `.weight` tensors,
+  // and no quantization_config: the unquantized model that the quantized one computes, for tests.
+  bool dequantized = false;
 };
 
 // Writes config.json, generation_config.json and the weights into `directory` (created if

@@ -14,6 +14,10 @@ absl::string_view QuantizationName(Quantization quantization) {
       return "none";
     case Quantization::kInt8:
       return "int8";
+    case Quantization::kAwq:
+      return "awq";
+    case Quantization::kGptq:
+      return "gptq";
   }
   return "none";
 }
@@ -21,8 +25,30 @@ absl::string_view QuantizationName(Quantization quantization) {
 absl::StatusOr<Quantization> ParseQuantization(absl::string_view name) {
   if (name.empty() || name == "none") return Quantization::kNone;
   if (name == "int8") return Quantization::kInt8;
+  if (name == "awq") return Quantization::kAwq;
+  if (name == "gptq") return Quantization::kGptq;
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown quantization '", name, "' (expected none or int8)"));
+      absl::StrCat("unknown quantization '", name, "' (expected none, int8, awq or gptq)"));
+}
+
+absl::StatusOr<Quantization> ResolveQuantization(Quantization requested,
+                                                 const CheckpointQuantization& checkpoint) {
+  using Method = CheckpointQuantization::Method;
+  const Quantization stored = checkpoint.method == Method::kAwq    ? Quantization::kAwq
+                              : checkpoint.method == Method::kGptq ? Quantization::kGptq
+                                                                   : Quantization::kNone;
+  if (requested == Quantization::kNone || requested == stored) return stored;
+  if (requested == Quantization::kInt8 && stored == Quantization::kNone) return requested;
+  if (requested == Quantization::kInt8) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--quantization=int8 quantizes unquantized checkpoints; this one is already ",
+                     QuantizationName(stored), " (leave --quantization at none)"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--quantization=", QuantizationName(requested), " needs a ", QuantizationName(requested),
+      " checkpoint; this one is ",
+      stored == Quantization::kNone ? "not quantized (config.json has no quantization_config)"
+                                    : QuantizationName(stored)));
 }
 
 void QuantizeRowInt8(const float* row, int64_t k, int8_t* q, float* scale) {

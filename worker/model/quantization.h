@@ -16,18 +16,28 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "worker/model/model_config.h"
 #include "worker/model/model_weights.h"
 
 namespace llmserve::worker {
 
-enum class Quantization { kNone, kInt8 };
+// kInt8 quantizes an unquantized checkpoint at load; kAwq and kGptq are checkpoints stored in
+// 4 bits (model_config.h's CheckpointQuantization).
+enum class Quantization { kNone, kInt8, kAwq, kGptq };
 
-// "none", "int8" (the values of the --quantization flags).
+// "none", "int8", "awq", "gptq" (the values of the --quantization flags).
 absl::string_view QuantizationName(Quantization quantization);
 
-// Parses a flag value: "none" (or empty) and "int8". Anything else is INVALID_ARGUMENT listing
-// the accepted values (callers prefix the flag's name).
+// Parses a flag value: "none" (or empty), "int8", "awq" and "gptq". Anything else is
+// INVALID_ARGUMENT listing the accepted values (callers prefix the flag's name).
 absl::StatusOr<Quantization> ParseQuantization(absl::string_view name);
+
+// What runs, given the --quantization flag and the checkpoint's own quantization_config: an AWQ or
+// GPTQ checkpoint runs as such whether the flag is none or names its method (as vLLM's does);
+// int8 quantizes an unquantized checkpoint. INVALID_ARGUMENT, naming the flag, for int8 on an
+// already quantized checkpoint and for awq/gptq on a checkpoint that is not in that format.
+absl::StatusOr<Quantization> ResolveQuantization(Quantization requested,
+                                                 const CheckpointQuantization& checkpoint);
 
 // The largest int8 magnitude used: the range is [-kInt8Max, kInt8Max].
 inline constexpr int kInt8Max = 127;

@@ -126,10 +126,13 @@ absl::Status ValidateWorkerServerOptions(const WorkerServerOptions& o) {
   if (o.quantization != Quantization::kNone && o.backend != "cpu") {
     return absl::InvalidArgumentError(absl::StrCat(
         "--quantization=", QuantizationName(o.quantization), " runs on --backend=cpu only (the ",
-        o.backend, " backend has no int8 kernels yet)"));
+        o.backend, " backend has no int8 or 4-bit kernels yet)"));
   }
-  if (o.quantize_lm_head && o.quantization == Quantization::kNone) {
-    return absl::InvalidArgumentError("--quantize_lm_head needs --quantization=int8");
+  // Whether the model is quantized (int8, or an AWQ/GPTQ checkpoint) is known once it is read.
+  if (o.quantize_lm_head && o.backend != "cpu") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--quantize_lm_head runs on --backend=cpu only (the ", o.backend,
+                     " backend has no int8 kernels yet)"));
   }
   LLMSERVE_RETURN_IF_ERROR(CheckRange("device", o.device, 0, 1023));
   LLMSERVE_RETURN_IF_ERROR(CheckRange("port", o.port, 0, 65535));
@@ -225,6 +228,10 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   }
   Engine& engine = *server->engine_;
   const ModelConfig& config = engine.model_config();
+  // What runs: the flag, or an AWQ/GPTQ checkpoint's own (the engine builder checked the pair).
+  Quantization quantization;
+  LLMSERVE_ASSIGN_OR_RETURN(quantization,
+                            ResolveQuantization(options.quantization, config.quantization));
   const EngineLoad load = engine.Load();
   LLMSERVE_LOG(INFO) << "loaded " << config.architecture << " (" << config.NumParameters() / 1e6
                      << "M parameters, " << config.num_layers << " layers, vocab "
@@ -247,7 +254,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   info.set_max_num_seqs(options.max_num_seqs);
   info.set_backend(std::string(engine.backend().name()));
   info.set_dtype(std::string(DTypeName(options.dtype)));
-  info.set_quantization(std::string(QuantizationName(options.quantization)));
+  info.set_quantization(std::string(QuantizationName(quantization)));
   info.set_lm_head_quantized(options.quantize_lm_head);
   info.set_worker_id(WorkerId());
   info.set_prefix_caching(options.enable_prefix_caching);
@@ -259,7 +266,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
                           .num_blocks = load.kv_blocks_total,
                           .backend = std::string(engine.backend().name()),
                           .dtype = std::string(DTypeName(options.dtype)),
-                          .quantization = std::string(QuantizationName(options.quantization)),
+                          .quantization = std::string(QuantizationName(quantization)),
                           .lm_head_quantized = options.quantize_lm_head,
                           .vllm_names = options.vllm_metric_names},
       [engine_ptr = server->engine_.get()] { return engine_ptr->Load(); });

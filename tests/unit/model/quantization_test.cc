@@ -19,11 +19,15 @@ TEST(QuantizationTest, ParsesTheFlagValuesAndNamesThemBack) {
   EXPECT_EQ(*ParseQuantization(""), Quantization::kNone);
   EXPECT_EQ(QuantizationName(Quantization::kInt8), "int8");
   EXPECT_EQ(QuantizationName(Quantization::kNone), "none");
-  for (const char* bad : {"INT8", "int4", "fp8", "awq", " int8"}) {
+  EXPECT_EQ(*ParseQuantization("awq"), Quantization::kAwq);
+  EXPECT_EQ(*ParseQuantization("gptq"), Quantization::kGptq);
+  EXPECT_EQ(QuantizationName(Quantization::kAwq), "awq");
+  EXPECT_EQ(QuantizationName(Quantization::kGptq), "gptq");
+  for (const char* bad : {"INT8", "int4", "fp8", "AWQ", " int8", "gptq_v2"}) {
     const absl::StatusOr<Quantization> parsed = ParseQuantization(bad);
     ASSERT_FALSE(parsed.ok()) << bad;
     EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(parsed.status().message().find("expected none or int8"), absl::string_view::npos);
+    EXPECT_NE(parsed.status().message().find("expected none, int8, awq or gptq"), absl::string_view::npos);
   }
 }
 

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -44,7 +45,7 @@ class WorkerServerTest : public ::testing::Test {
 
   // Metrics only where a test reads them: stopping the metrics server takes CivetWeb up to 2 s.
   void StartServer(WorkerServerOptions options = {}, bool with_metrics = false) {
-    options.model_dir = dir_.path();
+    if (options.model_dir.empty()) options.model_dir = dir_.path();
     options.served_model_name = "tiny-test";
     options.host = "127.0.0.1";
     options.port = 0;
@@ -186,6 +187,34 @@ TEST_F(WorkerServerTest, Int8WorkerSaysSoInModelInfoAndMetricsAndGenerates) {
   EXPECT_EQ(Metric("llmserve_model_config_info{backend=\"cpu\",dtype=\"f32\","
                    "lm_head_quantized=\"true\",model=\"tiny-test\",quantization=\"int8\"}"),
             1);
+}
+
+// AWQ and GPTQ checkpoints run as such with the default --quantization=none, and say so.
+TEST_F(WorkerServerTest, FourBitCheckpointsSayWhatTheyAreAndGenerate) {
+  using Method = CheckpointQuantization::Method;
+  for (const auto& [method, name, head] :
+       {std::tuple<Method, const char*, bool>{Method::kAwq, "awq", false},
+        {Method::kGptq, "gptq", true}}) {
+    const ::llmserve::testing::ScopedTempDir dir("worker_server_4bit");
+    ASSERT_TRUE(::llmserve::testing::WriteTinyModel(dir.path(), 9, false,
+                                                    {.method = method, .group_size = 32})
+                    .ok());
+    StartServer({.model_dir = dir.path(), .quantize_lm_head = head}, /*with_metrics=*/true);
+    grpc::ClientContext context;
+    v1::ModelInfo info;
+    ASSERT_TRUE(stub_->GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok());
+    EXPECT_EQ(info.quantization(), name);
+    EXPECT_EQ(info.lm_head_quantized(), head);
+    const StreamResult result = Generate(Request("q4", 20, 6));
+    ASSERT_TRUE(result.status.ok()) << result.status.error_message();
+    EXPECT_EQ(result.tokens.size(), 6u);
+    EXPECT_EQ(Metric(absl::StrCat("llmserve_model_config_info{backend=\"cpu\",dtype=\"f32\","
+                                  "lm_head_quantized=\"",
+                                  head ? "true" : "false", "\",model=\"tiny-test\",quantization=\"",
+                                  name, "\"}")),
+              1);
+    server_.reset();
+  }
 }
 
 TEST_F(WorkerServerTest, StreamMatchesTheOfflineEngineForTheSameSeed) {
@@ -671,9 +700,18 @@ TEST(WorkerServerOptionsTest, BadOptionsNameTheFlag) {
   EXPECT_NE(message({.backend = "cuda", .quantization = Quantization::kInt8})
                 .find("--quantization=int8 runs on --backend=cpu only"),
             std::string::npos);
-  EXPECT_NE(
-      message({.quantize_lm_head = true}).find("--quantize_lm_head needs --quantization=int8"),
-      std::string::npos);
+  EXPECT_NE(message({.backend = "cuda", .quantize_lm_head = true})
+                .find("--quantize_lm_head runs on --backend=cpu only"),
+            std::string::npos);
+  // On the CPU, whether the model is quantized is known once its config is read.
+  const ::llmserve::testing::ScopedTempDir dir("worker_server_head");
+  ASSERT_TRUE(::llmserve::testing::WriteTinyModel(dir.path()).ok());
+  absl::StatusOr<std::unique_ptr<WorkerServer>> head = WorkerServer::Start(
+      {.model_dir = dir.path(), .quantize_lm_head = true, .port = 0, .metrics_port = -1});
+  ASSERT_FALSE(head.ok());
+  EXPECT_NE(head.status().message().find("quantize_lm_head needs a quantized model"),
+            std::string::npos)
+      << head.status();
   EXPECT_NE(std::string(ValidateWorkerServerOptions({}).message()).find("--model"),
             std::string::npos);
   absl::StatusOr<std::unique_ptr<WorkerServer>> missing =

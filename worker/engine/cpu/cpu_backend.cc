@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "common/base/cgroup_limits.h"
@@ -41,10 +42,14 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
   if (num_blocks > INT32_MAX / 2) {
     return absl::InvalidArgumentError("KV cache budget is too large");
   }
-  if (options.quantize_lm_head && options.quantization == Quantization::kNone) {
-    return absl::InvalidArgumentError("quantize_lm_head needs a quantization (int8)");
+  CpuBackendOptions resolved = options;
+  LLMSERVE_ASSIGN_OR_RETURN(resolved.quantization,
+                            ResolveQuantization(options.quantization, c.quantization));
+  if (options.quantize_lm_head && resolved.quantization == Quantization::kNone) {
+    return absl::InvalidArgumentError(
+        "quantize_lm_head needs a quantized model (int8, or an AWQ or GPTQ checkpoint)");
   }
-  if (options.quantization == Quantization::kInt8) {
+  if (resolved.quantization == Quantization::kInt8) {
     for (int i = 0; i < c.num_layers; ++i) {
       const LayerWeights& l = weights->layers[i];
       LLMSERVE_RETURN_IF_ERROR(CheckQuantizable(l.qkv_weight, absl::StrCat("layer ", i, " qkv")));
@@ -54,8 +59,28 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
       LLMSERVE_RETURN_IF_ERROR(
           CheckQuantizable(l.down_weight, absl::StrCat("layer ", i, " down_proj")));
     }
-    if (options.quantize_lm_head) {
-      LLMSERVE_RETURN_IF_ERROR(CheckQuantizable(weights->LmHead(), "lm_head"));
+  }
+  if (options.quantize_lm_head) {
+    LLMSERVE_RETURN_IF_ERROR(CheckQuantizable(weights->LmHead(), "lm_head"));
+  }
+  if (c.quantization.quantized()) {
+    const int64_t h = c.hidden_size, inter = c.intermediate_size, q = c.num_heads * c.head_dim;
+    const int64_t qkv = q + 2 * c.num_kv_heads * c.head_dim;
+    for (int i = 0; i < c.num_layers; ++i) {
+      const LayerWeights& l = weights->layers[i];
+      for (const auto& [w, rows, cols, name] :
+           {std::tuple<const Int4Matrix*, int64_t, int64_t, const char*>{&l.qkv_int4, qkv, h,
+                                                                         "qkv"},
+            {&l.o_int4, h, q, "o_proj"},
+            {&l.up_int4, 2 * inter, h, "gate/up"},
+            {&l.down_int4, h, inter, "down_proj"}}) {
+        if (w->rows != rows || w->cols != cols || w->group_size < 1 ||
+            w->cols % w->group_size != 0) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "layer ", i, " ", name, ": the 4-bit projection is [", w->rows, ", ", w->cols,
+              "] in groups of ", w->group_size, ", expected [", rows, ", ", cols, "]"));
+        }
+      }
     }
   }
   // By default one thread per CPU this process may use: its affinity, capped by a container's
@@ -63,7 +88,7 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
   const int threads =
       options.num_threads > 0 ? options.num_threads : common::UsableCpusOfThisProcess();
   return std::unique_ptr<CpuBackend>(
-      new CpuBackend(std::move(weights), options, static_cast<int32_t>(num_blocks), threads));
+      new CpuBackend(std::move(weights), resolved, static_cast<int32_t>(num_blocks), threads));
 }
 
 int64_t CpuBackend::KvBytesPerBlock(const ModelConfig& c, int32_t block_size) {
@@ -82,6 +107,7 @@ CpuBackend::CpuBackend(std::unique_ptr<ModelWeights> weights, const CpuBackendOp
       scores_(num_threads) {
   const ModelConfig& c = weights_->config;
   const bool int8 = options.quantization == Quantization::kInt8;
+  const bool int4 = c.quantization.quantized();
   const auto Prepare = [this](Tensor w, bool quantize) {
     if (quantize) return cpu::ProjectionWeight::QuantizedInt8(w, &pool_);  // frees w on return
     return cpu::ProjectionWeight(std::move(w), cpu::WeightLayout::kBest, &pool_);
@@ -89,12 +115,22 @@ CpuBackend::CpuBackend(std::unique_ptr<ModelWeights> weights, const CpuBackendOp
   // The projections move into the layout MatMul runs (packing frees the dense copies). A tied LM
   // head is also the embedding table: the lookup then reads its rows from the packed matrix,
   // unless the head is quantized, since embeddings stay unquantized.
+  const auto PrepareInt4 = [this](Int4Matrix& w) {
+    cpu::ProjectionWeight packed = cpu::ProjectionWeight::Int4(w, &pool_);
+    w = Int4Matrix();
+    return packed;
+  };
   for (LayerWeights& layer : weights_->layers) {
+    if (int4) {
+      projections_.push_back({PrepareInt4(layer.qkv_int4), PrepareInt4(layer.o_int4),
+                              PrepareInt4(layer.up_int4), PrepareInt4(layer.down_int4)});
+      continue;
+    }
     projections_.push_back(
         {Prepare(std::move(layer.qkv_weight), int8), Prepare(std::move(layer.o_weight), int8),
          Prepare(std::move(layer.up_weight), int8), Prepare(std::move(layer.down_weight), int8)});
   }
-  const bool quantize_head = int8 && options.quantize_lm_head;
+  const bool quantize_head = options.quantize_lm_head;
   if (weights_->lm_head.empty() && quantize_head) {
     lm_head_ = cpu::ProjectionWeight::QuantizedInt8(weights_->token_embedding, &pool_);
   } else {

@@ -31,17 +31,19 @@ struct CpuBackendOptions {
   // Threads for kernels, the calling thread included; 0: one per hardware thread.
   int num_threads = 0;
   // kInt8: every projection (q/k/v, o, gate/up, down) is quantized to int8 at load, per output
-  // row; embeddings and norms stay in the weights' dtype.
+  // row; embeddings and norms stay in the weights' dtype. An AWQ/GPTQ checkpoint runs its 4-bit
+  // projections with kNone or its own method (ResolveQuantization).
   Quantization quantization = Quantization::kNone;
-  // With kInt8, also the LM head (a tied head is quantized as a copy: the embedding lookup keeps
-  // the unquantized table).
+  // With kInt8 or a 4-bit checkpoint, the LM head quantized to int8 (a tied head is quantized as a
+  // copy: the embedding lookup keeps the unquantized table).
   bool quantize_lm_head = false;
 };
 
 class CpuBackend final : public Backend {
  public:
-  // INVALID_ARGUMENT when the budget holds no block, the options are out of range, or a weight
-  // to quantize is not finite (naming it).
+  // INVALID_ARGUMENT when the budget holds no block, the options are out of range, the
+  // quantization does not fit the checkpoint (ResolveQuantization), or a weight to quantize is not
+  // finite (naming it).
   static absl::StatusOr<std::unique_ptr<CpuBackend>> Create(std::unique_ptr<ModelWeights> weights,
                                                             const CpuBackendOptions& options);
 
@@ -52,6 +54,7 @@ class CpuBackend final : public Backend {
   absl::Status Forward(const ForwardBatch& batch, ForwardOutput* output) override;
 
   int num_threads() const { return pool_.num_threads(); }
+  // What runs: ResolveQuantization of the options and the checkpoint.
   Quantization quantization() const { return quantization_; }
   bool lm_head_quantized() const { return lm_head_.is_int8(); }
   // Bytes of the weights as the backend holds them (packed, quantized): what a decode step reads.
