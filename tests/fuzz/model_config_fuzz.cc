@@ -20,8 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // columns: the loader's shape arithmetic relies on it.
   const llmserve::worker::CheckpointQuantization& q = config->quantization;
   if (q.quantized()) {
-    for (const int64_t in : {config->hidden_size, config->intermediate_size,
-                             config->num_heads * config->head_dim}) {
+    for (const int64_t in :
+         {config->hidden_size, config->intermediate_size, config->num_heads * config->head_dim}) {
       if (in % 8 != 0 || q.GroupSizeFor(in) < 1 || in % q.GroupSizeFor(in) != 0) std::abort();
     }
     if ((config->num_kv_heads * config->head_dim) % 8 != 0) std::abort();
