@@ -151,11 +151,11 @@ int main(int argc, char** argv) {
     return Fail("--quantization: " + std::string(quantization.status().message()));
   }
   const bool quantize_lm_head = absl::GetFlag(FLAGS_quantize_lm_head);
-  if ((*quantization != llmserve::worker::Quantization::kNone || quantize_lm_head) &&
+  if ((*quantization == llmserve::worker::Quantization::kInt8 || quantize_lm_head) &&
       absl::GetFlag(FLAGS_backend) != "cpu") {
     return Fail(
-        "--quantization and --quantize_lm_head run on the CPU backend only (no CUDA int8 or "
-        "4-bit kernels yet)");
+        "--quantization=int8 and --quantize_lm_head run on the CPU backend only (no CUDA int8 "
+        "kernels yet)");
   }
   std::vector<int> batches;
   for (absl::string_view part : absl::StrSplit(absl::GetFlag(FLAGS_batch), ',')) {
@@ -216,6 +216,9 @@ int main(int argc, char** argv) {
                              block_size * config->head_dim * 2;
     options.max_num_batched_tokens = std::max(max_tokens, max_batch);
     options.max_num_seqs = max_batch;
+    // No 4-bit CUDA kernels yet: an AWQ/GPTQ checkpoint runs as its dequantized 16-bit model.
+    llmserve::worker::DequantizeInt4Projections(weights->get());
+    weight_bytes = static_cast<int64_t>((*weights)->SizeBytes());
     auto cuda = llmserve::worker::CreateCudaBackend(*std::move(weights), options);
     if (!cuda.ok()) return Fail(cuda.status().ToString());
     backend = *std::move(cuda);

@@ -373,6 +373,26 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> LoadModelWeights(const ModelFiles&
   return weights;
 }
 
+void DequantizeInt4Projections(ModelWeights* weights) {
+  for (LayerWeights& l : weights->layers) {
+    for (const auto& [int4, dense] : {std::pair<Int4Matrix*, Tensor*>{&l.qkv_int4, &l.qkv_weight},
+                                      {&l.o_int4, &l.o_weight},
+                                      {&l.up_int4, &l.up_weight},
+                                      {&l.down_int4, &l.down_weight}}) {
+      if (int4->empty()) continue;
+      std::vector<float> row(int4->cols);
+      *dense = Tensor(weights->dtype, {int4->rows, int4->cols});
+      auto* out = static_cast<unsigned char*>(dense->data());
+      const size_t row_bytes = int4->cols * DTypeSize(weights->dtype);
+      for (int64_t r = 0; r < int4->rows; ++r) {
+        for (int64_t c = 0; c < int4->cols; ++c) row[c] = int4->Dequantized(r, c);
+        ConvertElements(row.data(), DType::kF32, out + r * row_bytes, weights->dtype, row.size());
+      }
+      *int4 = Int4Matrix();
+    }
+  }
+}
+
 absl::StatusOr<std::unique_ptr<ModelWeights>> LoadModelDirectory(const std::string& model_dir,
                                                                  int64_t max_model_len, DType dtype,
                                                                  const LoadProgress& progress) {

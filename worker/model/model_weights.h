@@ -116,6 +116,12 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> LoadModelWeights(const ModelFiles&
                                                                DType dtype,
                                                                const LoadProgress& progress = {});
 
+// For backends without 4-bit kernels: replaces each layer's AWQ/GPTQ projections by dense tensors
+// in weights->dtype holding their dequantization, (q - zero) * scale computed in f32 and then
+// rounded to the dtype, and frees the 4-bit ones. config.quantization still names the checkpoint's
+// format. A no-op for unquantized weights.
+void DequantizeInt4Projections(ModelWeights* weights);
+
 // Opens the model directory `model_dir`, parses its config, caps the context length at
 // `max_model_len` (0 keeps the model's; INVALID_ARGUMENT outside [0, the model's]) and loads the
 // weights into `dtype`: what every backend's engine builder does first.

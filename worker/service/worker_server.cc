@@ -123,10 +123,11 @@ absl::Status ValidateWorkerServerOptions(const WorkerServerOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("--backend=", o.backend, " is not one of cpu, cuda"));
   }
-  if (o.quantization != Quantization::kNone && o.backend != "cpu") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--quantization=", QuantizationName(o.quantization), " runs on --backend=cpu only (the ",
-        o.backend, " backend has no int8 or 4-bit kernels yet)"));
+  // AWQ/GPTQ checkpoints run on CUDA too, dequantized at load; int8 is quantized for CPU kernels.
+  if (o.quantization == Quantization::kInt8 && o.backend != "cpu") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--quantization=int8 runs on --backend=cpu only (the ", o.backend,
+                     " backend has no int8 kernels yet)"));
   }
   // Whether the model is quantized (int8, or an AWQ/GPTQ checkpoint) is known once it is read.
   if (o.quantize_lm_head && o.backend != "cpu") {

@@ -327,6 +327,23 @@ TEST_F(QuantizedModelTest, QuantizedModelsLoadAsTheirDequantizedTwin) {
       }
     }
     EXPECT_GT((*quantized)->SizeBytes(), 0u);
+    // Backends without 4-bit kernels get the same model as dense tensors.
+    DequantizeInt4Projections(quantized->get());
+    for (int i = 0; i < 2; ++i) {
+      const LayerWeights& l = (*quantized)->layers[i];
+      const LayerWeights& r = (*reference)->layers[i];
+      EXPECT_TRUE(l.qkv_int4.empty() && l.o_int4.empty() && l.up_int4.empty() &&
+                  l.down_int4.empty());
+      for (const auto& [dense, want] :
+           {std::pair<const Tensor*, const Tensor*>{&l.qkv_weight, &r.qkv_weight},
+            {&l.o_weight, &r.o_weight},
+            {&l.up_weight, &r.up_weight},
+            {&l.down_weight, &r.down_weight}}) {
+        ASSERT_EQ(dense->shape(), want->shape()) << what;
+        EXPECT_EQ(std::memcmp(dense->data(), want->data(), want->SizeBytes()), 0) << what;
+      }
+    }
+    EXPECT_EQ((*quantized)->config.quantization.method, q.method);
   }
 }
 

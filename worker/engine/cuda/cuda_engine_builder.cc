@@ -18,12 +18,8 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildCudaEngine(const CudaEngineOptions&
   std::unique_ptr<ModelWeights> weights;
   LLMSERVE_ASSIGN_OR_RETURN(weights, LoadModelDirectory(options.model_dir, options.max_model_len,
                                                         options.dtype, options.load_progress));
-  if (weights->config.quantization.quantized()) {
-    return absl::UnimplementedError(absl::StrCat(
-        options.model_dir, " is a 4-bit ",
-        CheckpointQuantizationName(weights->config.quantization.method),
-        " checkpoint: the CUDA backend has no 4-bit kernels yet; run it with --backend=cpu"));
-  }
+  // No 4-bit CUDA kernels yet: an AWQ/GPTQ checkpoint runs as its dequantized 16-bit model.
+  DequantizeInt4Projections(weights.get());
   std::unique_ptr<Backend> backend;
   LLMSERVE_ASSIGN_OR_RETURN(
       backend, CreateCudaBackend(std::move(weights),
