@@ -62,18 +62,11 @@ class CheckpointReader {
  public:
   explicit CheckpointReader(const ModelFiles& files) : files_(files) {}
 
+  // A float tensor (F32, F16, BF16).
   absl::StatusOr<const SafetensorsTensor*> Take(const std::string& name,
                                                 const std::vector<int64_t>& shape) {
-    const SafetensorsTensor* tensor = files_.Find(name);
-    if (tensor == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(files_.directory(), ": tensor '", name, "' ",
-                                                     ShapeString(shape), " is missing"));
-    }
-    if (tensor->shape != shape) {
-      return absl::InvalidArgumentError(absl::StrCat(files_.directory(), ": tensor '", name,
-                                                     "' has shape ", ShapeString(tensor->shape),
-                                                     ", expected ", ShapeString(shape)));
-    }
+    const SafetensorsTensor* tensor;
+    LLMSERVE_ASSIGN_OR_RETURN(tensor, FindWithShape(name, shape));
     absl::StatusOr<DType> dtype = ParseSafetensorsDType(tensor->dtype);
     if (!dtype.ok()) {
       return absl::InvalidArgumentError(
@@ -88,16 +81,8 @@ class CheckpointReader {
   absl::StatusOr<const SafetensorsTensor*> TakeRaw(
       const std::string& name, const std::vector<int64_t>& shape,
       std::initializer_list<absl::string_view> dtypes) {
-    const SafetensorsTensor* tensor = files_.Find(name);
-    if (tensor == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(files_.directory(), ": tensor '", name, "' ",
-                                                     ShapeString(shape), " is missing"));
-    }
-    if (tensor->shape != shape) {
-      return absl::InvalidArgumentError(absl::StrCat(files_.directory(), ": tensor '", name,
-                                                     "' has shape ", ShapeString(tensor->shape),
-                                                     ", expected ", ShapeString(shape)));
-    }
+    const SafetensorsTensor* tensor;
+    LLMSERVE_ASSIGN_OR_RETURN(tensor, FindWithShape(name, shape));
     if (std::find(dtypes.begin(), dtypes.end(), tensor->dtype) == dtypes.end()) {
       return absl::InvalidArgumentError(absl::StrCat(files_.directory(), ": tensor '", name,
                                                      "' has dtype ", tensor->dtype, ", expected ",
@@ -193,6 +178,22 @@ class CheckpointReader {
   }
 
  private:
+  // Tensor `name`, which must exist with `shape`.
+  absl::StatusOr<const SafetensorsTensor*> FindWithShape(const std::string& name,
+                                                         const std::vector<int64_t>& shape) const {
+    const SafetensorsTensor* tensor = files_.Find(name);
+    if (tensor == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(files_.directory(), ": tensor '", name, "' ",
+                                                     ShapeString(shape), " is missing"));
+    }
+    if (tensor->shape != shape) {
+      return absl::InvalidArgumentError(absl::StrCat(files_.directory(), ": tensor '", name,
+                                                     "' has shape ", ShapeString(tensor->shape),
+                                                     ", expected ", ShapeString(shape)));
+    }
+    return tensor;
+  }
+
   const ModelFiles& files_;
   absl::flat_hash_set<std::string> used_;
 };

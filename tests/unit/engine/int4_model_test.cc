@@ -18,8 +18,10 @@
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "tests/testing/scoped_temp_dir.h"
+#include "tests/unit/engine/greedy_generation.h"
 #include "tests/unit/engine/random_request_mix.h"
 #include "tests/unit/engine/reference_model.h"
+#include "tests/unit/engine/reference_playback.h"
 #include "worker/engine/cpu/cpu_backend.h"
 #include "worker/engine/cpu_engine_builder.h"
 #include "worker/model/model_files.h"
@@ -32,10 +34,14 @@ namespace {
 
 using Method = CheckpointQuantization::Method;
 
-double MaxAbs(const std::vector<double>& row) {
-  double m = 0;
-  for (double v : row) m = std::max(m, std::abs(v));
-  return m;
+// Greedy tokens of `prompt` from an engine over `dir`.
+std::vector<int32_t> Generate(const std::string& dir, bool quantize_lm_head,
+                              const std::vector<int32_t>& prompt, int32_t max_tokens) {
+  return testing::GreedyTokens({.model_dir = dir,
+                                .quantize_lm_head = quantize_lm_head,
+                                .num_threads = 2,
+                                .kv_cache_bytes = 8 << 20},
+                               prompt, max_tokens);
 }
 
 // Every group size used must divide hidden_size (64) and `intermediate` (down_proj's inputs).
@@ -131,61 +137,10 @@ TEST_P(Int4ModelTest, MatchesTheReferenceOfTheDequantizedModel) {
   for (const testing::RandomRequestMix::Sequence& seq : mix.sequences()) {
     references.push_back(testing::ReferenceModel(**twin_files, *twin_config).Logits(seq.tokens));
   }
-  ForwardBatch batch;
-  ForwardOutput output;
-  std::vector<int> in_batch;
-  for (int step = 0; step < 1000 && !mix.Done(); ++step) {
-    ASSERT_TRUE(mix.NextBatch(&batch, &in_batch)) << "out of KV blocks";
-    if (in_batch.empty()) continue;
-    ASSERT_TRUE((*backend)->Forward(batch, &output).ok());
-    for (size_t i = 0; i < in_batch.size(); ++i) {
-      const int32_t computed = mix.sequences()[in_batch[i]].computed;
-      const int32_t chunk = batch.query_start[i + 1] - batch.query_start[i];
-      const int32_t rows = output.row_start[i + 1] - output.row_start[i];
-      for (int32_t r = 0; r < rows; ++r) {
-        const int32_t position = computed + chunk - rows + r;
-        const std::vector<double>& want = references[in_batch[i]][position];
-        const double tolerance = 1e-4 * MaxAbs(want) + 1e-6;
-        const float* got = output.Row(output.row_start[i] + r);
-        for (size_t v = 0; v < want.size(); ++v) {
-          ASSERT_NEAR(got[v], want[v], tolerance)
-              << c.name << " step " << step << " seq " << in_batch[i] << " position " << position
-              << " logit " << v;
-        }
-      }
-    }
-    mix.Advance(batch, in_batch);
-  }
-  EXPECT_TRUE(mix.Done());
+  testing::PlayAgainstReference(**backend, mix, references, 1e-4, c.name);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, Int4ModelTest, ::testing::Range(0, 8));
-
-// Greedy tokens of `prompt` from an engine over `dir`.
-std::vector<int32_t> Generate(const std::string& dir, bool quantize_lm_head,
-                              const std::vector<int32_t>& prompt, int32_t max_tokens) {
-  auto engine = BuildCpuEngine({.model_dir = dir,
-                                .quantize_lm_head = quantize_lm_head,
-                                .num_threads = 2,
-                                .kv_cache_bytes = 8 << 20});
-  EXPECT_TRUE(engine.ok()) << engine.status();
-  if (!engine.ok()) return {};
-  (*engine)->Start();
-  std::vector<int32_t> tokens;
-  absl::Notification done;
-  EngineRequest request;
-  request.prompt = prompt;
-  request.sampling.temperature = 0;
-  request.stopping.max_tokens = max_tokens;
-  request.stopping.ignore_eos = true;
-  request.on_output = [&](const EngineOutput& output) {
-    for (const GeneratedToken& t : output.tokens) tokens.push_back(t.token_id);
-    if (output.finish != FinishReason::kNone) done.Notify();
-  };
-  EXPECT_TRUE((*engine)->AddRequest(std::move(request)).ok());
-  done.WaitForNotificationWithTimeout(absl::Seconds(60));
-  return tokens;
-}
 
 // Through the engine (scheduler, sampler, paged cache) an AWQ model generates what its
 // dequantized twin does; with the LM head quantized to int8 as well, it still generates a full

@@ -21,8 +21,10 @@
 #include "gtest/gtest.h"
 #include "tests/testing/scoped_temp_dir.h"
 #include "tests/testing/test_model.h"
+#include "tests/unit/engine/greedy_generation.h"
 #include "tests/unit/engine/random_request_mix.h"
 #include "tests/unit/engine/reference_model.h"
+#include "tests/unit/engine/reference_playback.h"
 #include "worker/engine/cpu/cpu_backend.h"
 #include "worker/engine/cpu_engine_builder.h"
 #include "worker/model/model_files.h"
@@ -84,10 +86,16 @@ absl::Status WriteDequantizedCopy(const ModelFiles& files, bool with_lm_head,
   return writer.WriteFile(out_dir + "/model.safetensors");
 }
 
-double MaxAbs(const std::vector<double>& row) {
-  double m = 0;
-  for (double v : row) m = std::max(m, std::abs(v));
-  return m;
+// Greedy tokens of `prompt` from an engine over `dir`.
+std::vector<int32_t> Generate(const std::string& dir, Quantization quantization,
+                              bool quantize_lm_head, const std::vector<int32_t>& prompt,
+                              int32_t max_tokens) {
+  return testing::GreedyTokens({.model_dir = dir,
+                                .quantization = quantization,
+                                .quantize_lm_head = quantize_lm_head,
+                                .num_threads = 2,
+                                .kv_cache_bytes = 8 << 20},
+                               prompt, max_tokens);
 }
 
 struct Int8Case {
@@ -186,32 +194,7 @@ TEST_P(Int8ModelTest, MatchesTheReferenceOfTheDequantizedModel) {
   for (const testing::RandomRequestMix::Sequence& seq : mix.sequences()) {
     references.push_back(testing::ReferenceModel(**dq_files, *config).Logits(seq.tokens));
   }
-  ForwardBatch batch;
-  ForwardOutput output;
-  std::vector<int> in_batch;
-  for (int step = 0; step < 1000 && !mix.Done(); ++step) {
-    ASSERT_TRUE(mix.NextBatch(&batch, &in_batch)) << "out of KV blocks";
-    if (in_batch.empty()) continue;
-    ASSERT_TRUE((*backend)->Forward(batch, &output).ok());
-    for (size_t i = 0; i < in_batch.size(); ++i) {
-      const int32_t computed = mix.sequences()[in_batch[i]].computed;
-      const int32_t chunk = batch.query_start[i + 1] - batch.query_start[i];
-      const int32_t rows = output.row_start[i + 1] - output.row_start[i];
-      for (int32_t r = 0; r < rows; ++r) {
-        const int32_t position = computed + chunk - rows + r;
-        const std::vector<double>& want = references[in_batch[i]][position];
-        const double tolerance = 1e-4 * MaxAbs(want) + 1e-6;
-        const float* got = output.Row(output.row_start[i] + r);
-        for (size_t v = 0; v < want.size(); ++v) {
-          ASSERT_NEAR(got[v], want[v], tolerance)
-              << c.name << " step " << step << " seq " << in_batch[i] << " position " << position
-              << " logit " << v;
-        }
-      }
-    }
-    mix.Advance(batch, in_batch);
-  }
-  EXPECT_TRUE(mix.Done());
+  testing::PlayAgainstReference(**backend, mix, references, 1e-4, c.name);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, Int8ModelTest, ::testing::Range(0, 8));
@@ -231,34 +214,6 @@ TEST(Int8ModelTest, RefusesNonFiniteWeightsNamingTheProjection) {
   EXPECT_NE(backend.status().message().find("layer 1 down_proj: element 7 is nan"),
             absl::string_view::npos)
       << backend.status();
-}
-
-// Greedy tokens of `prompt` from an engine over `dir`.
-std::vector<int32_t> Generate(const std::string& dir, Quantization quantization,
-                              bool quantize_lm_head, const std::vector<int32_t>& prompt,
-                              int32_t max_tokens) {
-  auto engine = BuildCpuEngine({.model_dir = dir,
-                                .quantization = quantization,
-                                .quantize_lm_head = quantize_lm_head,
-                                .num_threads = 2,
-                                .kv_cache_bytes = 8 << 20});
-  EXPECT_TRUE(engine.ok()) << engine.status();
-  if (!engine.ok()) return {};
-  (*engine)->Start();
-  std::vector<int32_t> tokens;
-  absl::Notification done;
-  EngineRequest request;
-  request.prompt = prompt;
-  request.sampling.temperature = 0;
-  request.stopping.max_tokens = max_tokens;
-  request.stopping.ignore_eos = true;
-  request.on_output = [&](const EngineOutput& output) {
-    for (const GeneratedToken& t : output.tokens) tokens.push_back(t.token_id);
-    if (output.finish != FinishReason::kNone) done.Notify();
-  };
-  EXPECT_TRUE((*engine)->AddRequest(std::move(request)).ok());
-  done.WaitForNotificationWithTimeout(absl::Seconds(60));
-  return tokens;
 }
 
 // The tiny preset (f32, random weights) generates under int8 through the engine, and every token
