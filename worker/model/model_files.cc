@@ -44,6 +44,35 @@ absl::StatusOr<absl::btree_map<std::string, std::string>> ReadIndex(const std::s
   return shard_of;
 }
 
+// Checkpoints quantized before transformers read quantization settings from config.json keep them
+// beside it: AutoGPTQ's quantize_config.json and AutoAWQ's quant_config.json (neither names its
+// method). When config.json has no quantization_config, the first of those present is spliced in
+// as one, with its quant_method, as vLLM reads them. config.json text that does not parse is left
+// alone for ParseModelConfig to report.
+absl::Status AddSideQuantizationConfig(const std::filesystem::path& dir, std::string* config_json) {
+  nlohmann::json config = nlohmann::json::parse(*config_json, nullptr, /*allow_exceptions=*/false);
+  if (!config.is_object() ||
+      (config.contains("quantization_config") && !config["quantization_config"].is_null())) {
+    return absl::OkStatus();
+  }
+  for (const auto& [file, method] :
+       {std::pair<const char*, const char*>{"quantize_config.json", "gptq"},
+        {"quant_config.json", "awq"}}) {
+    absl::StatusOr<std::string> text = ReadTextFile((dir / file).string(), kMaxConfigBytes);
+    if (absl::IsNotFound(text.status())) continue;
+    if (!text.ok()) return text.status();
+    nlohmann::json side = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    if (!side.is_object()) {
+      return absl::InvalidArgumentError(absl::StrCat((dir / file).string(), ": not a JSON object"));
+    }
+    if (!side.contains("quant_method")) side["quant_method"] = method;
+    config["quantization_config"] = std::move(side);
+    *config_json = config.dump();
+    return absl::OkStatus();
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> ReadTextFile(const std::string& path, size_t max_bytes) {
@@ -71,6 +100,7 @@ absl::StatusOr<std::unique_ptr<ModelFiles>> ModelFiles::Open(const std::string& 
   const std::filesystem::path dir(directory);
   LLMSERVE_ASSIGN_OR_RETURN(files->config_json_,
                             ReadTextFile((dir / "config.json").string(), kMaxConfigBytes));
+  LLMSERVE_RETURN_IF_ERROR(AddSideQuantizationConfig(dir, &files->config_json_));
   auto generation = ReadTextFile((dir / "generation_config.json").string(), kMaxConfigBytes);
   if (generation.ok()) {
     files->generation_config_json_ = *std::move(generation);

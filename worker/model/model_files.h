@@ -28,6 +28,8 @@ class ModelFiles {
   static absl::StatusOr<std::unique_ptr<ModelFiles>> Open(const std::string& directory);
 
   const std::string& directory() const { return directory_; }
+  // config.json's text. Without a quantization_config in it, AutoGPTQ's quantize_config.json or
+  // AutoAWQ's quant_config.json beside it (older quantized checkpoints) is spliced in as one.
   const std::string& config_json() const { return config_json_; }
   // Empty when the model has no generation_config.json.
   const std::string& generation_config_json() const { return generation_config_json_; }

@@ -8,9 +8,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -388,6 +390,42 @@ TEST_F(QuantizedModelTest, BadTensorsAreNamed) {
     w.Add("model.layers.0.mlp.up_proj.bias", "F16", {48}, one);
   });
   expect_error("'model.layers.0.mlp.up_proj.bias' is not zero");
+}
+
+// Older checkpoints keep their settings beside config.json: AutoGPTQ's quantize_config.json and
+// AutoAWQ's quant_config.json, neither naming its method.
+TEST_F(QuantizedModelTest, SettingsBesideConfigJsonAreRead) {
+  const std::string dir = temp_.File("side");
+  for (const auto& [method, file, settings] :
+       {std::tuple<Method, const char*, const char*>{
+            Method::kGptq, "quantize_config.json",
+            R"({"bits": 4, "group_size": 16, "damp_percent": 0.01, "desc_act": false,
+                "sym": true, "true_sequential": true, "model_file_base_name": "model"})"},
+        {Method::kAwq, "quant_config.json",
+         R"({"zero_point": true, "q_group_size": 16, "w_bit": 4, "version": "GEMM"})"}}) {
+    std::filesystem::remove_all(dir);
+    ASSERT_TRUE(WriteRandomModel(SmallLlama(false),
+                                 {.seed = 6,
+                                  .quantization = {.method = method,
+                                                   .group_size = 16,
+                                                   .symmetric = method == Method::kGptq}},
+                                 dir)
+                    .ok());
+    ModelConfig plain = SmallLlama(false);
+    std::ofstream(dir + "/config.json") << ModelConfigToJson(plain);
+    EXPECT_FALSE(Load(dir).ok()) << "without its settings the checkpoint is not a plain one";
+    std::ofstream(dir + "/" + file) << settings;
+    auto loaded = Load(dir);
+    ASSERT_TRUE(loaded.ok()) << file << ": " << loaded.status();
+    EXPECT_EQ((*loaded)->config.quantization.method, method);
+    EXPECT_EQ((*loaded)->config.quantization.group_size, 16);
+    std::ofstream(dir + "/" + file) << "[1, 2]";
+    loaded = Load(dir);
+    ASSERT_FALSE(loaded.ok());
+    EXPECT_NE(loaded.status().message().find(std::string(file) + ": not a JSON object"),
+              std::string::npos)
+        << loaded.status();
+  }
 }
 
 TEST_F(QuantizedModelTest, TheWriterRefusesShapesTheFormatsCannotHold) {
