@@ -338,18 +338,30 @@ class Load:
         gRPC call still waiting 5 s after that, when the server process is gone, is cancelled
         and its Result marked `stalled`: Debian's grpcio 1.51 now and then leaves a call whose
         server went away waiting past its deadline, with no connection open (seen about once in
-        20 gateway shutdowns), which says nothing of the server."""
+        20 gateway shutdowns), which says nothing of the server. Now and then such a call does
+        not wake even for cancel(): its thread (a daemon) is then left behind, and its Result,
+        marked `stalled`, stands for it."""
         self.stop_event.set()
         deadline = time.monotonic() + timeout_s
+        abandoned = []
         for index, thread in enumerate(self.threads):
             if server_exited is not None:
                 thread.join(max(0, server_exited + 5 - time.monotonic()))
-                with self.lock:
-                    stuck = self.calls.get(index) if thread.is_alive() else None
-                if stuck is not None:
+                # Twice: a thread may have started its last call just as the first pass looked.
+                for _ in range(2):
+                    with self.lock:
+                        stuck = self.calls.get(index) if thread.is_alive() else None
+                    if stuck is None:
+                        break
                     call, result = stuck
                     result.stalled = True
                     call.cancel()
+                    thread.join(10)
+                if stuck is not None and thread.is_alive():
+                    log(f"note: a {stuck[1].kind} call to the exited server did not end even "
+                        f"when cancelled (grpcio); left behind as stalled")
+                    abandoned.append(stuck[1])
+                    continue
             thread.join(max(0, deadline - time.monotonic()))
             if thread.is_alive():
                 import traceback
@@ -357,7 +369,7 @@ class Load:
                 raise Failure(f"a client still waits for its answer {timeout_s} s after the load "
                               f"stopped (a hang):\n{stack}")
         with self.lock:
-            return list(self.results)
+            return list(self.results) + abandoned
 
 
 def worker_counts(worker):
