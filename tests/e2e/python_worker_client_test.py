@@ -8,6 +8,7 @@ Usage: python_worker_client_test.py WORKER_BINARY MAKE_MODEL_BINARY PROTO_DIR
 Exit 0 on success, 77 (skipped) when grpcio or the plugin is missing, 1 on failure.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -73,6 +74,27 @@ def byte_decoder():
     return {chr(c): b for b, c in zip(bs, cs)}
 
 
+@contextlib.contextmanager
+def served_worker(worker_binary, model, name):
+    """Starts llmserve-worker on `model` on a free loopback port and yields the port; on the way
+    out it is sent SIGTERM and must exit 0 within 60 s."""
+    worker = subprocess.Popen(
+        [worker_binary, f"--model={model}", "--host=127.0.0.1", "--port=0",
+         "--metrics-port=-1", "--threads=1", "--kv-cache-memory=8MiB"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        yield wait_for_line(worker, r" on 127\.0\.0\.1:(\d+)", 60).group(1)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            code = worker.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            fail(f"{name} did not exit within 60 s of SIGTERM")
+    if code != 0:
+        fail(f"{name} exited with {code} after SIGTERM")
+
+
 def main():
     worker_binary, make_model, proto_dir = sys.argv[1:4]
     try:
@@ -91,12 +113,7 @@ def main():
         model = os.path.join(temp, "tiny")
         subprocess.run([make_model, "--preset=tiny", f"--out={model}"], check=True,
                        stdout=subprocess.DEVNULL)
-        worker = subprocess.Popen(
-            [worker_binary, f"--model={model}", "--host=127.0.0.1", "--port=0",
-             "--metrics-port=-1", "--threads=1", "--kv-cache-memory=8MiB"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        try:
-            port = wait_for_line(worker, r" on 127\.0\.0\.1:(\d+)", 60).group(1)
+        with served_worker(worker_binary, model, "worker") as port:
             channel = grpc.insecure_channel(f"127.0.0.1:{port}")
             stub = worker_pb2_grpc.WorkerStub(channel)
 
@@ -184,15 +201,6 @@ def main():
             if check(readiness, timeout=10) != b"\x08\x01":
                 fail("readiness is not SERVING")
             channel.close()
-        finally:
-            worker.send_signal(signal.SIGTERM)
-            try:
-                code = worker.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                worker.kill()
-                fail("worker did not exit within 60 s of SIGTERM")
-        if code != 0:
-            fail(f"worker exited with {code} after SIGTERM")
         # AWQ and GPTQ checkpoints written by the real llmserve-make-model serve as such.
         for method in ("awq", "gptq"):
             check_quantized(worker_binary, make_model, temp, method, worker_pb2, worker_pb2_grpc)
@@ -209,12 +217,7 @@ def check_quantized(worker_binary, make_model, temp, method, worker_pb2, worker_
         config = json.load(f)["quantization_config"]
     if config["quant_method"] != method or config["bits"] != 4:
         fail(f"{method}: config.json says {config}")
-    worker = subprocess.Popen(
-        [worker_binary, f"--model={model}", "--host=127.0.0.1", "--port=0",
-         "--metrics-port=-1", "--threads=1", "--kv-cache-memory=8MiB"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        port = wait_for_line(worker, r" on 127\.0\.0\.1:(\d+)", 60).group(1)
+    with served_worker(worker_binary, model, f"{method} worker") as port:
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = worker_pb2_grpc.WorkerStub(channel)
             info = stub.GetModelInfo(worker_pb2.GetModelInfoRequest(), timeout=30)
@@ -225,15 +228,6 @@ def check_quantized(worker_binary, make_model, temp, method, worker_pb2, worker_
                 ignore_eos=True), timeout=60) for t in m.tokens]
             if len(tokens) != 8 or any(t < 0 or t >= info.vocab_size for t in tokens):
                 fail(f"{method}: bad tokens {tokens}")
-    finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            code = worker.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            fail(f"{method} worker did not exit within 60 s of SIGTERM")
-    if code != 0:
-        fail(f"{method} worker exited with {code} after SIGTERM")
 
 
 if __name__ == "__main__":

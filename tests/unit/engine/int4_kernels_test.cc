@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/unit/engine/packed_gemm_reference.h"
 #include "worker/engine/cpu/aligned_vector.h"
 #include "worker/engine/cpu/matmul.h"
 #include "worker/engine/cpu/packed_gemm.h"
@@ -58,52 +59,10 @@ std::vector<double> Dequantized(const Int4Matrix& w) {
   return d;
 }
 
-std::vector<float> RandomActivations(int64_t count, std::mt19937& rng) {
-  std::normal_distribution<float> normal;
-  std::vector<float> x(count);
-  for (float& v : x) v = normal(rng);
-  return x;
-}
-
-// out[i * ldc + r] = x[i] · w[r], and the sum of |x[i, c] * w[r, c]| (the scale of f32 rounding
-// error), in double.
-struct Products {
-  std::vector<double> value;
-  std::vector<double> magnitude;
-};
-
-Products Reference(const std::vector<float>& x, int64_t m, int64_t k, const std::vector<double>& w,
-                   int64_t rows, int64_t ldc) {
-  Products p{std::vector<double>(m * ldc, 0.0), std::vector<double>(m * ldc, 0.0)};
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t c = 0; c < k; ++c) {
-        p.value[i * ldc + r] += x[i * k + c] * w[r * k + c];
-        p.magnitude[i * ldc + r] += std::abs(x[i * k + c] * w[r * k + c]);
-      }
-    }
-  }
-  return p;
-}
-
-// f32 sums of k products, as in int8_kernels_test: 1e-6 * k of the sum of magnitudes leaves room
-// for any summation order (and for the kernels' per-group s * Σxq - s*z * Σx, whose terms are at
-// most 16 / 4 times the average |q - z|) without hiding a wrong weight, which costs ~1% or more.
-// Columns past `rows` must keep the -1 they were filled with.
-void ExpectProducts(const Products& expected, const std::vector<float>& out, int64_t m,
-                    int64_t rows, int64_t ldc, int64_t k, const std::string& what) {
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t r = 0; r < ldc; ++r) {
-      const std::string where = absl::StrCat(what, " [", i, ",", r, "]");
-      if (r < rows) {
-        const double tolerance = 1e-6 * k * expected.magnitude[i * ldc + r] + 1e-30;
-        ASSERT_NEAR(out[i * ldc + r], expected.value[i * ldc + r], tolerance) << where;
-      } else {
-        ASSERT_EQ(out[i * ldc + r], -1.0f) << where << ": written outside the rows";
-      }
-    }
-  }
-}
+using testing::ExpectProducts;
+using testing::Products;
+using testing::RandomActivations;
+using testing::Reference;
 
 // Runs `isa`'s packed GEMM ("baseline": PackedGemmBaseline) over panels [begin, end).
 std::vector<float> Multiply(const std::string& isa, const std::vector<float>& x, int64_t m,

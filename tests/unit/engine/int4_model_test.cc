@@ -133,11 +133,8 @@ TEST_P(Int4ModelTest, MatchesTheReferenceOfTheDequantizedModel) {
                                       .vocab_size = static_cast<int32_t>(c.config.vocab_size),
                                       .block_size = block_size,
                                       .num_blocks = (*backend)->num_kv_blocks()});
-  std::vector<std::vector<std::vector<double>>> references;
-  for (const testing::RandomRequestMix::Sequence& seq : mix.sequences()) {
-    references.push_back(testing::ReferenceModel(**twin_files, *twin_config).Logits(seq.tokens));
-  }
-  testing::PlayAgainstReference(**backend, mix, references, 1e-4, c.name);
+  testing::PlayAgainstReference(**backend, mix, testing::ReferenceModel(**twin_files, *twin_config),
+                                1e-4, c.name);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, Int4ModelTest, ::testing::Range(0, 8));

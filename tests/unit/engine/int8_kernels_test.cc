@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/unit/engine/packed_gemm_reference.h"
 #include "worker/engine/cpu/aligned_vector.h"
 #include "worker/engine/cpu/matmul.h"
 #include "worker/engine/cpu/packed_gemm.h"
@@ -53,52 +54,10 @@ Int8Weight RandomInt8Weight(DType dtype, int64_t rows, int64_t k, std::mt19937& 
   return w;
 }
 
-std::vector<float> RandomActivations(int64_t count, std::mt19937& rng) {
-  std::normal_distribution<float> normal;
-  std::vector<float> x(count);
-  for (float& v : x) v = normal(rng);
-  return x;
-}
-
-// out[i * ldc + r] = x[i] · w[r], and the sum of |x[i, c] * w[r, c]| (the scale of f32 rounding
-// error), in double.
-struct Products {
-  std::vector<double> value;
-  std::vector<double> magnitude;
-};
-
-Products Reference(const std::vector<float>& x, int64_t m, int64_t k, const std::vector<double>& w,
-                   int64_t rows, int64_t ldc) {
-  Products p{std::vector<double>(m * ldc, 0.0), std::vector<double>(m * ldc, 0.0)};
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t c = 0; c < k; ++c) {
-        p.value[i * ldc + r] += x[i * k + c] * w[r * k + c];
-        p.magnitude[i * ldc + r] += std::abs(x[i * k + c] * w[r * k + c]);
-      }
-    }
-  }
-  return p;
-}
-
-// f32 sums of k products (the int8 values are exact in f32; the scale multiplies the sum once):
-// the error is within a few k * 2^-24 of the sum of magnitudes; 1e-6 * k (about 17 k ulps)
-// leaves room for any summation order without hiding a wrong weight (which costs ~1% or more).
-// Columns past `rows` must keep the -1 they were filled with.
-void ExpectProducts(const Products& expected, const std::vector<float>& out, int64_t m,
-                    int64_t rows, int64_t ldc, int64_t k, const std::string& what) {
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t r = 0; r < ldc; ++r) {
-      const std::string where = absl::StrCat(what, " [", i, ",", r, "]");
-      if (r < rows) {
-        const double tolerance = 1e-6 * k * expected.magnitude[i * ldc + r] + 1e-30;
-        ASSERT_NEAR(out[i * ldc + r], expected.value[i * ldc + r], tolerance) << where;
-      } else {
-        ASSERT_EQ(out[i * ldc + r], -1.0f) << where << ": written outside the rows";
-      }
-    }
-  }
-}
+using testing::ExpectProducts;
+using testing::Products;
+using testing::RandomActivations;
+using testing::Reference;
 
 // Batches of 1, 2, 4 and 8 rows (blocks of every width, padded last blocks) and 33 and 40 rows
 // (more than 4 blocks on either ISA: the panel is dequantized into scratch first); k below,

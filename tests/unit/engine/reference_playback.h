@@ -1,6 +1,7 @@
 // Plays a RandomRequestMix through a backend to its end, checking every logit row the backend
 // returns against the reference model's logits of that sequence at that position: the check the
-// weight-format tests (int8, int4) share. Header-only, for gtest tests.
+// weight-format tests (int8, int4) share. Header-only, for gtest tests (link
+// llmserve_reference_model).
 
 #ifndef LLMSERVE_TESTS_UNIT_ENGINE_REFERENCE_PLAYBACK_H_
 #define LLMSERVE_TESTS_UNIT_ENGINE_REFERENCE_PLAYBACK_H_
@@ -12,16 +13,20 @@
 
 #include "gtest/gtest.h"
 #include "tests/unit/engine/random_request_mix.h"
+#include "tests/unit/engine/reference_model.h"
 #include "worker/engine/backend.h"
 
 namespace llmserve::worker::testing {
 
-// `references[s][p]` holds the reference logits of sequence s at position p. Every logit must be
-// within `relative` of its row's largest |logit| (plus 1e-6); the first miss is fatal and names
-// `label`, the step, sequence, position and logit.
+// Every logit must be within `relative` of its row's largest |logit| in `reference` (plus 1e-6);
+// the first miss is fatal and names `label`, the step, sequence, position and logit.
 inline void PlayAgainstReference(Backend& backend, RandomRequestMix& mix,
-                                 const std::vector<std::vector<std::vector<double>>>& references,
-                                 double relative, const std::string& label) {
+                                 const ReferenceModel& reference, double relative,
+                                 const std::string& label) {
+  std::vector<std::vector<std::vector<double>>> references;  // [sequence][position][token]
+  for (const RandomRequestMix::Sequence& seq : mix.sequences()) {
+    references.push_back(reference.Logits(seq.tokens));
+  }
   ForwardBatch batch;
   ForwardOutput output;
   std::vector<int> in_batch;
