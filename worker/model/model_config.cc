@@ -268,7 +268,8 @@ int64_t ModelConfig::NumParameters() const {
 
 namespace {
 
-// config.json's "quantization_config", for a Llama-family model whose dimensions are parsed.
+// config.json's "quantization_config", for a model whose dimensions are parsed (4-bit checkpoints
+// of Llama-family models only).
 absl::Status ParseQuantizationConfig(const json& config, ModelConfig* c) {
   const auto it = config.find("quantization_config");
   if (it == config.end() || it->is_null()) return absl::OkStatus();
@@ -410,14 +411,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view config_json,
                      "Qwen2ForCausalLM)"));
   }
   LLMSERVE_RETURN_IF_ERROR(family);
-  if (c.family == ModelFamily::kGpt2 && config.contains("quantization_config") &&
-      !config["quantization_config"].is_null()) {
-    return absl::UnimplementedError(
-        "config.json: quantization_config: quantized GPT2LMHeadModel checkpoints are not "
-        "supported");
-  }
-  if (c.family == ModelFamily::kLlama)
-    LLMSERVE_RETURN_IF_ERROR(ParseQuantizationConfig(config, &c));
+  LLMSERVE_RETURN_IF_ERROR(ParseQuantizationConfig(config, &c));
   if (c.max_model_len == 0) c.max_model_len = c.max_position_embeddings;
   LLMSERVE_RETURN_IF_ERROR(ParseSpecialIds(config, generation_config_json, &c));
   return c;
