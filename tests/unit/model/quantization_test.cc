@@ -27,7 +27,8 @@ TEST(QuantizationTest, ParsesTheFlagValuesAndNamesThemBack) {
     const absl::StatusOr<Quantization> parsed = ParseQuantization(bad);
     ASSERT_FALSE(parsed.ok()) << bad;
     EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(parsed.status().message().find("expected none, int8, awq or gptq"), absl::string_view::npos);
+    EXPECT_NE(parsed.status().message().find("expected none, int8, awq or gptq"),
+              absl::string_view::npos);
   }
 }
 
