@@ -9,13 +9,18 @@
 #include "tools/run/runner.h"
 
 namespace llmserve::tools {
-absl::StatusOr<std::string> RunBenchmark(worker::Engine* engine, const BenchOptions& options) {
+absl::StatusOr<std::string> RunBenchmark(worker::Engine* engine, const BenchOptions& options,
+                                         float temperature) {
+  if (!(temperature >= 0 && temperature <= 100)) {
+    return absl::InvalidArgumentError("the benchmark's temperature must be in [0, 100]");
+  }
   absl::StatusOr<BenchLoad> load = MakeBenchLoad(options, engine->model_config().vocab_size);
   if (!load.ok()) return load.status();
   std::vector<RunPrompt> prompts(options.num_requests);
   for (size_t i = 0; i < prompts.size(); ++i) {
     prompts[i].ids = std::move(load->prompts[i]);
-    prompts[i].sampling.temperature = 0;
+    prompts[i].sampling.temperature = temperature;
+    prompts[i].sampling.seed = static_cast<uint64_t>(i) + 1;
     prompts[i].stopping.max_tokens = options.output_len;
     prompts[i].stopping.ignore_eos = true;
   }
@@ -45,6 +50,7 @@ absl::StatusOr<std::string> RunBenchmark(worker::Engine* engine, const BenchOpti
       {"output_len", options.output_len},
       {"rate", options.rate},
       {"shared_prefix", options.shared_prefix},
+      {"temperature", temperature},
       {"errors", errors},
       {"elapsed_s", seconds},
       {"requests_per_s", options.num_requests / seconds},
@@ -59,6 +65,28 @@ absl::StatusOr<std::string> RunBenchmark(worker::Engine* engine, const BenchOpti
       {"steps", after.steps - before.steps},
       {"scheduler_overhead_pct", 100 * overhead / std::max(1e-9, overhead + forward)},
   };
+  if (!after.spec_accepted_per_position.empty()) {
+    const int64_t drafts = after.spec_drafts - before.spec_drafts;
+    const int64_t draft_tokens = after.spec_draft_tokens - before.spec_draft_tokens;
+    const int64_t accepted = after.spec_accepted_tokens - before.spec_accepted_tokens;
+    std::vector<int64_t> per_position(after.spec_accepted_per_position.size());
+    for (size_t j = 0; j < per_position.size(); ++j) {
+      per_position[j] =
+          after.spec_accepted_per_position[j] -
+          (j < before.spec_accepted_per_position.size() ? before.spec_accepted_per_position[j] : 0);
+    }
+    // vLLM's figures: acceptance rate = accepted / drafted tokens; mean acceptance length =
+    // tokens emitted per verification (accepted drafts + the model's own token).
+    report["speculative"] = {
+        {"verifications", drafts},
+        {"draft_tokens", draft_tokens},
+        {"accepted_tokens", accepted},
+        {"acceptance_rate", draft_tokens == 0 ? 0.0 : static_cast<double>(accepted) / draft_tokens},
+        {"mean_acceptance_length",
+         drafts == 0 ? 0.0 : 1.0 + static_cast<double>(accepted) / drafts},
+        {"accepted_per_position", per_position},
+    };
+  }
   return report.dump();
 }
 

@@ -17,8 +17,11 @@
 
 namespace llmserve::tools {
 
-// Runs the benchmark and returns its JSON line.
-absl::StatusOr<std::string> RunBenchmark(worker::Engine* engine, const BenchOptions& options);
+// Runs the benchmark and returns its JSON line. Requests are greedy when `temperature` is 0;
+// otherwise sampled at that temperature, request i with seed i + 1, so that two runs (with and
+// without speculative decoding, say) generate the same tokens.
+absl::StatusOr<std::string> RunBenchmark(worker::Engine* engine, const BenchOptions& options,
+                                         float temperature = 0);
 
 }  // namespace llmserve::tools
 

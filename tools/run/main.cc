@@ -26,6 +26,7 @@
 #include "worker/engine/cpu_engine_builder.h"
 #include "worker/model/auto_dtype.h"
 #include "worker/model/quantization.h"
+#include "worker/speculative/speculative_flags.h"
 
 ABSL_FLAG(std::string, model, "", "model directory");
 ABSL_FLAG(std::string, dtype, "f32",
@@ -62,6 +63,8 @@ ABSL_FLAG(int, bench_prompt_len, 128, "benchmark: prompt tokens per request");
 ABSL_FLAG(int, bench_output_len, 128, "benchmark: generated tokens per request");
 ABSL_FLAG(double, bench_rate, 0.0, "benchmark: requests per second, Poisson (0: all at once)");
 ABSL_FLAG(double, bench_shared_prefix, 0.0, "benchmark: fraction of the prompt all share");
+ABSL_FLAG(double, bench_temperature, 0.0,
+          "benchmark: sampling temperature (0: greedy; otherwise request i is seeded with i + 1)");
 
 namespace {
 
@@ -150,6 +153,8 @@ int main(int argc, char** argv) {
   if (!quantization.ok()) {
     return Fail("--quantization: " + std::string(quantization.status().message()));
   }
+  const auto speculative = llmserve::worker::SpeculativeConfigFromFlags();
+  if (!speculative.ok()) return Fail(std::string(speculative.status().message()));
   const double kv_gb = absl::GetFlag(FLAGS_kv_cache_gb);
   if (!(kv_gb > 0 && kv_gb <= 1024)) return Fail("--kv-cache-gb must be in (0, 1024]");
   llmserve::worker::CpuEngineOptions options{
@@ -162,17 +167,20 @@ int main(int argc, char** argv) {
       .block_size = absl::GetFlag(FLAGS_block_size),
       .engine = {.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens),
                  .max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs),
-                 .enable_prefix_caching = absl::GetFlag(FLAGS_prefix_caching)}};
+                 .enable_prefix_caching = absl::GetFlag(FLAGS_prefix_caching),
+                 .speculative = *speculative}};
   auto engine = llmserve::worker::BuildCpuEngine(options);
   if (!engine.ok()) return Fail(std::string(engine.status().message()));
 
   if (absl::GetFlag(FLAGS_bench)) {
-    const auto report = llmserve::tools::RunBenchmark(
-        engine->get(), {.num_requests = absl::GetFlag(FLAGS_bench_requests),
-                        .prompt_len = absl::GetFlag(FLAGS_bench_prompt_len),
-                        .output_len = absl::GetFlag(FLAGS_bench_output_len),
-                        .rate = absl::GetFlag(FLAGS_bench_rate),
-                        .shared_prefix = absl::GetFlag(FLAGS_bench_shared_prefix)});
+    const auto report =
+        llmserve::tools::RunBenchmark(engine->get(),
+                                      {.num_requests = absl::GetFlag(FLAGS_bench_requests),
+                                       .prompt_len = absl::GetFlag(FLAGS_bench_prompt_len),
+                                       .output_len = absl::GetFlag(FLAGS_bench_output_len),
+                                       .rate = absl::GetFlag(FLAGS_bench_rate),
+                                       .shared_prefix = absl::GetFlag(FLAGS_bench_shared_prefix)},
+                                      static_cast<float>(absl::GetFlag(FLAGS_bench_temperature)));
     if (!report.ok()) return Fail(std::string(report.status().message()));
     std::printf("%s\n", report->c_str());
     return 0;

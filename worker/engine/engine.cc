@@ -7,6 +7,7 @@
 #include "common/base/logging.h"
 #include "common/status/status_macros.h"
 #include "worker/sampling/token_bitmask.h"
+#include "worker/speculative/ngram_proposer.h"
 
 namespace llmserve::worker {
 namespace {
@@ -26,6 +27,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Backend> 
     return absl::InvalidArgumentError("max_num_batched_tokens and max_num_seqs must be >= 1");
   }
   if (config.max_waiting < 0) return absl::InvalidArgumentError("max_waiting must be >= 0");
+  LLMSERVE_RETURN_IF_ERROR(ValidateSpeculativeConfig(config.speculative));
   if (backend->num_kv_blocks() < 2) {
     return absl::InvalidArgumentError("the backend's KV cache needs at least 2 blocks");
   }
@@ -43,8 +45,13 @@ Engine::Engine(std::unique_ptr<Backend> backend, const EngineConfig& config)
       total_kv_blocks_(kv_.Stats().total_blocks),
       scheduler_(scheduler_config_, &kv_),
       on_step_(config.on_step),
-      max_waiting_(config.max_waiting) {
+      max_waiting_(config.max_waiting),
+      speculative_(config.speculative) {
+  if (speculative_.enabled()) {
+    spec_accepted_per_position_.assign(speculative_.num_speculative_tokens, 0);
+  }
   absl::MutexLock lock(&mutex_);
+  load_.spec_accepted_per_position = spec_accepted_per_position_;
   load_.kv_blocks_total = kv_.Stats().total_blocks;
   load_.kv_blocks_free = kv_.Stats().free_blocks;
 }
@@ -94,9 +101,11 @@ absl::StatusOr<RequestId> Engine::AddRequest(EngineRequest request) {
   absl::StatusOr<SamplingState> sampling =
       SamplingState::Create(request.sampling, scheduled->tokens, backend_->config().vocab_size);
   if (!sampling.ok()) return sampling.status();
-  auto live = std::make_unique<Live>(Live{.sampling = *std::move(sampling),
-                                          .on_output = std::move(request.on_output),
-                                          .arrival = absl::Now()});
+  auto live = std::make_unique<Live>(
+      Live{.sampling = *std::move(sampling),
+           .draft_length = DraftLengthController(speculative_.num_speculative_tokens),
+           .on_output = std::move(request.on_output),
+           .arrival = absl::Now()});
   if (request.grammar != nullptr) {
     if (scheduled->stopping.ignore_eos || scheduled->stopping.min_tokens > 0) {
       return absl::InvalidArgumentError(
@@ -221,24 +230,77 @@ int64_t Engine::BuildBatch(const SchedulerOutput& plan) {
   batch_.Clear();
   int64_t prompt_tokens = 0;
   for (const ScheduledRequest& step : plan.scheduled) {
-    batch_.AddSequence(step.new_token_ids, step.num_computed_tokens, step.block_table);
+    batch_.AddSequence(step.new_token_ids, step.num_computed_tokens, step.block_table,
+                       /*want_all_logits=*/step.num_draft_tokens > 0);
     prompt_tokens += step.num_new_prompt_tokens;
   }
   return prompt_tokens;
 }
 
-std::vector<SampleResult> Engine::SampleAll(const SchedulerOutput& plan) {
-  std::vector<SampleResult> results(plan.scheduled.size());
+std::vector<std::vector<SampleResult>> Engine::SampleAll(const SchedulerOutput& plan) {
+  std::vector<std::vector<SampleResult>> results(plan.scheduled.size());
   const int64_t vocab = forward_output_.vocab_size;
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
-    if (!plan.scheduled[i].samples) continue;
-    const int32_t row = forward_output_.row_start[i + 1] - 1;
-    absl::Span<float> logits(forward_output_.logits.data() + row * vocab, vocab);
-    Live& live = *live_.at(plan.scheduled[i].id);
-    if (live.matcher != nullptr) MaskLogits(live, logits);
-    results[i] = sampler_.Sample(logits, live.sampling);
+    const ScheduledRequest& step = plan.scheduled[i];
+    if (!step.samples) continue;
+    Live& live = *live_.at(step.id);
+    const int32_t drafts = step.num_draft_tokens;
+    // The rows of the last known token and of each draft: row j predicts the token after them.
+    const int32_t first_row = forward_output_.row_start[i + 1] - (drafts + 1);
+    const int32_t first_draft = step.num_new_tokens - drafts;
+    for (int32_t j = 0; j <= drafts; ++j) {
+      absl::Span<float> logits(forward_output_.logits.data() + (first_row + j) * vocab, vocab);
+      if (live.matcher != nullptr) MaskLogits(live, logits);
+      SampleResult result = sampler_.Sample(logits, live.sampling);
+      const int32_t token = result.token_id;
+      live.sampling.Append(token);
+      results[i].push_back(std::move(result));
+      if (live.matcher != nullptr && !live.matcher->AcceptToken(token)) {
+        // Only a dead end gets here (MaskLogits let EOS through), and EOS ends the request.
+        if (std::find(scheduler_config_.eos_token_ids.begin(),
+                      scheduler_config_.eos_token_ids.end(),
+                      token) == scheduler_config_.eos_token_ids.end()) {
+          LLMSERVE_LOG(ERROR) << "the grammar refused a token its own mask allowed: " << token;
+        }
+        break;
+      }
+      if (j == drafts || token != step.new_token_ids[first_draft + j]) break;
+    }
+    if (drafts > 0) {
+      const int32_t accepted = static_cast<int32_t>(results[i].size()) - 1;
+      live.draft_length.Record(drafts, accepted);
+      CountVerification(drafts, accepted);
+    }
   }
   return results;
+}
+
+void Engine::CountVerification(int32_t drafts, int32_t accepted) {
+  ++spec_drafts_;
+  spec_draft_tokens_ += drafts;
+  spec_accepted_tokens_ += accepted;
+  for (int32_t j = 0; j < accepted && j < static_cast<int32_t>(spec_accepted_per_position_.size());
+       ++j) {
+    ++spec_accepted_per_position_[j];
+  }
+}
+
+void Engine::ProposeDrafts(absl::Span<const RequestId> decoded) {
+  if (!speculative_.enabled() || decoded.empty()) return;
+  // A large batch is compute-bound: verifying drafts would cost about what they save.
+  if (speculative_.disable_batch_size > 0 &&
+      scheduler_.num_running() > speculative_.disable_batch_size) {
+    return;
+  }
+  for (RequestId id : decoded) {
+    const Request* request = scheduler_.Find(id);
+    if (request == nullptr) continue;
+    const int32_t length = live_.at(id)->draft_length.NextLength();
+    if (length == 0) continue;
+    std::vector<int32_t> drafts = ProposeNgramDrafts(
+        request->tokens, speculative_.prompt_lookup_min, speculative_.prompt_lookup_max, length);
+    if (!drafts.empty()) scheduler_.SetDraftTokens(id, std::move(drafts));
+  }
 }
 
 void Engine::MaskLogits(Live& live, absl::Span<float> logits) {
@@ -287,29 +349,31 @@ void Engine::RunStep() {
   const absl::Time forward_end = absl::Now();
   if (!forward.ok()) return FailStep(plan, forward);
 
-  const std::vector<SampleResult> results = SampleAll(plan);
-  std::vector<int32_t> sampled(results.size());
-  for (size_t i = 0; i < results.size(); ++i) sampled[i] = results[i].token_id;
+  const int64_t drafts_before = spec_draft_tokens_, accepted_before = spec_accepted_tokens_;
+  std::vector<std::vector<SampleResult>> results = SampleAll(plan);
+  std::vector<std::vector<int32_t>> emitted(results.size());
+  for (size_t i = 0; i < results.size(); ++i) {
+    for (const SampleResult& result : results[i]) emitted[i].push_back(result.token_id);
+  }
   int64_t generated = 0;
+  std::vector<RequestId> decoded;
   size_t position = 0;  // Update's outputs follow the plan's order
-  for (const RequestOutput& out : scheduler_.Update(plan, sampled)) {
+  for (const RequestOutput& out : scheduler_.Update(plan, emitted)) {
     while (plan.scheduled[position].id != out.id) ++position;
-    const SampleResult& result = results[position];
     Live& live = *live_.at(out.id);
-    live.sampling.Append(result.token_id);
-    if (live.matcher != nullptr && !live.matcher->AcceptToken(result.token_id) &&
-        !IsFinished(out.status)) {
-      // Only a dead end (MaskLogits let EOS through) gets here, and EOS finished the request.
-      LLMSERVE_LOG(ERROR) << "the grammar refused a token its own mask allowed: "
-                          << result.token_id;
-    }
-    ++generated;
+    generated += static_cast<int64_t>(out.new_tokens.size());
     if (out.first_token) live.first_token = forward_end;
     EngineOutput output{.id = out.id};
-    GeneratedToken token{.token_id = result.token_id, .top_logprobs = result.top_logprobs};
-    if (live.sampling.params().wants_logprobs()) token.logprob = result.logprob;
-    output.tokens.push_back(std::move(token));
+    const bool logprobs = live.sampling.params().wants_logprobs();
+    for (size_t j = 0; j < out.new_tokens.size(); ++j) {
+      SampleResult& result = results[position][j];
+      GeneratedToken token{.token_id = result.token_id,
+                           .top_logprobs = std::move(result.top_logprobs)};
+      if (logprobs) token.logprob = result.logprob;
+      output.tokens.push_back(std::move(token));
+    }
     if (!IsFinished(out.status)) {
+      decoded.push_back(out.id);
       live.on_output(output);
       continue;
     }
@@ -321,12 +385,15 @@ void Engine::RunStep() {
     output.preemptions = out.num_preemptions;
     Finish(out.id, output);
   }
+  ProposeDrafts(decoded);
   const absl::Time end = absl::Now();
   if (on_step_) {
     on_step_(StepStats{.num_seqs = static_cast<int32_t>(plan.scheduled.size()),
                        .num_tokens = batch_.num_tokens(),
                        .prompt_tokens = prompt_tokens,
                        .generated_tokens = generated,
+                       .draft_tokens = spec_draft_tokens_ - drafts_before,
+                       .accepted_tokens = spec_accepted_tokens_ - accepted_before,
                        .duration_s = Seconds(start, end)});
   }
   PublishLoad(prompt_tokens, generated, Seconds(start, forward_start) + Seconds(forward_end, end),
@@ -390,6 +457,10 @@ void Engine::PublishLoad(int64_t prompt_tokens, int64_t generated_tokens, double
   load_.preemptions = scheduler_.num_preemptions();
   load_.overhead_s += overhead_s;
   load_.forward_s += forward_s;
+  load_.spec_drafts = spec_drafts_;
+  load_.spec_draft_tokens = spec_draft_tokens_;
+  load_.spec_accepted_tokens = spec_accepted_tokens_;
+  load_.spec_accepted_per_position = spec_accepted_per_position_;
 }
 
 }  // namespace llmserve::worker

@@ -3,6 +3,17 @@
 //     schedule -> forward -> sample -> update -> publish outputs
 // while there is work, and sleeps (no busy spin) when there is none.
 //
+// Speculative decoding (EngineConfig::speculative): after a step, a decoding request may get draft
+// tokens (worker/speculative/), which the next step computes after its last token in the same
+// forward pass, asking the backend for logits at every one of those positions. Verification
+// samples each position exactly as a step without drafts would — same mask, penalties over the
+// same history, the same draw of the request's random stream (sampler.h) — and keeps going while
+// the sample equals the draft. So every emitted token is the token the request would have got
+// without speculation: greedy and seeded outputs are identical, unseeded ones follow the same
+// distribution, and logprobs, stop conditions and grammars see the same tokens in the same order.
+// (For a deterministic draft this is exactly rejection sampling: a draft d is accepted with
+// probability p(d), and a rejection draws from p without d.)
+//
 // Other threads talk to it through thread-safe entry points: AddRequest and AbortRequest queue
 // work and wake the loop; Load() reads a snapshot published after every step. Outputs are pushed
 // to each request's callback on the engine thread.
@@ -33,6 +44,8 @@
 #include "worker/sampling/sampler.h"
 #include "worker/sampling/sampling_state.h"
 #include "worker/scheduler/scheduler.h"
+#include "worker/speculative/draft_length.h"
+#include "worker/speculative/speculative_config.h"
 #include "worker/structured/grammar_matcher.h"
 
 namespace llmserve::worker {
@@ -44,6 +57,10 @@ struct StepStats {
   int64_t num_tokens = 0;
   int64_t prompt_tokens = 0;
   int64_t generated_tokens = 0;
+  // Speculative decoding: draft tokens verified in this step, and how many of them the model
+  // accepted (each accepted draft is a generated token that cost no step of its own).
+  int64_t draft_tokens = 0;
+  int64_t accepted_tokens = 0;
   // Wall time of the whole step (schedule, forward, sample, update).
   double duration_s = 0;
 };
@@ -56,6 +73,8 @@ struct EngineConfig {
   // AddRequest answers RESOURCE_EXHAUSTED while this many requests wait (queued, not running);
   // 0 = no limit. Overload is refused at once rather than queued into timeouts.
   int32_t max_waiting = 0;
+  // Speculative decoding (off by default); validated by Create.
+  SpeculativeConfig speculative;
   // Called on the engine thread after every step that ran a forward pass; must not block.
   std::function<void(const StepStats&)> on_step;
 };
@@ -126,6 +145,13 @@ struct EngineLoad {
   // Time spent in the step loop outside Backend::Forward, and inside it, since start (seconds).
   double overhead_s = 0;
   double forward_s = 0;
+  // Speculative decoding since start, as vLLM counts it: verifications (a request's drafts in one
+  // step), draft tokens verified, drafts accepted, and drafts accepted at each draft position
+  // (size num_speculative_tokens; empty when speculation is off).
+  int64_t spec_drafts = 0;
+  int64_t spec_draft_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
+  std::vector<int64_t> spec_accepted_per_position;
 };
 
 class Engine {
@@ -173,6 +199,8 @@ class Engine {
     // Constrained requests only: the grammar's state, and the mask it fills every step.
     std::unique_ptr<structured::GrammarMatcher> matcher;
     std::vector<uint32_t> bitmask;
+    // How many drafts to propose next (speculation on only).
+    DraftLengthController draft_length;
     OutputCallback on_output;
     absl::Time arrival;
     absl::Time first_scheduled = absl::InfinitePast();
@@ -191,8 +219,13 @@ class Engine {
   void RunStep();
   // Fills batch_ from the plan; returns the prompt tokens it processes.
   int64_t BuildBatch(const SchedulerOutput& plan);
-  // Samples a token for every scheduled request that needs one (index-aligned with the plan).
-  std::vector<SampleResult> SampleAll(const SchedulerOutput& plan);
+  // Samples the tokens every scheduled request emits (index-aligned with the plan): one, or with
+  // drafts, the accepted drafts and one more (the verification described above). Appends them to
+  // the request's sampling state and grammar as it goes, since each position's sample depends on
+  // the ones before.
+  std::vector<std::vector<SampleResult>> SampleAll(const SchedulerOutput& plan);
+  // Gives the requests that just decoded (and still run) drafts for their next step.
+  void ProposeDrafts(absl::Span<const RequestId> decoded);
   // Constrained decoding: forbids every token the request's grammar does not allow next.
   void MaskLogits(Live& live, absl::Span<float> logits);
   void FailStep(const SchedulerOutput& plan, const absl::Status& error);
@@ -201,6 +234,7 @@ class Engine {
   void Finish(RequestId id, EngineOutput& output);
   void PublishLoad(int64_t prompt_tokens, int64_t generated_tokens, double overhead_s,
                    double forward_s);
+  void CountVerification(int32_t drafts, int32_t accepted);
 
   // Engine-thread state (no locks: only the engine thread, or StepOnce's caller, touches it).
   std::unique_ptr<Backend> backend_;
@@ -216,6 +250,12 @@ class Engine {
   std::vector<std::pair<absl::Time, std::pair<int64_t, int64_t>>> recent_tokens_;
   std::function<void(const StepStats&)> on_step_;
   const int32_t max_waiting_;
+  const SpeculativeConfig speculative_;
+  // Speculation counters since start (published into load_).
+  int64_t spec_drafts_ = 0;
+  int64_t spec_draft_tokens_ = 0;
+  int64_t spec_accepted_tokens_ = 0;
+  std::vector<int64_t> spec_accepted_per_position_;
 
   mutable absl::Mutex mutex_;
   std::vector<Pending> inbox_ ABSL_GUARDED_BY(mutex_);

@@ -92,6 +92,21 @@ void KvCacheManager::CacheComputedBlocks(RequestId id,
   request.num_cached = std::max(request.num_cached, full);
 }
 
+void KvCacheManager::RollbackSlots(RequestId id, int32_t num_computed) {
+  const auto it = requests_.find(id);
+  if (it == requests_.end()) return;
+  RequestBlocks& request = it->second;
+  const int32_t keep = BlocksFor(num_computed);
+  LLMSERVE_CHECK(num_computed >= 0 && keep >= request.num_cached)
+      << "rolling back request " << id << " to " << num_computed << " tokens would drop "
+      << request.num_cached << " registered blocks";
+  request.capacity_tokens = std::min(request.capacity_tokens, num_computed);
+  if (keep >= static_cast<int32_t>(request.blocks.size())) return;
+  std::vector<int32_t> freed(request.blocks.rbegin(), request.blocks.rend() - keep);
+  request.blocks.resize(keep);
+  pool_.Free(freed);
+}
+
 void KvCacheManager::ClearPrefixCache() {
   pool_.ClearCache();
   // Requests keep their blocks but must register them again if they are to be shared.

@@ -79,6 +79,13 @@ class KvCacheManager {
   std::optional<std::vector<int32_t>> AllocateSlots(RequestId id, int32_t num_new_tokens,
                                                     const PrefixHit* hit = nullptr);
 
+  // Shrinks request `id`'s table to its first `num_computed` tokens, freeing the blocks past them:
+  // after a speculative step, the slots of the rejected draft tokens. Their blocks are never in
+  // the prefix cache (only blocks of known tokens are registered), so none is lost to it. CHECKs
+  // that `num_computed` does not drop below the table's registered blocks. Unknown ids are
+  // ignored.
+  void RollbackSlots(RequestId id, int32_t num_computed);
+
   // Registers the request's blocks that are full once `num_computed` of its tokens (prompt and
   // output so far) are in the cache, under their hashes: `block_hashes` are those of the
   // request's full blocks, as for FindCachedPrefix.

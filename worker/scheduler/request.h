@@ -57,6 +57,11 @@ struct Request {
   // Empty when prefix caching is off.
   std::vector<common::BlockHash> block_hashes;
 
+  // Speculative decoding: tokens proposed to follow `tokens`, to be verified by the next step
+  // (Scheduler::SetDraftTokens). Not part of `tokens` until the model agrees with them; dropped
+  // when the step that carries them is planned, and on preemption.
+  std::vector<int32_t> draft_tokens;
+
   RequestStatus status = RequestStatus::kWaiting;
   // Set by the scheduler on AddRequest: the order of arrival.
   int64_t arrival = 0;

@@ -98,6 +98,7 @@ void Scheduler::Preempt(RequestId id, SchedulerOutput* output) {
   kv_->Free(id);
   request.status = RequestStatus::kPreempted;
   request.num_computed_tokens = 0;
+  request.draft_tokens.clear();
   ++request.num_preemptions;
   ++num_preemptions_;
   waiting_.insert(KeyOf(request));
@@ -111,9 +112,19 @@ bool Scheduler::ScheduleRunning(int32_t* budget, SchedulerOutput* output) {
   while (i < running_.size() && *budget > 0) {
     const RequestId id = running_[i];
     Request& request = *requests_.at(id);
-    const int32_t num_new = std::min(request.num_tokens() - request.num_computed_tokens, *budget);
+    const int32_t num_known = request.num_tokens() - request.num_computed_tokens;
+    const int32_t num_new = std::min(num_known, *budget);
     LLMSERVE_CHECK(num_new > 0) << "running request " << id << " has nothing to compute";
+    int32_t num_drafts = 0;
+    if (num_new == num_known && !request.draft_tokens.empty()) {
+      num_drafts = std::min(static_cast<int32_t>(request.draft_tokens.size()), *budget - num_new);
+    }
     bool allocated = false;
+    // Drafts only use blocks nobody else needs: never preempt for them.
+    if (num_drafts > 0 && !kv_->AllocateSlots(id, num_new + num_drafts).has_value()) {
+      num_drafts = 0;
+    }
+    allocated = num_drafts > 0;
     while (!allocated) {
       allocated = kv_->AllocateSlots(id, num_new).has_value();
       if (allocated) break;
@@ -126,8 +137,10 @@ bool Scheduler::ScheduleRunning(int32_t* budget, SchedulerOutput* output) {
     }
     if (!allocated) continue;  // this request itself was preempted; running_[i] is the next one
     kv_->CacheComputedBlocks(id, request.block_hashes, request.num_computed_tokens + num_new);
-    output->scheduled.push_back(PlanStep(request, request.num_computed_tokens, num_new));
-    *budget -= num_new;
+    output->scheduled.push_back(
+        PlanStep(request, request.num_computed_tokens, num_new, num_drafts));
+    request.draft_tokens.clear();
+    *budget -= num_new + num_drafts;
     ++i;
   }
   return !preempted;
@@ -156,14 +169,18 @@ void Scheduler::AdmitWaiting(int32_t* budget, SchedulerOutput* output) {
   }
 }
 
-ScheduledRequest Scheduler::PlanStep(const Request& request, int32_t num_computed,
-                                     int32_t num_new) const {
+ScheduledRequest Scheduler::PlanStep(const Request& request, int32_t num_computed, int32_t num_new,
+                                     int32_t num_drafts) const {
   ScheduledRequest step{.id = request.id,
                         .num_computed_tokens = num_computed,
-                        .num_new_tokens = num_new,
-                        .samples = num_computed + num_new == request.num_tokens()};
+                        .num_new_tokens = num_new + num_drafts,
+                        .samples = num_computed + num_new == request.num_tokens(),
+                        .num_draft_tokens = num_drafts};
   const auto begin = request.tokens.begin() + num_computed;
+  step.new_token_ids.reserve(num_new + num_drafts);
   step.new_token_ids.assign(begin, begin + num_new);
+  step.new_token_ids.insert(step.new_token_ids.end(), request.draft_tokens.begin(),
+                            request.draft_tokens.begin() + num_drafts);
   step.num_new_prompt_tokens =
       std::max(0, std::min(num_computed + num_new, request.num_prompt_tokens) -
                       std::min(num_computed, request.num_prompt_tokens));
@@ -219,23 +236,66 @@ void Scheduler::Finish(RequestId id, RequestStatus status, RequestOutput* output
 
 std::vector<RequestOutput> Scheduler::Update(const SchedulerOutput& output,
                                              absl::Span<const int32_t> sampled) {
+  std::vector<std::vector<int32_t>> emitted(output.scheduled.size());
+  for (size_t i = 0; i < output.scheduled.size(); ++i) {
+    if (output.scheduled[i].samples) emitted[i].push_back(sampled[i]);
+  }
+  return Update(output, emitted);
+}
+
+std::vector<RequestOutput> Scheduler::Update(const SchedulerOutput& output,
+                                             absl::Span<const std::vector<int32_t>> emitted) {
   std::vector<RequestOutput> outputs;
   for (size_t i = 0; i < output.scheduled.size(); ++i) {
     const ScheduledRequest& step = output.scheduled[i];
     const auto it = requests_.find(step.id);
     if (it == requests_.end() || it->second->status != RequestStatus::kRunning) continue;
     Request& request = *it->second;
-    request.num_computed_tokens += step.num_new_tokens;
+    const int32_t num_known = step.num_new_tokens - step.num_draft_tokens;
+    request.num_computed_tokens += num_known;
     if (!step.samples) continue;
+    const std::vector<int32_t>& run = emitted[i];
+    LLMSERVE_CHECK(!run.empty() && static_cast<int32_t>(run.size()) <= step.num_draft_tokens + 1)
+        << "request " << step.id << " emitted " << run.size() << " tokens with "
+        << step.num_draft_tokens << " drafts";
     RequestOutput out;
     out.id = step.id;
-    out.new_tokens.push_back(sampled[i]);
-    out.status = AppendToken(request, sampled[i]);
-    out.first_token = request.num_output_tokens() == 1;
-    if (IsFinished(out.status)) Finish(step.id, out.status, &out);
+    out.first_token = request.num_output_tokens() == 0;
+    for (size_t j = 0; j < run.size(); ++j) {
+      if (j > 0) {
+        // run[j - 1] was the draft at that position, so the K/V computed for it stand.
+        LLMSERVE_CHECK(run[j - 1] == step.new_token_ids[num_known + j - 1])
+            << "request " << step.id << " emitted a token after a rejected draft";
+        ++request.num_computed_tokens;
+      }
+      out.new_tokens.push_back(run[j]);
+      out.status = AppendToken(request, run[j]);
+      if (IsFinished(out.status)) break;
+    }
+    if (IsFinished(out.status)) {
+      Finish(step.id, out.status, &out);
+    } else if (step.num_draft_tokens > 0) {
+      kv_->RollbackSlots(step.id, request.num_computed_tokens);
+    }
     outputs.push_back(std::move(out));
   }
   return outputs;
+}
+
+int32_t Scheduler::SetDraftTokens(RequestId id, std::vector<int32_t> drafts) {
+  const auto it = requests_.find(id);
+  if (it == requests_.end() || it->second->status != RequestStatus::kRunning) return 0;
+  Request& request = *it->second;
+  request.draft_tokens.clear();
+  if (request.num_tokens() - request.num_computed_tokens != 1) return 0;
+  // Drafts sit at positions num_tokens.., and verifying d of them emits up to d + 1 tokens.
+  const int64_t room = std::min<int64_t>(
+      config_.max_model_len - request.num_tokens(),
+      static_cast<int64_t>(request.stopping.max_tokens) - request.num_output_tokens() - 1);
+  const int64_t keep = std::clamp<int64_t>(room, 0, static_cast<int64_t>(drafts.size()));
+  drafts.resize(keep);
+  request.draft_tokens = std::move(drafts);
+  return static_cast<int32_t>(keep);
 }
 
 }  // namespace llmserve::worker

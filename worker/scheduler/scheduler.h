@@ -16,6 +16,14 @@
 // stop conditions are checked (EOS unless ignore_eos, stop ids, max_tokens, max_model_len),
 // finished requests free their blocks.
 //
+// Speculative decoding: the engine may give a decoding request draft tokens (SetDraftTokens).
+// The next step computes them after its last known token, within the same token budget (a
+// request's drafts are cut to the budget left, and dropped when their blocks would preempt
+// anyone), and the engine verifies them: Update() then takes the run of tokens it emitted — the
+// drafts it accepted, in order, and one token of its own — counts the accepted drafts as
+// computed, and gives back the blocks that only rejected drafts used (RollbackSlots). Blocks
+// enter the prefix cache only once their tokens are known, so no draft is ever shared.
+//
 // Not thread-safe: owned by the engine thread.
 
 #ifndef LLMSERVE_WORKER_SCHEDULER_SCHEDULER_H_
@@ -55,6 +63,9 @@ struct ScheduledRequest {
   int32_t num_new_tokens = 0;
   // The new tokens reach the end of the request's known tokens: a token is to be sampled.
   bool samples = false;
+  // Of num_new_tokens, the request's draft tokens (the last ones), to be verified; 0 unless
+  // `samples`.
+  int32_t num_draft_tokens = 0;
   // What the forward pass needs, copied so that the engine never reads the scheduler's or the KV
   // cache manager's state: the tokens to compute (Request::tokens[num_computed_tokens,
   // + num_new_tokens)), of which num_new_prompt_tokens are prompt tokens, and the request's whole
@@ -110,10 +121,20 @@ class Scheduler {
 
   SchedulerOutput Schedule();
 
-  // Applies a step's results. `sampled[i]` is the token sampled for output.scheduled[i] (ignored
-  // where scheduled[i].samples is false).
+  // Applies a step's results. `emitted[i]` is what the engine emitted for output.scheduled[i]
+  // (ignored where scheduled[i].samples is false): its accepted draft tokens, in order, then one
+  // sampled token, so between 1 and num_draft_tokens + 1 tokens (CHECKed, as is that every token
+  // but the last equals its draft). Tokens after one that finishes the request are dropped.
+  std::vector<RequestOutput> Update(const SchedulerOutput& output,
+                                    absl::Span<const std::vector<int32_t>> emitted);
+  // The same without speculation: `sampled[i]` is the one token for output.scheduled[i].
   std::vector<RequestOutput> Update(const SchedulerOutput& output,
                                     absl::Span<const int32_t> sampled);
+
+  // Gives running request `id`, whose next step decodes, draft tokens for that step, cut so that
+  // verifying them can neither pass max_model_len nor emit more than max_tokens. Returns how many
+  // it kept (0 for an unknown or not running request, or one with prompt tokens still to compute).
+  int32_t SetDraftTokens(RequestId id, std::vector<int32_t> drafts);
 
   // The request, or nullptr once it is finished and removed.
   const Request* Find(RequestId id) const;
@@ -141,7 +162,9 @@ class Scheduler {
   void InsertRunning(const Request& request);
   // The plan's entry for `num_new` tokens of `request` from `num_computed` on (its blocks
   // allocated).
-  ScheduledRequest PlanStep(const Request& request, int32_t num_computed, int32_t num_new) const;
+  // `num_drafts` of the request's draft tokens follow its known ones.
+  ScheduledRequest PlanStep(const Request& request, int32_t num_computed, int32_t num_new,
+                            int32_t num_drafts = 0) const;
   void Preempt(RequestId id, SchedulerOutput* output);
   bool ScheduleRunning(int32_t* budget, SchedulerOutput* output);
   void AdmitWaiting(int32_t* budget, SchedulerOutput* output);

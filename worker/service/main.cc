@@ -20,6 +20,7 @@
 #include "worker/model/auto_dtype.h"
 #include "worker/model/model_files.h"
 #include "worker/service/worker_server.h"
+#include "worker/speculative/speculative_flags.h"
 
 ABSL_FLAG(std::string, model, "", "Hugging Face model directory to serve (required)");
 ABSL_FLAG(std::string, served_model_name, "",
@@ -132,6 +133,10 @@ absl::StatusOr<llmserve::worker::WorkerServerOptions> OptionsFromFlags() {
   options.max_queue = absl::GetFlag(FLAGS_max_queue);
   options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
   options.vllm_metric_names = absl::GetFlag(FLAGS_vllm_metric_names);
+  absl::StatusOr<llmserve::worker::SpeculativeConfig> speculative =
+      llmserve::worker::SpeculativeConfigFromFlags();
+  if (!speculative.ok()) return speculative.status();
+  options.speculative = *speculative;
   options.tls = {.cert_file = absl::GetFlag(FLAGS_tls_cert),
                  .key_file = absl::GetFlag(FLAGS_tls_key),
                  .client_ca_file = absl::GetFlag(FLAGS_tls_client_ca)};

@@ -43,6 +43,12 @@ constexpr VllmName kVllmNames[] = {
     {"llmserve_request_generation_tokens", "vllm:request_generation_tokens"},
     {"llmserve_iteration_tokens", "vllm:iteration_tokens_total"},
     {"llmserve_cache_config_info", "vllm:cache_config_info"},
+    {"llmserve_spec_decode_num_drafts_total", "vllm:spec_decode_num_drafts_total"},
+    {"llmserve_spec_decode_num_draft_tokens_total", "vllm:spec_decode_num_draft_tokens_total"},
+    {"llmserve_spec_decode_num_accepted_tokens_total",
+     "vllm:spec_decode_num_accepted_tokens_total"},
+    {"llmserve_spec_decode_num_accepted_tokens_per_pos_total",
+     "vllm:spec_decode_num_accepted_tokens_per_pos_total"},
 };
 
 // vLLM's label names for ours; labels not listed keep their name.
@@ -71,7 +77,7 @@ std::vector<prometheus::MetricFamily> LoadFamilies(const EngineLoad& load,
   const double usage = load.kv_blocks_total == 0
                            ? 0
                            : 1.0 - static_cast<double>(load.kv_blocks_free) / load.kv_blocks_total;
-  return {
+  std::vector<prometheus::MetricFamily> families = {
       LoadFamily("llmserve_num_requests_running", "Requests in the running batch.",
                  prometheus::MetricType::Gauge, model_name, load.running),
       LoadFamily("llmserve_num_requests_waiting",
@@ -91,6 +97,32 @@ std::vector<prometheus::MetricFamily> LoadFamilies(const EngineLoad& load,
                  prometheus::MetricType::Counter, model_name,
                  static_cast<double>(load.preemptions)),
   };
+  // Speculative decoding, only when it is on (as vLLM registers them only then).
+  if (load.spec_accepted_per_position.empty()) return families;
+  families.push_back(LoadFamily(
+      "llmserve_spec_decode_num_drafts_total",
+      "Speculative verifications: a request's draft tokens checked in one step.",
+      prometheus::MetricType::Counter, model_name, static_cast<double>(load.spec_drafts)));
+  families.push_back(LoadFamily("llmserve_spec_decode_num_draft_tokens_total",
+                                "Draft tokens verified.", prometheus::MetricType::Counter,
+                                model_name, static_cast<double>(load.spec_draft_tokens)));
+  families.push_back(LoadFamily(
+      "llmserve_spec_decode_num_accepted_tokens_total",
+      "Draft tokens the model accepted (generated tokens that cost no step of their own).",
+      prometheus::MetricType::Counter, model_name, static_cast<double>(load.spec_accepted_tokens)));
+  prometheus::MetricFamily per_position{
+      "llmserve_spec_decode_num_accepted_tokens_per_pos_total",
+      "Draft tokens accepted at each draft position (0 = the first draft of a verification).",
+      prometheus::MetricType::Counter,
+      {}};
+  for (size_t position = 0; position < load.spec_accepted_per_position.size(); ++position) {
+    prometheus::ClientMetric metric;
+    metric.label = {{"model", model_name}, {"position", absl::StrCat(position)}};
+    metric.counter.value = static_cast<double>(load.spec_accepted_per_position[position]);
+    per_position.metric.push_back(std::move(metric));
+  }
+  families.push_back(std::move(per_position));
+  return families;
 }
 
 }  // namespace

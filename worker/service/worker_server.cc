@@ -149,6 +149,9 @@ absl::Status ValidateWorkerServerOptions(const WorkerServerOptions& o) {
   LLMSERVE_RETURN_IF_ERROR(CheckRange("max_model_len", o.max_model_len, 0, 1 << 24));
   LLMSERVE_RETURN_IF_ERROR(CheckRange("threads", o.threads, 0, 4096));
   LLMSERVE_RETURN_IF_ERROR(CheckRange("max_queue", o.max_queue, 0, 1 << 20));
+  if (absl::Status speculative = ValidateSpeculativeConfig(o.speculative); !speculative.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", speculative.message()));
+  }
   if (o.drain_timeout < absl::ZeroDuration() || o.drain_timeout > absl::Hours(24)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--drain_timeout=", absl::FormatDuration(o.drain_timeout), " is outside [0s, 24h]"));
@@ -194,6 +197,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
                  .max_num_seqs = options.max_num_seqs,
                  .enable_prefix_caching = options.enable_prefix_caching,
                  .max_waiting = options.max_queue,
+                 .speculative = options.speculative,
                  // Null until after the warm-up, which is not traffic.
                  .on_step =
                      [raw](const StepStats& step) {

@@ -65,6 +65,8 @@ struct WorkerServerOptions {
   // Also serve the metrics that have a vLLM counterpart under vLLM's names and labels
   // (vllm:num_requests_waiting{model_name}, ...), for consumers written for vLLM.
   bool vllm_metric_names = false;
+  // Speculative decoding (EngineConfig::speculative).
+  SpeculativeConfig speculative;
   // TLS on the gRPC port (and mutual TLS with a client CA); empty: plaintext.
   common::ServerTlsFiles tls;
 };

@@ -11,47 +11,21 @@
 #include "absl/synchronization/mutex.h"
 #include "common/status/status_macros.h"
 #include "gtest/gtest.h"
+#include "tests/unit/engine/test_vocabulary.h"
 #include "worker/engine/engine.h"
 #include "worker/structured/constraint.h"
-#include "worker/structured/grammar_compiler.h"
-#include "worker/structured/vocabulary.h"
 
 namespace llmserve::worker {
 namespace {
 
-constexpr int32_t kVocab = 40;
-constexpr int32_t kEos = 0;
-constexpr int32_t kSpecial = 1;  // a control token, never text
+constexpr int32_t kVocab = testing::kTestVocabSize;
+constexpr int32_t kEos = testing::kTestEos;
+constexpr int32_t kSpecial = testing::kTestSpecial;
 
-// Token 0: EOS; 1: a special token; 2..27: "a".."z"; 28: "\""; 29: "{"; 30: "}"; 31: ":";
-// 32: ","; 33: " "; 34: "ab"; 35: "bc"; 36..39: digits "0".."3".
-std::vector<std::string> TokenTexts() {
-  std::vector<std::string> texts(kVocab);
-  for (int i = 0; i < 26; ++i) texts[2 + i] = std::string(1, static_cast<char>('a' + i));
-  texts[28] = "\"";
-  texts[29] = "{";
-  texts[30] = "}";
-  texts[31] = ":";
-  texts[32] = ",";
-  texts[33] = " ";
-  texts[34] = "ab";
-  texts[35] = "bc";
-  for (int i = 0; i < 4; ++i) texts[36 + i] = std::string(1, static_cast<char>('0' + i));
-  return texts;
-}
+std::vector<std::string> TokenTexts() { return testing::TestTokenTexts(); }
 
 std::shared_ptr<const structured::CompiledGrammar> Compile(structured::Constraint constraint) {
-  std::vector<bool> is_text(kVocab, true);
-  is_text[kEos] = false;
-  is_text[kSpecial] = false;
-  absl::StatusOr<std::shared_ptr<const structured::TokenVocabulary>> vocabulary =
-      structured::TokenVocabulary::FromTokenBytes(TokenTexts(), is_text, {kEos});
-  EXPECT_TRUE(vocabulary.ok()) << vocabulary.status();
-  structured::GrammarCompiler compiler(*vocabulary);
-  absl::StatusOr<std::shared_ptr<const structured::CompiledGrammar>> grammar =
-      compiler.Compile(constraint);
-  EXPECT_TRUE(grammar.ok()) << grammar.status();
-  return grammar.ok() ? *grammar : nullptr;
+  return testing::CompileForTestVocabulary(constraint);
 }
 
 // Logits that favour the special token, then "z", then EOS: all things a constraint forbids.

@@ -112,6 +112,26 @@ TEST(KvCacheManagerTest, AllocatesOnDemandAndGrowsByBlocks) {
   EXPECT_EQ(kv.Stats().total_blocks, 10);
 }
 
+TEST(KvCacheManagerTest, RollbackFreesTheBlocksPastTheKeptTokensAndShrinksTheCapacity) {
+  KvCacheManager kv(10, 4, true);
+  const std::vector<int32_t> tokens = Tokens(6);
+  ASSERT_TRUE(Admit(kv, 1, tokens).has_value());  // blocks 1 2
+  Cache(kv, 1, tokens, 6);                        // block 1 registered
+  // A speculative step: the last token and 5 drafts, positions 5..10.
+  EXPECT_THAT(*kv.AllocateSlots(1, 5), ElementsAre(3));
+  EXPECT_EQ(kv.Stats().free_blocks, 6);
+  // Two drafts accepted: 8 tokens computed; block 3 held only rejected drafts.
+  kv.RollbackSlots(1, 8);
+  EXPECT_THAT(kv.BlockTable(1), ElementsAre(1, 2));
+  EXPECT_EQ(kv.Stats().free_blocks, 7);
+  // The next step grows from 8 computed tokens, not from the 11 positions the drafts had.
+  EXPECT_THAT(*kv.AllocateSlots(1, 1), ElementsAre(4));
+  kv.RollbackSlots(1, 9);  // nothing past 9 tokens
+  EXPECT_THAT(kv.BlockTable(1), ElementsAre(1, 2, 4));
+  kv.RollbackSlots(7, 0);  // unknown ids are ignored
+  EXPECT_EQ(kv.Stats().free_blocks, 6);
+}
+
 TEST(KvCacheManagerTest, PrefixHitsShareBlocksAndNeverCoverTheWholePrompt) {
   KvCacheManager kv(11, 4, true);
   const auto prompt = Tokens(10);

@@ -326,5 +326,177 @@ TEST_F(SchedulerTest, RandomSimulationIsLiveAndFair) {
   }
 }
 
+// Speculative decoding: a request's drafts ride after its last token in the next step, and
+// Update takes the run the engine emitted.
+class SpeculativeSchedulerTest : public SchedulerTest {
+ protected:
+  // Schedules, checks the plan, and applies `emitted` to request `id` (others get token 7).
+  std::vector<RequestOutput> StepEmitting(RequestId id, std::vector<int32_t> emitted,
+                                          const std::string& expected_plan) {
+    const SchedulerOutput out = scheduler_->Schedule();
+    EXPECT_EQ(Plan(out), expected_plan);
+    std::vector<std::vector<int32_t>> runs(out.scheduled.size());
+    for (size_t i = 0; i < out.scheduled.size(); ++i) {
+      if (!out.scheduled[i].samples) continue;
+      runs[i] = out.scheduled[i].id == id ? emitted : std::vector<int32_t>{7};
+    }
+    return scheduler_->Update(out, runs);
+  }
+  int32_t FreeBlocks() const { return kv_->Stats().free_blocks; }
+};
+
+TEST_F(SpeculativeSchedulerTest, DraftsFollowTheLastTokenAndRejectedOnesGiveTheirBlocksBack) {
+  Init(20, 4, 16, 4, 64);
+  ASSERT_TRUE(scheduler_->AddRequest(MakeRequest(1, 6, 20)).ok());
+  EXPECT_EQ(Step(), "1:0+6*");  // tokens 100..105, 7
+  EXPECT_EQ(scheduler_->SetDraftTokens(1, {50, 51, 52}), 3);
+  const int32_t free_before = FreeBlocks();  // 2 blocks held
+  {
+    const SchedulerOutput out = scheduler_->Schedule();
+    ASSERT_EQ(out.scheduled.size(), 1u);
+    const ScheduledRequest& step = out.scheduled[0];
+    EXPECT_EQ(Plan(out), "1:6+4*");
+    EXPECT_EQ(step.num_draft_tokens, 3);
+    EXPECT_EQ(step.new_token_ids, (std::vector<int32_t>{7, 50, 51, 52}));
+    EXPECT_EQ(step.block_table.size(), 3u);  // 10 positions
+    EXPECT_EQ(out.num_batched_tokens, 4);
+    EXPECT_TRUE(scheduler_->Find(1)->draft_tokens.empty());  // consumed by the plan
+    // Two drafts accepted, then the model's own token.
+    const auto outputs = scheduler_->Update(out, std::vector<std::vector<int32_t>>{{50, 51, 9}});
+    ASSERT_EQ(outputs.size(), 1u);
+    EXPECT_EQ(outputs[0].new_tokens, (std::vector<int32_t>{50, 51, 9}));
+    EXPECT_EQ(outputs[0].status, RequestStatus::kRunning);
+  }
+  const Request* request = scheduler_->Find(1);
+  EXPECT_EQ(request->num_tokens(), 10);
+  EXPECT_EQ(request->num_computed_tokens, 9);  // 9 (the new token) is still to compute
+  EXPECT_EQ(FreeBlocks(), free_before - 1);    // 9 computed tokens fill 3 blocks
+
+  // All four drafts rejected: 5 positions computed, 1 kept; the table shrinks back.
+  EXPECT_EQ(scheduler_->SetDraftTokens(1, {60, 61, 62, 63}), 4);
+  const auto outputs = StepEmitting(1, {5}, "1:9+5*");
+  EXPECT_EQ(outputs[0].new_tokens, (std::vector<int32_t>{5}));
+  EXPECT_EQ(request->num_computed_tokens, 10);
+  EXPECT_EQ(kv_->BlockTable(1).size(), 3u);
+  EXPECT_EQ(FreeBlocks(), free_before - 1);
+  // And the request goes on decoding one token at a time.
+  EXPECT_EQ(Step(), "1:10+1*");
+}
+
+TEST_F(SpeculativeSchedulerTest, DraftsAreCutToLimitsAndBudget) {
+  Init(20, 4, 8, 4, 16);
+  ASSERT_TRUE(scheduler_->AddRequest(MakeRequest(1, 4, 6)).ok());
+  // Not running yet, or still in prefill: no drafts.
+  EXPECT_EQ(scheduler_->SetDraftTokens(1, {1, 2}), 0);
+  EXPECT_EQ(Step(), "1:0+4*");
+  // max_tokens 6 with 1 output: the drafts' run may hold 5 more tokens, one of them the model's.
+  EXPECT_EQ(scheduler_->SetDraftTokens(1, {1, 1, 1, 1, 1, 1, 1}), 4);
+  EXPECT_EQ(scheduler_->SetDraftTokens(1, {}), 0);  // replaced, not appended
+  EXPECT_TRUE(scheduler_->Find(1)->draft_tokens.empty());
+
+  ASSERT_TRUE(scheduler_->AddRequest(MakeRequest(2, 13, 3, 0, 200)).ok());
+  EXPECT_EQ(Step(), "1:4+1* 2:0+7");  // budget 8
+  EXPECT_EQ(Step(), "1:5+1* 2:7+6*");
+  EXPECT_EQ(scheduler_->Find(2)->num_tokens(), 14);
+  // max_model_len 16 would allow 2 drafts (positions 14 and 15); max_tokens 3 allows 1.
+  EXPECT_EQ(scheduler_->SetDraftTokens(2, {3, 3, 3, 3}), 1);
+  EXPECT_EQ(scheduler_->SetDraftTokens(1, {1, 1, 1, 1}), 2);  // 3 outputs of 6
+  const auto outputs = StepEmitting(2, {3, 4}, "1:6+3* 2:13+2*");
+  ASSERT_EQ(outputs.size(), 2u);
+  EXPECT_EQ(outputs[1].new_tokens, (std::vector<int32_t>{3, 4}));
+  EXPECT_EQ(outputs[1].status, RequestStatus::kFinishedLength);
+
+  // Running requests come first: request 1's token and draft, then request 4's prompt chunk gets
+  // what is left of the budget.
+  ASSERT_TRUE(scheduler_->AddRequest(MakeRequest(4, 9, 2, 0, 400)).ok());
+  EXPECT_EQ(scheduler_->Find(1)->num_tokens(), 8);
+  EXPECT_EQ(scheduler_->SetDraftTokens(1, {1, 1}), 1);  // 4 outputs of 6
+  EXPECT_EQ(Step(), "1:7+2* 4:0+6");                    // the draft rejected (7 != 1)
+  EXPECT_EQ(scheduler_->Find(1)->num_output_tokens(), 5);
+  EXPECT_EQ(scheduler_->SetDraftTokens(1, {1, 1}), 0);  // the last token leaves no room
+}
+
+TEST_F(SpeculativeSchedulerTest, DraftsAreDroppedRatherThanPreemptAnyone) {
+  Init(6, 4, 32, 4, 64);  // 5 usable blocks
+  ASSERT_TRUE(scheduler_->AddRequest(MakeRequest(1, 4, 10)).ok());
+  EXPECT_EQ(Step(), "1:0+4*");
+  ASSERT_TRUE(scheduler_->AddRequest(MakeRequest(3, 11, 4, 0, 300)).ok());
+  EXPECT_EQ(Step(), "1:4+1* 3:0+11*");  // 2 + 3 blocks: none free
+  EXPECT_EQ(kv_->Stats().free_blocks, 0);
+  EXPECT_EQ(scheduler_->SetDraftTokens(1, {1, 1, 1}), 3);
+  const SchedulerOutput out = scheduler_->Schedule();
+  EXPECT_EQ(Plan(out), "1:5+1* 3:11+1*");
+  EXPECT_EQ(out.scheduled[0].num_draft_tokens, 0);
+  EXPECT_TRUE(out.preempted.empty());
+}
+
+TEST_F(SpeculativeSchedulerTest, AStopInsideTheAcceptedRunEndsItThere) {
+  Init(20, 4, 16, 4, 64);
+  ASSERT_TRUE(scheduler_->AddRequest(MakeRequest(1, 4, 10)).ok());
+  Step();
+  scheduler_->SetDraftTokens(1, {50, kEos, 52});
+  const auto stopped = StepEmitting(1, {50, kEos, 52, 53}, "1:4+4*");
+  ASSERT_EQ(stopped.size(), 1u);
+  EXPECT_EQ(stopped[0].new_tokens, (std::vector<int32_t>{50, kEos}));
+  EXPECT_EQ(stopped[0].status, RequestStatus::kFinishedStopped);
+  EXPECT_EQ(stopped[0].num_output_tokens, 3);
+  EXPECT_EQ(kv_->Stats().free_blocks, 19);
+
+  // Drafts are cut so that a run ends at max_tokens at the latest, and finishes there.
+  ASSERT_TRUE(scheduler_->AddRequest(MakeRequest(2, 4, 3)).ok());
+  Step();
+  EXPECT_EQ(scheduler_->SetDraftTokens(2, {50, 51}), 1);
+  const auto length = StepEmitting(2, {50, 52}, "2:4+2*");
+  EXPECT_EQ(length[0].new_tokens, (std::vector<int32_t>{50, 52}));
+  EXPECT_EQ(length[0].status, RequestStatus::kFinishedLength);
+}
+
+TEST_F(SpeculativeSchedulerTest, OnlyBlocksOfKnownTokensEnterThePrefixCache) {
+  Init(20, 4, 16, 4, 64);
+  ASSERT_TRUE(scheduler_->AddRequest(MakeRequest(1, 4, 20)).ok());
+  Step();  // 100..103, 7
+  // Drafts 8 9 10 fill block 1 with 7 8 9 10, all rejected: that block must not be shared.
+  scheduler_->SetDraftTokens(1, {8, 9, 10});
+  StepEmitting(1, {3}, "1:4+4*");
+  auto probe = [&](RequestId id) {
+    auto request = MakeRequest(id, 0, 1);
+    request->tokens = {100, 101, 102, 103, 7, 8, 9, 10, 11};
+    request->num_prompt_tokens = 9;
+    return request;
+  };
+  ASSERT_TRUE(scheduler_->AddRequest(probe(2)).ok());
+  const SchedulerOutput miss = scheduler_->Schedule();
+  EXPECT_EQ(Plan(miss), "1:5+1* 2:4+5*");
+  scheduler_->Update(miss, std::vector<int32_t>{7, 7});  // request 2 finishes (max_tokens 1)
+
+  // Request 3 drafts the same tokens and the model accepts them: once known, they are shared.
+  ASSERT_TRUE(scheduler_->AddRequest(MakeRequest(3, 4, 20)).ok());
+  Step();  // request 3 hits block 0 and computes 103, then 7; request 1 decodes
+  scheduler_->SetDraftTokens(3, {8, 9, 10});
+  const SchedulerOutput out = scheduler_->Schedule();
+  std::vector<std::vector<int32_t>> runs(out.scheduled.size(), std::vector<int32_t>{7});
+  for (size_t i = 0; i < out.scheduled.size(); ++i) {
+    if (out.scheduled[i].id == 3) runs[i] = {8, 9, 10, 12};
+  }
+  scheduler_->Update(out, runs);
+  Step();  // registers request 3's block 1 (its hash came with token 10)
+  ASSERT_TRUE(scheduler_->AddRequest(probe(4)).ok());
+  const SchedulerOutput hit = scheduler_->Schedule();
+  EXPECT_EQ(hit.scheduled.back().id, 4);
+  EXPECT_EQ(hit.scheduled.back().num_computed_tokens, 8);
+}
+
+TEST_F(SpeculativeSchedulerTest, PreemptionDropsDrafts) {
+  Init(5, 4, 32, 4, 64);  // 4 usable blocks
+  ASSERT_TRUE(scheduler_->AddRequest(MakeRequest(1, 8, 8)).ok());
+  ASSERT_TRUE(scheduler_->AddRequest(MakeRequest(2, 8, 8, 0, 200)).ok());
+  EXPECT_EQ(Step(), "1:0+8* 2:0+8*");  // all 4 blocks held
+  scheduler_->SetDraftTokens(2, {1, 2});
+  // Request 1 needs a third block for position 8: request 2 (the newest) is preempted.
+  const SchedulerOutput out = scheduler_->Schedule();
+  EXPECT_EQ(Plan(out), "1:8+1* P:2");
+  EXPECT_TRUE(scheduler_->Find(2)->draft_tokens.empty());
+}
+
 }  // namespace
 }  // namespace llmserve::worker

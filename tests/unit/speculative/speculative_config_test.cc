@@ -1,0 +1,50 @@
+#include "worker/speculative/speculative_config.h"
+
+#include "gtest/gtest.h"
+
+namespace llmserve::worker {
+namespace {
+
+TEST(SpeculativeConfigTest, ParsesMethods) {
+  EXPECT_EQ(*ParseSpeculativeMethod("none"), SpeculativeMethod::kNone);
+  EXPECT_EQ(*ParseSpeculativeMethod("ngram"), SpeculativeMethod::kNgram);
+  for (const char* bad : {"", "NGRAM", "draft", "eagle", "ngram "}) {
+    const auto parsed = ParseSpeculativeMethod(bad);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(parsed.status().message().find("expected none or ngram"), absl::string_view::npos);
+  }
+  EXPECT_EQ(SpeculativeMethodName(SpeculativeMethod::kNgram), "ngram");
+  EXPECT_EQ(SpeculativeMethodName(SpeculativeMethod::kNone), "none");
+}
+
+TEST(SpeculativeConfigTest, ValidationNamesTheField) {
+  const SpeculativeConfig good{.method = SpeculativeMethod::kNgram};
+  EXPECT_TRUE(ValidateSpeculativeConfig(good).ok());
+  struct Case {
+    SpeculativeConfig config;
+    const char* names;
+  };
+  const Case cases[] = {
+      {{.method = SpeculativeMethod::kNgram, .num_speculative_tokens = 0},
+       "num_speculative_tokens must be in [1, 16], got 0"},
+      {{.method = SpeculativeMethod::kNgram, .num_speculative_tokens = 17},
+       "num_speculative_tokens"},
+      {{.method = SpeculativeMethod::kNgram, .prompt_lookup_min = 0}, "prompt_lookup_min"},
+      {{.method = SpeculativeMethod::kNgram, .prompt_lookup_min = 5, .prompt_lookup_max = 4},
+       "prompt_lookup_max must be in [prompt_lookup_min (5), 32], got 4"},
+      {{.method = SpeculativeMethod::kNgram, .prompt_lookup_max = 33}, "prompt_lookup_max"},
+      {{.method = SpeculativeMethod::kNgram, .disable_batch_size = -1},
+       "speculative_disable_batch_size must be >= 0"},
+  };
+  for (const Case& c : cases) {
+    const absl::Status status = ValidateSpeculativeConfig(c.config);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.names;
+    EXPECT_NE(status.message().find(c.names), absl::string_view::npos) << status;
+  }
+  // Off: nothing else is read.
+  EXPECT_TRUE(ValidateSpeculativeConfig({.num_speculative_tokens = 0}).ok());
+}
+
+}  // namespace
+}  // namespace llmserve::worker

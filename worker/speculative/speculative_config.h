@@ -1,0 +1,54 @@
+// How the engine speculates: which proposer drafts tokens for the target model to verify, how
+// many, and when it does not bother.
+//
+// Speculation never changes what a request generates (engine.h, "Speculative decoding"): only
+// how many forward passes it takes.
+
+#ifndef LLMSERVE_WORKER_SPECULATIVE_SPECULATIVE_CONFIG_H_
+#define LLMSERVE_WORKER_SPECULATIVE_SPECULATIVE_CONFIG_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace llmserve::worker {
+
+enum class SpeculativeMethod {
+  kNone,
+  // Prompt lookup: the tokens that followed the latest earlier occurrence of the request's last
+  // n tokens, in its own prompt and output (vLLM's "ngram").
+  kNgram,
+};
+
+struct SpeculativeConfig {
+  SpeculativeMethod method = SpeculativeMethod::kNone;
+  // Most draft tokens verified per request and step (k): a step then computes k + 1 positions of
+  // the request and can emit up to k + 1 tokens.
+  int32_t num_speculative_tokens = 4;
+  // The n-gram sizes looked up, longest first.
+  int32_t prompt_lookup_min = 2;
+  int32_t prompt_lookup_max = 4;
+  // No request drafts in a step that starts with more running requests than this (0: no limit):
+  // a large batch is compute-bound, so verifying drafts costs about what it saves.
+  int32_t disable_batch_size = 4;
+
+  bool enabled() const { return method != SpeculativeMethod::kNone; }
+};
+
+// "none" or "ngram"; INVALID_ARGUMENT listing the values otherwise.
+absl::StatusOr<SpeculativeMethod> ParseSpeculativeMethod(absl::string_view name);
+absl::string_view SpeculativeMethodName(SpeculativeMethod method);
+
+// INVALID_ARGUMENT naming the field when a value is out of range: num_speculative_tokens in
+// [1, kMaxSpeculativeTokens], 1 <= prompt_lookup_min <= prompt_lookup_max <= kMaxPromptLookup,
+// disable_batch_size >= 0. Values of a config whose method is kNone are not checked.
+absl::Status ValidateSpeculativeConfig(const SpeculativeConfig& config);
+
+inline constexpr int32_t kMaxSpeculativeTokens = 16;
+inline constexpr int32_t kMaxPromptLookup = 32;
+
+}  // namespace llmserve::worker
+
+#endif  // LLMSERVE_WORKER_SPECULATIVE_SPECULATIVE_CONFIG_H_

@@ -1,0 +1,39 @@
+#include "worker/speculative/speculative_flags.h"
+
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+
+ABSL_FLAG(std::string, speculative_method, "none",
+          "speculative decoding: none, or ngram (prompt lookup: draft the tokens that followed "
+          "the latest earlier occurrence of the request's last tokens); outputs are unchanged");
+ABSL_FLAG(int, num_speculative_tokens, 4,
+          "speculative decoding: most draft tokens verified per request and step");
+ABSL_FLAG(int, prompt_lookup_min, 2, "ngram speculation: shortest n-gram looked up");
+ABSL_FLAG(int, prompt_lookup_max, 4, "ngram speculation: longest n-gram looked up");
+ABSL_FLAG(int, speculative_disable_batch_size, 4,
+          "speculative decoding: no drafts while more requests than this run (0: no limit)");
+
+namespace llmserve::worker {
+
+absl::StatusOr<SpeculativeConfig> SpeculativeConfigFromFlags() {
+  absl::StatusOr<SpeculativeMethod> method =
+      ParseSpeculativeMethod(absl::GetFlag(FLAGS_speculative_method));
+  if (!method.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--speculative_method: ", method.status().message()));
+  }
+  const SpeculativeConfig config{
+      .method = *method,
+      .num_speculative_tokens = absl::GetFlag(FLAGS_num_speculative_tokens),
+      .prompt_lookup_min = absl::GetFlag(FLAGS_prompt_lookup_min),
+      .prompt_lookup_max = absl::GetFlag(FLAGS_prompt_lookup_max),
+      .disable_batch_size = absl::GetFlag(FLAGS_speculative_disable_batch_size)};
+  if (absl::Status valid = ValidateSpeculativeConfig(config); !valid.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", valid.message()));
+  }
+  return config;
+}
+
+}  // namespace llmserve::worker
