@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 SKIP = 77
 
@@ -75,15 +76,22 @@ def byte_decoder():
 
 
 @contextlib.contextmanager
-def served_worker(worker_binary, model, name):
-    """Starts llmserve-worker on `model` on a free loopback port and yields the port; on the way
-    out it is sent SIGTERM and must exit 0 within 60 s."""
+def served_worker(worker_binary, model, name, extra_args=(), metrics=False):
+    """Starts llmserve-worker on `model` on a free loopback port and yields the port (and with
+    `metrics`, the port of /metrics too); on the way out it is sent SIGTERM and must exit 0 within
+    60 s."""
     worker = subprocess.Popen(
         [worker_binary, f"--model={model}", "--host=127.0.0.1", "--port=0",
-         "--metrics-port=-1", "--threads=1", "--kv-cache-memory=8MiB"],
+         f"--metrics-port={0 if metrics else -1}", "--threads=1", "--kv-cache-memory=8MiB",
+         *extra_args],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        yield wait_for_line(worker, r" on 127\.0\.0\.1:(\d+)", 60).group(1)
+        if metrics:
+            ports = wait_for_line(
+                worker, r" on 127\.0\.0\.1:(\d+), metrics on http://127\.0\.0\.1:(\d+)/", 60)
+            yield ports.group(1), ports.group(2)
+        else:
+            yield wait_for_line(worker, r" on 127\.0\.0\.1:(\d+)", 60).group(1)
     finally:
         worker.send_signal(signal.SIGTERM)
         try:
@@ -200,12 +208,60 @@ def main():
             readiness = b"\n\x19llmserve.worker.v1.Worker"
             if check(readiness, timeout=10) != b"\x08\x01":
                 fail("readiness is not SERVING")
+            baseline = {name: generated_tokens(stub, worker_pb2, request)
+                        for name, request in speculation_requests(worker_pb2).items()}
             channel.close()
+        check_speculative(worker_binary, model, worker_pb2, worker_pb2_grpc, baseline)
         # AWQ and GPTQ checkpoints written by the real llmserve-make-model serve as such.
         for method in ("awq", "gptq"):
             check_quantized(worker_binary, make_model, temp, method, worker_pb2, worker_pb2_grpc)
     print("python grpcio client: ok")
     return 0
+
+
+def generated_tokens(stub, worker_pb2, request):
+    return [t.token_id for m in stub.Generate(request, timeout=60) for t in m.tokens]
+
+
+def speculation_requests(worker_pb2):
+    """A greedy and a seeded request whose outputs (random weights loop) repeat themselves."""
+    greedy = worker_pb2.GenerateRequest(request_id="py-greedy", prompt_token_ids=[5, 17, 42, 99],
+                                        max_tokens=48, ignore_eos=True)
+    greedy.sampling.temperature = 0
+    seeded = worker_pb2.GenerateRequest(request_id="py-seeded", prompt_token_ids=[5, 17, 42, 99],
+                                        max_tokens=48, ignore_eos=True)
+    seeded.sampling.temperature = 0.8
+    seeded.sampling.seed = 11
+    seeded.sampling.top_k = 20
+    return {"greedy": greedy, "seeded": seeded}
+
+
+def check_speculative(worker_binary, model, worker_pb2, worker_pb2_grpc, baseline):
+    """A worker with n-gram speculation generates exactly what one without it did, and counts its
+    drafts in /metrics under llmserve's and vLLM's names."""
+    import grpc
+    args = ["--speculative-method=ngram", "--num-speculative-tokens=3", "--vllm-metric-names"]
+    with served_worker(worker_binary, model, "speculative worker", args, metrics=True) as ports:
+        port, metrics_port = ports
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = worker_pb2_grpc.WorkerStub(channel)
+            for name, request in speculation_requests(worker_pb2).items():
+                tokens = generated_tokens(stub, worker_pb2, request)
+                if tokens != baseline[name]:
+                    fail(f"speculation changed the {name} output: {baseline[name]} vs {tokens}")
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
+            text = r.read().decode()
+        values = {}
+        for line in text.splitlines():
+            match = re.match(r"^(\S+?)(\{[^}]*\})? (\S+)$", line)
+            if match and "spec_decode" in match.group(1):
+                values[match.group(1) + (match.group(2) or "")] = float(match.group(3))
+        accepted = values.get('llmserve_spec_decode_num_accepted_tokens_total{model="tiny"}', 0)
+        drafted = values.get('llmserve_spec_decode_num_draft_tokens_total{model="tiny"}', 0)
+        twin = values.get(
+            'vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="tiny"}')
+        if not (0 < accepted <= drafted) or twin != accepted:
+            fail(f"speculative metrics: {values}")
 
 
 def check_quantized(worker_binary, make_model, temp, method, worker_pb2, worker_pb2_grpc):

@@ -247,6 +247,16 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
                      << " tokens = " << int64_t{load.kv_blocks_total} * options.block_size
                      << " tokens; context " << engine.max_model_len() << " tokens, prefix caching "
                      << (options.enable_prefix_caching ? "on" : "off");
+  if (options.speculative.enabled()) {
+    const SpeculativeConfig& spec = options.speculative;
+    LLMSERVE_LOG(INFO) << "speculative decoding: " << SpeculativeMethodName(spec.method)
+                       << ", up to " << spec.num_speculative_tokens << " draft tokens, n-grams of "
+                       << spec.prompt_lookup_min << ".." << spec.prompt_lookup_max << " tokens, "
+                       << (spec.disable_batch_size == 0
+                               ? std::string("at any batch size")
+                               : absl::StrCat("while at most ", spec.disable_batch_size,
+                                              " requests run"));
+  }
 
   v1::ModelInfo& info = server->model_info_;
   info.set_model_name(model_name);

@@ -223,6 +223,40 @@ TEST(WorkerMetricsTest, VllmNamesAreOffByDefault) {
   }
 }
 
+TEST(WorkerMetricsTest, SpeculativeDecodingCountersAppearOnlyWhenItIsOn) {
+  for (bool vllm_names : {false, true}) {
+    EXPECT_THAT(Render(MakeMetrics(vllm_names)), Not(HasSubstr("spec_decode")));
+  }
+  const auto speculating = [] {
+    EngineLoad load = FixedLoad();
+    load.spec_drafts = 7;
+    load.spec_draft_tokens = 20;
+    load.spec_accepted_tokens = 9;
+    load.spec_accepted_per_position = {5, 3, 1};
+    return load;
+  };
+  WorkerMetrics metrics({.model_name = "m", .num_blocks = 100, .vllm_names = true}, speculating);
+  const std::string text = Render(metrics);
+  EXPECT_THAT(text, HasSubstr("\nllmserve_spec_decode_num_drafts_total{model=\"m\"} 7\n"));
+  EXPECT_THAT(text, HasSubstr("\nllmserve_spec_decode_num_draft_tokens_total{model=\"m\"} 20\n"));
+  EXPECT_THAT(text, HasSubstr("\nllmserve_spec_decode_num_accepted_tokens_total{model=\"m\"} 9\n"));
+  EXPECT_THAT(text, HasSubstr("\nllmserve_spec_decode_num_accepted_tokens_per_pos_total{model="
+                              "\"m\",position=\"1\"} 3\n"));
+  // As vLLM's SpecDecodingProm writes them.
+  EXPECT_THAT(text, HasSubstr("# TYPE vllm:spec_decode_num_drafts_total counter\n"));
+  EXPECT_THAT(text,
+              HasSubstr("\nvllm:spec_decode_num_drafts_total{engine=\"0\",model_name=\"m\"} 7\n"));
+  EXPECT_THAT(text, HasSubstr("\nvllm:spec_decode_num_draft_tokens_total{engine=\"0\","
+                              "model_name=\"m\"} 20\n"));
+  EXPECT_THAT(text, HasSubstr("\nvllm:spec_decode_num_accepted_tokens_total{engine=\"0\","
+                              "model_name=\"m\"} 9\n"));
+  for (const char* position : {"0", "1", "2"}) {
+    EXPECT_THAT(text, HasSubstr(absl::StrCat("\nvllm:spec_decode_num_accepted_tokens_per_pos_total{"
+                                             "engine=\"0\",model_name=\"m\",position=\"",
+                                             position, "\"}")));
+  }
+}
+
 TEST(WorkerMetricsTest, DrainingGaugeIsZeroUntilTheDrainStarts) {
   WorkerMetrics metrics = MakeMetrics(/*vllm_names=*/false);
   EXPECT_THAT(Render(metrics), HasSubstr("\nllmserve_worker_draining{model=\"m\"} 0\n"));

@@ -686,6 +686,23 @@ TEST_F(WorkerServerTest, BenchmarkClientCountsEveryToken) {
   EXPECT_EQ(server_->engine().Load().prefix_cache_queries, 6 * 20 + 1);  // + the warm-up token
 }
 
+TEST(WorkerServerOptionsTest, BadSpeculativeOptionsNameTheFlag) {
+  auto message = [](SpeculativeConfig speculative) {
+    return std::string(
+        ValidateWorkerServerOptions({.model_dir = "/nonexistent", .speculative = speculative})
+            .message());
+  };
+  EXPECT_EQ(message({.method = SpeculativeMethod::kNgram}), "");
+  EXPECT_EQ(message({.method = SpeculativeMethod::kNgram, .num_speculative_tokens = 0}),
+            "--num_speculative_tokens must be in [1, 16], got 0");
+  EXPECT_EQ(
+      message(
+          {.method = SpeculativeMethod::kNgram, .prompt_lookup_min = 3, .prompt_lookup_max = 2}),
+      "--prompt_lookup_max must be in [prompt_lookup_min (3), 32], got 2");
+  EXPECT_EQ(message({.method = SpeculativeMethod::kNgram, .disable_batch_size = -2}),
+            "--speculative_disable_batch_size must be >= 0, got -2");
+}
+
 TEST(WorkerServerOptionsTest, BadOptionsNameTheFlag) {
   auto message = [](WorkerServerOptions options) {
     options.model_dir = options.model_dir.empty() ? "/nonexistent" : options.model_dir;
