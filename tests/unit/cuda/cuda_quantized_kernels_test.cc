@@ -4,7 +4,7 @@
 // dequantize + cuBLAS path (batches 9..40, and a weight larger than one scratch chunk), for int8
 // and int4, bf16 and f16 activations, odd shapes, int4 group sizes on the kernels' per-word and
 // per-column paths, zero points 0 and 16 and a zero scale; plus the dequantization kernel alone,
-// bit for bit.
+// bit for bit. The dispatch's host-side checks run everywhere.
 //
 // Tolerance: the activations are rounded to 16 bits on the host as on the device, so the
 // reference has the device's exact operands. On the GEMV path the weights are dequantized to the
@@ -211,6 +211,41 @@ TEST(QuantizedGemmChunkTest, WeightsLargerThanAChunkRunInChunks) {
                 .code(),
             absl::StatusCode::kInvalidArgument);
   cublasDestroy(handle);
+}
+
+// Host-side decisions that need no device: the scratch size, and the refusals that come before
+// any launch (they run, rather than skip, on machines without a GPU).
+TEST(QuantizedDispatchTest, SizesScratchAndRefusesBadCallsBeforeLaunching) {
+  EXPECT_EQ(DequantScratchElements(45, 130), 45 * 130);  // a small weight: whole
+  EXPECT_EQ(DequantScratchElements(14336, 4096), kDequantChunkElements);
+  EXPECT_EQ(DequantScratchElements(3, int64_t{20} << 20), int64_t{20} << 20);  // at least a row
+  DeviceWeight w;
+  w.format = WeightFormat::kInt4;
+  w.n = 64;
+  w.k = 128;
+  w.group_size = 32;
+  // Prefill with too small a scratch (here none): INVALID_ARGUMENT, nothing launched.
+  const absl::Status status = ProjectionGemm(nullptr, nullptr, DeviceDType::kBF16, nullptr, w,
+                                             nullptr, kMaxGemvBatch + 1, nullptr, 0, "o_proj");
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(status.message().find("o_proj: dequantization scratch"), std::string::npos) << status;
+  // Nothing to do for an empty batch.
+  EXPECT_TRUE(
+      ProjectionGemm(nullptr, nullptr, DeviceDType::kBF16, nullptr, w, nullptr, 0, nullptr, 0, "x")
+          .ok());
+  // Batches outside 1..kMaxGemvBatch, 16-bit weights and rows past the weight are refused.
+  for (int32_t m : {0, kMaxGemvBatch + 1}) {
+    EXPECT_EQ(LaunchQuantizedGemv(DeviceDType::kF16, {.w = w, .x = nullptr, .y = nullptr, .m = m},
+                                  nullptr),
+              cudaErrorInvalidValue);
+  }
+  EXPECT_EQ(LaunchDequantize(DeviceDType::kF16,
+                             {.w = w, .first_row = 60, .num_rows = 5, .out = nullptr}, nullptr),
+            cudaErrorInvalidValue);
+  w.format = WeightFormat::kDense16;
+  EXPECT_EQ(
+      LaunchQuantizedGemv(DeviceDType::kF16, {.w = w, .x = nullptr, .y = nullptr, .m = 1}, nullptr),
+      cudaErrorInvalidValue);
 }
 
 class DequantizeTest : public ::testing::TestWithParam<std::tuple<WeightFormat, DeviceDType, int>> {
