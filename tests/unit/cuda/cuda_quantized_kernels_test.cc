@@ -239,6 +239,12 @@ TEST(QuantizedDispatchTest, SizesScratchAndRefusesBadCallsBeforeLaunching) {
                                   nullptr),
               cudaErrorInvalidValue);
   }
+  // int4 activations must allow 16-byte loads.
+  EXPECT_EQ(LaunchQuantizedGemv(
+                DeviceDType::kF16,
+                {.w = w, .x = reinterpret_cast<const void*>(uintptr_t{8}), .y = nullptr, .m = 1},
+                nullptr),
+            cudaErrorInvalidValue);
   EXPECT_EQ(LaunchDequantize(DeviceDType::kF16,
                              {.w = w, .first_row = 60, .num_rows = 5, .out = nullptr}, nullptr),
             cudaErrorInvalidValue);

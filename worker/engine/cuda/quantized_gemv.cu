@@ -4,6 +4,8 @@
 // the batch's activations (read through L1/L2: every warp of the grid reads the same [m, k]) and
 // accumulated in f32 per batch row, then summed across the warp.
 
+#include <cstdint>
+
 #include "worker/engine/cuda/device_math.cuh"
 #include "worker/engine/cuda/quantized_kernels.h"
 
@@ -123,7 +125,8 @@ cudaError_t Launch(const QuantizedGemvParams& p, cudaStream_t stream) {
 
 cudaError_t LaunchQuantizedGemv(DeviceDType dtype, const QuantizedGemvParams& p,
                                 cudaStream_t stream) {
-  if (p.m < 1 || p.m > kMaxGemvBatch || p.w.format == WeightFormat::kDense16) {
+  if (p.m < 1 || p.m > kMaxGemvBatch || p.w.format == WeightFormat::kDense16 ||
+      (p.w.format == WeightFormat::kInt4 && reinterpret_cast<uintptr_t>(p.x) % 16 != 0)) {
     return cudaErrorInvalidValue;
   }
   if (p.w.n == 0) return cudaSuccess;

@@ -25,11 +25,15 @@ inline constexpr int32_t kMaxGemvBatch = 8;
 
 struct QuantizedGemvParams {
   DeviceWeight w;  // kInt8 or kInt4
-  const void* x;   // [m, k] DeviceDType, rows contiguous (stride k)
-  float* y;        // [m, n] f32 out
-  int32_t m;       // 1..kMaxGemvBatch
+  // [m, k] DeviceDType, rows contiguous (stride k); 16-byte aligned for kInt4, whose lanes load 8
+  // activations at once (k being a multiple of 8, every row is then aligned too).
+  const void* x;
+  float* y;   // [m, n] f32 out
+  int32_t m;  // 1..kMaxGemvBatch
 };
 // y[i, r] = sum_c x[i, c] * dequantized w[r, c], f32 accumulation. One warp per output row.
+// cudaErrorInvalidValue, before launching, for m outside 1..kMaxGemvBatch, a 16-bit weight or a
+// misaligned kInt4 x.
 cudaError_t LaunchQuantizedGemv(DeviceDType dtype, const QuantizedGemvParams& p,
                                 cudaStream_t stream);
 
