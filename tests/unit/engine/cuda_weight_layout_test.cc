@@ -1,7 +1,8 @@
 // The CUDA backend's host-side handling of quantized weights, on the CPU (no device needed):
 //   - int8: the device layout holds exactly the CPU backend's QuantizeRowInt8 values and scales,
 //     rows padded with zeros to 4-byte words, and dequantizes to within half a step of the input;
-//   - int4: the device words and (scale, zero) pairs dequantize to exactly what
+//   - int4: the device words and (scale, zero) pairs dequantize (on the host, and through the
+//     kernels' own word decoder compiled for the host) to exactly what
 //     Int4Matrix::Dequantized (the canonical form's definition) gives, for odd shapes, group sizes
 //     that are and are not multiples of 8 (the kernel's two paths), and zero points 0 and 16;
 //   - the upload plan: formats, sizes, the scales' offset in an image, and the refusals (malformed
@@ -18,6 +19,7 @@
 #include "tests/testing/scoped_temp_dir.h"
 #include "worker/engine/cuda/projection_image.h"
 #include "worker/engine/cuda/quantized_layout.h"
+#include "worker/engine/cuda/quantized_math.h"
 #include "worker/model/model_files.h"
 #include "worker/model/model_writer.h"
 #include "worker/model/quantization.h"
@@ -124,6 +126,25 @@ TEST_P(Int4LayoutTest, DequantizesExactlyAsTheCanonicalForm) {
       ASSERT_EQ(dequantized[r * cols + c], m.Dequantized(r, c)) << "row " << r << " col " << c;
       const uint32_t word = layout->words[(r * cols + c) / 8];
       ASSERT_EQ(static_cast<int>((word >> (4 * (c % 8))) & 0xF), m.Value(r, c));
+    }
+  }
+}
+
+// The word decoder the GEMV and dequantization kernels run (quantized_math.h, compiled here for
+// the host), on the uploaded layout, against the canonical form.
+TEST_P(Int4LayoutTest, TheKernelsWordDecoderMatchesTheCanonicalForm) {
+  const auto [rows, cols, group] = GetParam();
+  const int group_size = group == 0 ? cols : group;
+  const Int4Matrix m = RandomInt4(rows, cols, group_size, static_cast<uint32_t>(rows * cols));
+  const Int4DeviceLayout layout = *ToInt4DeviceLayout(m, "w");
+  for (int r = 0; r < rows; ++r) {
+    const float* scale_zero = layout.scale_zero.data() + r * layout.groups() * 2;
+    for (int j = 0; j < cols / 8; ++j) {
+      float w[8];
+      DequantizeInt4Word(layout.words[r * (cols / 8) + j], 8 * j, group_size, scale_zero, w);
+      for (int i = 0; i < 8; ++i) {
+        ASSERT_EQ(w[i], m.Dequantized(r, 8 * j + i)) << "row " << r << " column " << 8 * j + i;
+      }
     }
   }
 }

@@ -4,6 +4,7 @@
 
 #include "worker/engine/cuda/device_math.cuh"
 #include "worker/engine/cuda/quantized_kernels.h"
+#include "worker/engine/cuda/quantized_math.h"
 
 namespace llmserve::worker::cuda {
 namespace {
@@ -14,7 +15,6 @@ __global__ void DequantizeInt4Kernel(DequantizeParams p) {
   const int32_t k = p.w.k, words = k / 8, groups = k / p.w.group_size;
   const int64_t total = int64_t{p.num_rows} * words;
   const uint32_t* data = static_cast<const uint32_t*>(p.w.data);
-  const float2* scale_zero = reinterpret_cast<const float2*>(p.w.scales);
   T* out = static_cast<T*>(p.out);
   for (int64_t index = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; index < total;
        index += int64_t{gridDim.x} * blockDim.x) {
@@ -22,16 +22,14 @@ __global__ void DequantizeInt4Kernel(DequantizeParams p) {
     const int32_t j = static_cast<int32_t>(index % words);
     const int64_t row = p.first_row + r;
     const uint32_t word = data[row * words + j];
-    const float2* row_sz = scale_zero + row * groups;
+    float w[8];
+    DequantizeInt4Word(word, 8 * j, p.w.group_size, p.w.scales + row * groups * 2, w);
     union {
       uint4 packed;
       T values[8];
     } v;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const float2 sz = row_sz[(8 * j + i) / p.w.group_size];
-      v.values[i] = FromFloat<T>((static_cast<float>((word >> (4 * i)) & 0xFu) - sz.y) * sz.x);
-    }
+    for (int i = 0; i < 8; ++i) v.values[i] = FromFloat<T>(w[i]);
     *reinterpret_cast<uint4*>(out + r * k + 8 * j) = v.packed;
   }
 }

@@ -8,29 +8,12 @@
 
 #include "worker/engine/cuda/device_math.cuh"
 #include "worker/engine/cuda/quantized_kernels.h"
+#include "worker/engine/cuda/quantized_math.h"
 
 namespace llmserve::worker::cuda {
 namespace {
 
 constexpr int kWarpsPerBlock = 4;
-
-// The 8 weights of one int4 word, (q - zero) * scale in f32, as Int4Matrix::Dequantized.
-// `column` is the word's first column; `scale_zero` the row's (scale, zero) pairs.
-__device__ __forceinline__ void DequantizeWord(uint32_t word, int32_t column, int32_t group_size,
-                                               const float2* scale_zero, float* w) {
-  if (group_size % 8 == 0) {
-    // The whole word lies in one group (column is a multiple of 8).
-    const float2 sz = scale_zero[column / group_size];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) w[i] = (static_cast<float>((word >> (4 * i)) & 0xFu) - sz.y) * sz.x;
-  } else {
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const float2 sz = scale_zero[(column + i) / group_size];
-      w[i] = (static_cast<float>((word >> (4 * i)) & 0xFu) - sz.y) * sz.x;
-    }
-  }
-}
 
 // Sums each batch row's accumulator across the warp; lane 0 writes y[b, row] * scale.
 __device__ __forceinline__ void WriteRow(const float* acc, int32_t m, int32_t n, int32_t row,
@@ -52,13 +35,12 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) Int4GemvKernel(QuantizedG
   const int lane = threadIdx.x % 32;
   const int32_t k = p.w.k, words = k / 8;
   const uint32_t* w_row = static_cast<const uint32_t*>(p.w.data) + int64_t{row} * words;
-  const float2* scale_zero =
-      reinterpret_cast<const float2*>(p.w.scales) + int64_t{row} * (k / p.w.group_size);
+  const float* scale_zero = p.w.scales + int64_t{row} * (k / p.w.group_size) * 2;
   const T* x = static_cast<const T*>(p.x);
   float acc[kMaxGemvBatch] = {};
   for (int32_t j = lane; j < words; j += 32) {
     float w[8];
-    DequantizeWord(w_row[j], 8 * j, p.w.group_size, scale_zero, w);
+    DequantizeInt4Word(w_row[j], 8 * j, p.w.group_size, scale_zero, w);
 #pragma unroll
     for (int b = 0; b < kMaxGemvBatch; ++b) {
       if (b < p.m) {
