@@ -15,12 +15,12 @@
 //    8 bits + 32 / cols bits per weight.
 //  - int4: words [rows, cols / 8] uint32, column 8j + i of word (r, j) in bits 4i..4i + 3: the
 //    canonical Int4Matrix bytes read as little-endian words. Per (row, group) two f32, the scale
-//    and the zero point as a float (0..16, exact), interleaved so that one 8-byte load fetches
-//    both. Weight (r, c) = (q - zero) * scale with g = c / group_size, in f32 exactly as
-//    Int4Matrix::Dequantized computes it. 4 bits + 64 / group_size bits per weight (4.5 bits at
-//    group 128). f32 rather than f16 scales: the canonical scales are f32 (a bf16 checkpoint's
-//    scales are not all representable in f16), and the scales are an eighth of the bytes at
-//    group 128.
+//    and the zero point as a float (0..16, exact), interleaved so that a word's pair is one
+//    aligned 8 bytes (one memory sector, not two arrays). Weight (r, c) = (q - zero) * scale
+//    with g = c / group_size, in f32 exactly as Int4Matrix::Dequantized computes it. 4 bits +
+//    64 / group_size bits per weight (4.5 bits at group 128). f32 rather than f16 scales: the
+//    canonical scales are f32 (a bf16 checkpoint's scales are not all representable in f16), and
+//    the scales are a ninth of the bytes at group 128.
 //
 // Thread-safe: plain values and pure functions.
 
