@@ -112,9 +112,9 @@ TEST_F(WorkerBinaryTest, BadFlagsFailWithAClearMessage) {
         << worker.output();
   }
   {
-    Subprocess worker(Args({"--quantization=int8", "--backend=cuda"}));
+    Subprocess worker(Args({"--quantize_lm_head", "--backend=cuda"}));
     EXPECT_EQ(worker.WaitForExit(kPatience), 2);
-    EXPECT_NE(worker.output().find("--quantization=int8 runs on --backend=cpu only"),
+    EXPECT_NE(worker.output().find("--quantize_lm_head runs on --backend=cpu only"),
               std::string::npos)
         << worker.output();
   }

@@ -17,8 +17,9 @@
 // is valid. weight_bytes (the runtime weights' size: packed and quantized, as the backend holds
 // them) gives the bandwidth roofline.
 //
-// --quantization=int8 quantizes every projection to int8 at load (CPU only), --quantize_lm_head
-// the LM head too; the JSON lines say which ran.
+// --quantization=int8 quantizes every projection to int8 at load (both backends),
+// --quantize_lm_head the LM head too (CPU only); AWQ/GPTQ checkpoints run their 4-bit projections
+// on both backends. The JSON lines say which ran.
 
 #include <algorithm>
 #include <chrono>
@@ -36,6 +37,7 @@
 #include "common/base/flag_names.h"
 #include "worker/engine/cpu/cpu_backend.h"
 #include "worker/engine/cuda/cuda_plugin_loader.h"
+#include "worker/engine/cuda/projection_image.h"
 #include "worker/model/auto_dtype.h"
 #include "worker/model/model_files.h"
 #include "worker/model/model_weights.h"
@@ -151,11 +153,10 @@ int main(int argc, char** argv) {
     return Fail("--quantization: " + std::string(quantization.status().message()));
   }
   const bool quantize_lm_head = absl::GetFlag(FLAGS_quantize_lm_head);
-  if ((*quantization == llmserve::worker::Quantization::kInt8 || quantize_lm_head) &&
-      absl::GetFlag(FLAGS_backend) != "cpu") {
+  if (quantize_lm_head && absl::GetFlag(FLAGS_backend) != "cpu") {
     return Fail(
-        "--quantization=int8 and --quantize_lm_head run on the CPU backend only (no CUDA int8 "
-        "kernels yet)");
+        "--quantize_lm_head runs on the CPU backend only (the CUDA backend keeps the LM head in "
+        "--dtype)");
   }
   std::vector<int> batches;
   for (absl::string_view part : absl::StrSplit(absl::GetFlag(FLAGS_batch), ',')) {
@@ -178,9 +179,6 @@ int main(int argc, char** argv) {
   // What runs: the flag, or an AWQ/GPTQ checkpoint's own.
   const auto resolved = llmserve::worker::ResolveQuantization(*quantization, config->quantization);
   if (!resolved.ok()) return Fail(std::string(resolved.status().message()));
-  if (*resolved != llmserve::worker::Quantization::kNone && absl::GetFlag(FLAGS_backend) != "cpu") {
-    return Fail(model + " is a 4-bit checkpoint: the CUDA backend has no 4-bit kernels yet");
-  }
   if (prompt_len + gen_len > config->max_model_len) {
     return Fail("prompt_len + gen_len exceeds the model's context length");
   }
@@ -216,9 +214,13 @@ int main(int argc, char** argv) {
                              block_size * config->head_dim * 2;
     options.max_num_batched_tokens = std::max(max_tokens, max_batch);
     options.max_num_seqs = max_batch;
-    // No 4-bit CUDA kernels yet: an AWQ/GPTQ checkpoint runs as its dequantized 16-bit model.
-    llmserve::worker::DequantizeInt4Projections(weights->get());
-    weight_bytes = static_cast<int64_t>((*weights)->SizeBytes());
+    // int8 is quantized while uploading; an AWQ/GPTQ checkpoint's projections stay 4-bit.
+    const bool int8 = *resolved == llmserve::worker::Quantization::kInt8;
+    options.quantization =
+        int8 ? llmserve::worker::Quantization::kInt8 : llmserve::worker::Quantization::kNone;
+    const auto device_bytes = llmserve::worker::cuda::DeviceWeightBytes(**weights, *dtype, int8);
+    if (!device_bytes.ok()) return Fail(std::string(device_bytes.status().message()));
+    weight_bytes = *device_bytes;
     auto cuda = llmserve::worker::CreateCudaBackend(*std::move(weights), options);
     if (!cuda.ok()) return Fail(cuda.status().ToString());
     backend = *std::move(cuda);

@@ -116,10 +116,12 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> LoadModelWeights(const ModelFiles&
                                                                DType dtype,
                                                                const LoadProgress& progress = {});
 
-// For backends without 4-bit kernels: replaces each layer's AWQ/GPTQ projections by dense tensors
-// in weights->dtype holding their dequantization, (q - zero) * scale computed in f32 and then
-// rounded to the dtype, and frees the 4-bit ones. config.quantization still names the checkpoint's
-// format. A no-op for unquantized weights.
+// The 16-bit (or f32) twin of a 4-bit model, for tests and tools (both backends now run 4-bit
+// projections as such; the CUDA backend dequantized with this at load before it had kernels):
+// replaces each layer's AWQ/GPTQ projections by dense tensors in weights->dtype holding their
+// dequantization, (q - zero) * scale computed in f32 and then rounded to the dtype, and frees the
+// 4-bit ones. config.quantization still names the checkpoint's format. A no-op for unquantized
+// weights.
 void DequantizeInt4Projections(ModelWeights* weights);
 
 // Opens the model directory `model_dir`, parses its config, caps the context length at

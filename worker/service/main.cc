@@ -33,9 +33,10 @@ ABSL_FLAG(std::string, dtype, "auto",
 ABSL_FLAG(std::string, quantization, "none",
           "none; int8 (quantize every linear projection at load, per output channel, symmetric, "
           "weights only; embeddings and norms keep --dtype); or awq / gptq, which AWQ and GPTQ "
-          "checkpoints run as with none too (their own 4-bit weights); --backend=cpu only");
+          "checkpoints run as with none too (their own 4-bit weights); both backends");
 ABSL_FLAG(bool, quantize_lm_head, false,
-          "with int8 or an AWQ/GPTQ checkpoint, also quantize the LM head to int8");
+          "with int8 or an AWQ/GPTQ checkpoint, also quantize the LM head to int8 (--backend=cpu "
+          "only)");
 ABSL_FLAG(std::string, host, "127.0.0.1",
           "address to listen on (gRPC and metrics); the worker API has no authentication of its "
           "own: listen beyond loopback (0.0.0.0) only on a private network, or with --tls_cert "

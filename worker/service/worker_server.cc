@@ -123,17 +123,13 @@ absl::Status ValidateWorkerServerOptions(const WorkerServerOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("--backend=", o.backend, " is not one of cpu, cuda"));
   }
-  // AWQ/GPTQ checkpoints run on CUDA too, dequantized at load; int8 is quantized for CPU kernels.
-  if (o.quantization == Quantization::kInt8 && o.backend != "cpu") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--quantization=int8 runs on --backend=cpu only (the ", o.backend,
-                     " backend has no int8 kernels yet)"));
-  }
-  // Whether the model is quantized (int8, or an AWQ/GPTQ checkpoint) is known once it is read.
+  // int8 and AWQ/GPTQ projections run on both backends; whether the model is quantized (int8, or
+  // an AWQ/GPTQ checkpoint) is known once it is read. The CUDA backend keeps the LM head in
+  // --dtype: it has no int8 LM head.
   if (o.quantize_lm_head && o.backend != "cpu") {
     return absl::InvalidArgumentError(
         absl::StrCat("--quantize_lm_head runs on --backend=cpu only (the ", o.backend,
-                     " backend has no int8 kernels yet)"));
+                     " backend keeps the LM head in --dtype; it has no int8 LM head)"));
   }
   LLMSERVE_RETURN_IF_ERROR(CheckRange("device", o.device, 0, 1023));
   LLMSERVE_RETURN_IF_ERROR(CheckRange("port", o.port, 0, 65535));
@@ -220,6 +216,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
         .model_dir = engine_options.model_dir,
         .device = options.device,
         .dtype = options.dtype,
+        .quantization = options.quantization,
         .kv_cache_bytes = options.kv_cache_bytes,
         .kv_cache_fraction = options.kv_cache_fraction,
         .block_size = options.block_size,

@@ -39,7 +39,7 @@ struct WorkerServerOptions {
   std::string backend = "cpu";
   int device = 0;
   DType dtype = DType::kF32;
-  // Weights quantized at load (cpu backend only), and the LM head with them.
+  // Weights quantized at load (both backends), and the LM head with them (cpu backend only).
   Quantization quantization = Quantization::kNone;
   bool quantize_lm_head = false;
   std::string host = "0.0.0.0";

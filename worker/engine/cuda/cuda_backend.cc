@@ -14,13 +14,15 @@
 #include "worker/engine/cuda/attention.h"
 #include "worker/engine/cuda/cuda_status.h"
 #include "worker/engine/cuda/gemm.h"
+#include "worker/engine/cuda/projection_image.h"
+#include "worker/engine/cuda/quantized_gemm.h"
 
 namespace llmserve::worker {
 namespace {
 
 using cuda::DeviceDType;
 
-constexpr size_t kAlignment = 256;
+constexpr size_t kAlignment = cuda::kDeviceAlignment;
 // cuBLAS gets its workspace from us, so that it allocates nothing behind the memory accounting
 // (32 MiB is what NVIDIA recommends for Hopper).
 constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
@@ -55,15 +57,15 @@ cuda::DeviceActivation ToDeviceActivation(Activation activation) {
 struct CudaBackend::DeviceLayer {
   const void* attn_norm_weight = nullptr;  // f32
   const void* attn_norm_bias = nullptr;    // f32
-  const void* qkv_weight = nullptr;        // 16-bit
+  cuda::DeviceWeight qkv;                  // 16-bit, int8 or int4
   const void* qkv_bias = nullptr;          // f32
-  const void* o_weight = nullptr;
+  cuda::DeviceWeight o;
   const void* o_bias = nullptr;
   const void* mlp_norm_weight = nullptr;
   const void* mlp_norm_bias = nullptr;
-  const void* up_weight = nullptr;
+  cuda::DeviceWeight up;
   const void* up_bias = nullptr;
-  const void* down_weight = nullptr;
+  cuda::DeviceWeight down;
   const void* down_bias = nullptr;
 };
 
@@ -131,11 +133,22 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
                      " query heads per KV head, not ", c.num_heads, " / ", c.num_kv_heads));
   }
 
+  if (options.quantization != Quantization::kNone && options.quantization != Quantization::kInt8) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the CUDA backend's quantization option is none or int8, not ",
+                     QuantizationName(options.quantization),
+                     " (AWQ/GPTQ weights are recognised by their 4-bit projections)"));
+  }
+  // int8 on 4-bit weights, or 4-bit weights without their checkpoint's quantization_config.
+  Quantization resolved;
+  LLMSERVE_ASSIGN_OR_RETURN(resolved, ResolveQuantization(options.quantization, c.quantization));
+
   LLMSERVE_RETURN_IF_ERROR(CheckDevice(options.device));
   LLMSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
   cudaDeviceProp props;
   LLMSERVE_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&props, options.device));
   std::unique_ptr<CudaBackend> backend(new CudaBackend(c, options));
+  backend->quantization_ = resolved;
   backend->num_sms_ = std::max(1, props.multiProcessorCount);
   LLMSERVE_RETURN_IF_ERROR(backend->Init(*weights));
   return backend;
@@ -223,19 +236,45 @@ absl::Status CudaBackend::Init(const ModelWeights& weights) {
 absl::Status CudaBackend::UploadWeights(const ModelWeights& weights) {
   const ModelConfig& c = config_;
   const DType device_dtype = options_.dtype;
+  const bool int8 = quantization_ == Quantization::kInt8;
+  // Every array's place in the one allocation, planned (and the projections' formats checked)
+  // before anything is allocated or converted.
   struct Upload {
-    const Tensor* tensor;
-    bool matrix;  // converted to the device dtype; otherwise f32
-    size_t offset;
-    const void** target;
+    const Tensor* tensor = nullptr;
+    DType to = DType::kF32;                // a plain tensor: converted to this
+    const void** target = nullptr;         // a plain tensor: where its device address goes
+    const Int4Matrix* int4 = nullptr;      // a projection: its 4-bit form (maybe empty)
+    cuda::ProjectionPlan plan;             // a projection: its format and image size
+    cuda::DeviceWeight* weight = nullptr;  // a projection: bound here; null for plain tensors
+    std::string name;
+    size_t offset = 0;
   };
   std::vector<Upload> uploads;
   size_t total = 0;
+  auto place = [&](Upload u, size_t bytes) {
+    u.offset = AlignUp(total);
+    total = u.offset + bytes;
+    uploads.push_back(std::move(u));
+  };
   auto plan = [&](const Tensor& tensor, bool matrix, const void** target) {
     if (tensor.empty()) return;
-    const size_t offset = AlignUp(total);
-    total = offset + tensor.NumElements() * DTypeSize(matrix ? device_dtype : DType::kF32);
-    uploads.push_back({&tensor, matrix, offset, target});
+    Upload u;
+    u.tensor = &tensor;
+    u.to = matrix ? device_dtype : DType::kF32;
+    u.target = target;
+    place(std::move(u), tensor.NumElements() * DTypeSize(u.to));
+  };
+  auto plan_projection = [&](const Tensor& dense, const Int4Matrix& int4, std::string name,
+                             cuda::DeviceWeight* weight) -> absl::Status {
+    Upload u;
+    LLMSERVE_ASSIGN_OR_RETURN(u.plan, cuda::PlanProjection(dense, int4, int8, device_dtype, name));
+    u.tensor = &dense;
+    u.int4 = &int4;
+    u.weight = weight;
+    u.name = std::move(name);
+    const size_t bytes = u.plan.bytes;
+    place(std::move(u), bytes);
+    return absl::OkStatus();
   };
   layers_.assign(c.num_layers, DeviceLayer{});
   plan(weights.token_embedding, true, &token_embedding_);
@@ -243,17 +282,19 @@ absl::Status CudaBackend::UploadWeights(const ModelWeights& weights) {
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const LayerWeights& w = weights.layers[l];
     DeviceLayer& d = layers_[l];
+    const std::string layer = absl::StrCat("layer ", l, " ");
     plan(w.attn_norm_weight, false, &d.attn_norm_weight);
     plan(w.attn_norm_bias, false, &d.attn_norm_bias);
-    plan(w.qkv_weight, true, &d.qkv_weight);
+    LLMSERVE_RETURN_IF_ERROR(plan_projection(w.qkv_weight, w.qkv_int4, layer + "qkv", &d.qkv));
     plan(w.qkv_bias, false, &d.qkv_bias);
-    plan(w.o_weight, true, &d.o_weight);
+    LLMSERVE_RETURN_IF_ERROR(plan_projection(w.o_weight, w.o_int4, layer + "o_proj", &d.o));
     plan(w.o_bias, false, &d.o_bias);
     plan(w.mlp_norm_weight, false, &d.mlp_norm_weight);
     plan(w.mlp_norm_bias, false, &d.mlp_norm_bias);
-    plan(w.up_weight, true, &d.up_weight);
+    LLMSERVE_RETURN_IF_ERROR(plan_projection(w.up_weight, w.up_int4, layer + "gate/up", &d.up));
     plan(w.up_bias, false, &d.up_bias);
-    plan(w.down_weight, true, &d.down_weight);
+    LLMSERVE_RETURN_IF_ERROR(
+        plan_projection(w.down_weight, w.down_int4, layer + "down_proj", &d.down));
     plan(w.down_bias, false, &d.down_bias);
   }
   plan(weights.final_norm_weight, false, reinterpret_cast<const void**>(&final_norm_weight_));
@@ -272,25 +313,37 @@ absl::Status CudaBackend::UploadWeights(const ModelWeights& weights) {
   if (total > free_bytes) {
     return absl::ResourceExhaustedError(
         absl::StrCat("CUDA device ", options_.device, ": the model's weights need ", MiB(total),
-                     " in ", DTypeName(device_dtype), " but only ", MiB(free_bytes), " of ",
-                     MiB(total_bytes), " are free"));
+                     " in ", DTypeName(device_dtype),
+                     quantization_ == Quantization::kNone
+                         ? ""
+                         : absl::StrCat(" with ", QuantizationName(quantization_), " projections"),
+                     " but only ", MiB(free_bytes), " of ", MiB(total_bytes), " are free"));
   }
   LLMSERVE_ASSIGN_OR_RETURN(weights_, cuda::DeviceBuffer::Allocate(total, "model weights"));
   char* base = weights_.as<char>();
   std::vector<unsigned char> staging;
   for (const Upload& u : uploads) {
+    char* at = base + u.offset;
+    if (u.weight != nullptr) {
+      // Converted one projection at a time: the host holds one image beside the loaded model.
+      LLMSERVE_RETURN_IF_ERROR(
+          cuda::BuildProjectionImage(u.plan, *u.tensor, *u.int4, device_dtype, u.name, &staging));
+      LLMSERVE_CUDA_RETURN_IF_ERROR(
+          cudaMemcpy(at, staging.data(), u.plan.bytes, cudaMemcpyHostToDevice));
+      *u.weight = cuda::BindProjection(u.plan, at);
+      continue;
+    }
     const Tensor& t = *u.tensor;
-    const DType to = u.matrix ? device_dtype : DType::kF32;
     const size_t count = static_cast<size_t>(t.NumElements());
     const void* source = t.data();
-    if (t.dtype() != to) {
-      staging.resize(count * DTypeSize(to));
-      ConvertElements(t.data(), t.dtype(), staging.data(), to, count);
+    if (t.dtype() != u.to) {
+      staging.resize(count * DTypeSize(u.to));
+      ConvertElements(t.data(), t.dtype(), staging.data(), u.to, count);
       source = staging.data();
     }
     LLMSERVE_CUDA_RETURN_IF_ERROR(
-        cudaMemcpy(base + u.offset, source, count * DTypeSize(to), cudaMemcpyHostToDevice));
-    *u.target = base + u.offset;
+        cudaMemcpy(at, source, count * DTypeSize(u.to), cudaMemcpyHostToDevice));
+    *u.target = at;
   }
   if (!inv_freq.empty()) {
     LLMSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpy(base + inv_freq_offset, inv_freq.data(),
@@ -307,6 +360,18 @@ absl::Status CudaBackend::AllocateWorkspace() {
   const int64_t t = options_.max_num_batched_tokens, s = options_.max_num_seqs;
   const int64_t qkv_width = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
   const int64_t up_width = c.intermediate_size * (c.gated_mlp ? 2 : 1);
+  // Quantized projections dequantize row chunks into 16-bit scratch for batches the GEMV kernel
+  // does not take; the largest projection sets its size.
+  dequant_scratch_elements_ = 0;
+  if (t > cuda::kMaxGemvBatch) {
+    for (const DeviceLayer& layer : layers_) {
+      for (const cuda::DeviceWeight* w : {&layer.qkv, &layer.o, &layer.up, &layer.down}) {
+        if (w->format == cuda::WeightFormat::kDense16) continue;
+        dequant_scratch_elements_ =
+            std::max(dequant_scratch_elements_, cuda::DequantScratchElements(w->n, w->k));
+      }
+    }
+  }
   logit_chunk_rows_ = static_cast<int32_t>(
       std::clamp<int64_t>(std::min<int64_t>(s, kMaxLogitChunkBytes / (c.vocab_size * 4)), 1, t));
   size_t total = 0;
@@ -327,6 +392,7 @@ absl::Status CudaBackend::AllocateWorkspace() {
       {reinterpret_cast<void**>(&partial_max_sum_),
        size_t(s * c.num_heads * cuda::kMaxDecodeSplits * 2 * 4)},
       {reinterpret_cast<void**>(&logits_), size_t(logit_chunk_rows_ * c.vocab_size * 4)},
+      {&dequant_scratch_, size_t(dequant_scratch_elements_ * 2)},
   };
   std::vector<size_t> offsets;
   for (const Slice& slice : slices) {
@@ -492,8 +558,6 @@ absl::Status CudaBackend::StageMetadata(const ForwardBatch& batch, Metadata* met
 absl::Status CudaBackend::RunLayers(const ForwardBatch& batch, const Metadata& meta) {
   const ModelConfig& c = config_;
   const int64_t tokens = batch.num_tokens();
-  const int64_t qkv_width = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
-  const int64_t up_width = c.intermediate_size * (c.gated_mlp ? 2 : 1);
   const int32_t hidden = static_cast<int32_t>(c.hidden_size);
   const float eps = static_cast<float>(c.norm_eps);
   const bool rms = c.norm == NormKind::kRmsNorm;
@@ -523,11 +587,9 @@ absl::Status CudaBackend::RunLayers(const ForwardBatch& batch, const Metadata& m
                              .eps = eps,
                              .rms_norm = rms},
                             stream_));
-    LLMSERVE_RETURN_IF_ERROR(
-        cuda::Gemm(cublas_, dtype_, normed_, w.qkv_weight, qkv_, tokens, qkv_width, hidden, "qkv"));
+    LLMSERVE_RETURN_IF_ERROR(Project(normed_, w.qkv, qkv_, tokens, "qkv"));
     LLMSERVE_RETURN_IF_ERROR(Attention(static_cast<int>(l), meta));
-    LLMSERVE_RETURN_IF_ERROR(cuda::Gemm(cublas_, dtype_, attn_out_, w.o_weight, proj_, tokens,
-                                        hidden, c.num_heads * c.head_dim, "o_proj"));
+    LLMSERVE_RETURN_IF_ERROR(Project(attn_out_, w.o, proj_, tokens, "o_proj"));
     LLMSERVE_LAUNCH(cuda::LaunchAddNorm(dtype_,
                                         {.residual = residual_,
                                          .delta = proj_,
@@ -541,8 +603,7 @@ absl::Status CudaBackend::RunLayers(const ForwardBatch& batch, const Metadata& m
                                          .eps = eps,
                                          .rms_norm = rms},
                                         stream_));
-    LLMSERVE_RETURN_IF_ERROR(cuda::Gemm(cublas_, dtype_, normed_, w.up_weight, mlp_up_, tokens,
-                                        up_width, hidden, "up_proj"));
+    LLMSERVE_RETURN_IF_ERROR(Project(normed_, w.up, mlp_up_, tokens, "up_proj"));
     LLMSERVE_LAUNCH(
         cuda::LaunchActivation(dtype_,
                                {.up = mlp_up_,
@@ -553,8 +614,7 @@ absl::Status CudaBackend::RunLayers(const ForwardBatch& batch, const Metadata& m
                                 .gated = c.gated_mlp,
                                 .activation = ToDeviceActivation(c.activation)},
                                stream_));
-    LLMSERVE_RETURN_IF_ERROR(cuda::Gemm(cublas_, dtype_, mlp_act_, w.down_weight, proj_, tokens,
-                                        hidden, c.intermediate_size, "down_proj"));
+    LLMSERVE_RETURN_IF_ERROR(Project(mlp_act_, w.down, proj_, tokens, "down_proj"));
   }
   // The last MLP output joins the residual stream (the final norm reads only the logit rows).
   return cuda::CudaStatus(cuda::LaunchAddNorm(dtype_,
@@ -571,6 +631,12 @@ absl::Status CudaBackend::RunLayers(const ForwardBatch& batch, const Metadata& m
                                                .rms_norm = rms},
                                               stream_),
                           "LaunchAddNorm (final residual add)");
+}
+
+absl::Status CudaBackend::Project(const void* x, const cuda::DeviceWeight& w, float* y, int64_t m,
+                                  const char* what) {
+  return cuda::ProjectionGemm(cublas_, stream_, dtype_, x, w, y, m, dequant_scratch_,
+                              dequant_scratch_elements_, what);
 }
 
 absl::Status CudaBackend::Attention(int layer, const Metadata& meta) {

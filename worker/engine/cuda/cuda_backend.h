@@ -2,17 +2,19 @@
 //
 // Device state, allocated once in Create with plain cudaMalloc (never managed memory):
 //  - weights in bf16 or f16 (f32 checkpoints converted on upload), norms and biases in f32, in one
-//    allocation;
+//    allocation; projections instead in int8 per output row (quantization kInt8) or in 4 bits
+//    (AWQ/GPTQ checkpoints), quantized_layout.h;
 //  - an activation workspace sized for max_num_batched_tokens tokens and max_num_seqs sequences;
 //  - the paged KV cache in one allocation, in the weight dtype, with the CPU backend's layout:
 //    per layer, K and V each [num_blocks, num_kv_heads, block_size, head_dim].
 //
 // A forward pass: metadata (token ids, positions, block tables, the decode and prefill work lists,
 // the logit rows) staged in pinned memory and sent in one copy; embedding; per layer fused
-// residual-add + norm, QKV GEMM (cuBLAS, f32 out), bias + RoPE + KV write, paged attention (decode
-// kernel for one-token sequences, tiled prefill kernel for chunks), O GEMM, add + norm, gate/up
-// GEMM, activation, down GEMM; then the final norm and the LM head for the rows that need logits
-// only, copied back as f32. All on one stream; Forward returns when the logits are on the host.
+// residual-add + norm, QKV GEMM (cuBLAS, f32 out; quantized weights: quantized_gemm.h), bias + RoPE
+// + KV write, paged attention (decode kernel for one-token sequences, tiled prefill kernel for
+// chunks), O GEMM, add + norm, gate/up GEMM, activation, down GEMM; then the final norm and the LM
+// head for the rows that need logits only, copied back as f32. All on one stream; Forward returns
+// when the logits are on the host.
 //
 // Numerics: the residual stream and every GEMM output are f32; GEMM inputs (normed activations,
 // attention output, MLP activation), weights and the KV cache are 16-bit. See docs/cuda.md for
@@ -32,9 +34,11 @@
 #include "worker/engine/backend.h"
 #include "worker/engine/cuda/cuda_backend_options.h"
 #include "worker/engine/cuda/device_memory.h"
+#include "worker/engine/cuda/device_weight.h"
 #include "worker/engine/cuda/kernels.h"
 #include "worker/model/dtype.h"
 #include "worker/model/model_weights.h"
+#include "worker/model/quantization.h"
 
 // Opaque CUDA and cuBLAS handle types, so that users of this header need no CUDA include path.
 struct CUstream_st;
@@ -46,6 +50,8 @@ class CudaBackend final : public Backend {
  public:
   // FAILED_PRECONDITION when there is no usable CUDA device ("no CUDA device: cudaGetDeviceCount
   // returned ..."), INVALID_ARGUMENT for options out of range or a device index past the count,
+  // a quantization the weights cannot take (int8 of 4-bit projections, ResolveQuantization's
+  // pairs), a malformed 4-bit projection or a non-finite weight to quantize (naming it),
   // UNIMPLEMENTED for a model shape without kernels (head_dim other than 64 or 128, more than
   // 64 query heads per KV head), RESOURCE_EXHAUSTED naming the weight, workspace and KV sizes and
   // the free memory when the device is too small, and the failed call's status otherwise.
@@ -70,6 +76,8 @@ class CudaBackend final : public Backend {
   // Bytes of the uploaded weights.
   int64_t weight_bytes() const { return static_cast<int64_t>(weights_.size()); }
   int64_t workspace_bytes() const { return workspace_bytes_; }
+  // kNone, kInt8, kAwq or kGptq: how the projections are held.
+  Quantization quantization() const { return quantization_; }
 
  private:
   struct DeviceLayer;
@@ -78,6 +86,9 @@ class CudaBackend final : public Backend {
   CudaBackend(const ModelConfig& config, const CudaBackendOptions& options);
   absl::Status Init(const ModelWeights& weights);
   absl::Status UploadWeights(const ModelWeights& weights);
+  // A projection's GEMM in whatever format its weight is (quantized_gemm.h).
+  absl::Status Project(const void* x, const cuda::DeviceWeight& w, float* y, int64_t m,
+                       const char* what);
   absl::Status AllocateWorkspace();
   absl::Status AllocateKvCache(int64_t bytes);
   // A forward pass at the largest batch on a temporary cache: loads every kernel and cuBLAS's
@@ -91,6 +102,7 @@ class CudaBackend final : public Backend {
   ModelConfig config_;
   CudaBackendOptions options_;
   cuda::DeviceDType dtype_;
+  Quantization quantization_ = Quantization::kNone;
   int32_t block_size_;
   int32_t num_blocks_ = 0;
   int num_sms_ = 1;
@@ -124,6 +136,10 @@ class CudaBackend final : public Backend {
   float* logits_ = nullptr;           // [logit_chunk_rows_, vocab] f32
   int32_t logit_chunk_rows_ = 0;
   cuda::DeviceBuffer cublas_workspace_;
+  // 16-bit scratch for quantized projections' dequantized row chunks (prefill); empty without
+  // quantized weights.
+  void* dequant_scratch_ = nullptr;
+  int64_t dequant_scratch_elements_ = 0;
   cuda::PinnedBuffer pinned_logits_;  // [logit_chunk_rows_, vocab] f32
 
   // Per-step int32 metadata, grown when a batch needs more.

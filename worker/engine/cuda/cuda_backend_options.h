@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "worker/model/dtype.h"
+#include "worker/model/quantization.h"
 
 namespace llmserve::worker {
 
@@ -18,6 +19,12 @@ struct CudaBackendOptions {
   // Weights, GEMM inputs and KV cache on the device: kBF16 or kF16 (kF32 is INVALID_ARGUMENT).
   // Weights in another dtype are converted while uploading.
   DType dtype = DType::kBF16;
+  // kInt8: every projection (q/k/v, o, gate/up, down) is quantized to int8 per output row while
+  // uploading (the CPU backend's int8 values and scales); the LM head and embeddings stay in
+  // dtype. kNone: projections in dtype, except an AWQ/GPTQ checkpoint's, which stay in 4 bits
+  // (its Int4Matrix projections). kAwq and kGptq are INVALID_ARGUMENT here (the checkpoint says
+  // what it is; the engine builder resolves the flag against it), as is kInt8 on 4-bit weights.
+  Quantization quantization = Quantization::kNone;
   // Bytes of KV cache; 0: kv_cache_fraction of the device memory free once the weights, the
   // workspace and a profiling forward pass at the largest batch have run.
   int64_t kv_cache_bytes = 0;

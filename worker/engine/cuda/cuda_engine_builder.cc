@@ -18,18 +18,24 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildCudaEngine(const CudaEngineOptions&
   std::unique_ptr<ModelWeights> weights;
   LLMSERVE_ASSIGN_OR_RETURN(weights, LoadModelDirectory(options.model_dir, options.max_model_len,
                                                         options.dtype, options.load_progress));
-  // No 4-bit CUDA kernels yet: an AWQ/GPTQ checkpoint runs as its dequantized 16-bit model.
-  DequantizeInt4Projections(weights.get());
+  // int8 on a 4-bit checkpoint, awq/gptq on another format. An AWQ/GPTQ checkpoint's projections
+  // stay in 4 bits: the backend has kernels for them.
+  Quantization resolved;
+  LLMSERVE_ASSIGN_OR_RETURN(
+      resolved, ResolveQuantization(options.quantization, weights->config.quantization));
   std::unique_ptr<Backend> backend;
   LLMSERVE_ASSIGN_OR_RETURN(
-      backend, CreateCudaBackend(std::move(weights),
-                                 {.device = options.device,
-                                  .dtype = options.dtype,
-                                  .kv_cache_bytes = options.kv_cache_bytes,
-                                  .kv_cache_fraction = options.kv_cache_fraction,
-                                  .block_size = options.block_size,
-                                  .max_num_batched_tokens = options.engine.max_num_batched_tokens,
-                                  .max_num_seqs = options.engine.max_num_seqs}));
+      backend,
+      CreateCudaBackend(std::move(weights),
+                        {.device = options.device,
+                         .dtype = options.dtype,
+                         .quantization = resolved == Quantization::kInt8 ? Quantization::kInt8
+                                                                         : Quantization::kNone,
+                         .kv_cache_bytes = options.kv_cache_bytes,
+                         .kv_cache_fraction = options.kv_cache_fraction,
+                         .block_size = options.block_size,
+                         .max_num_batched_tokens = options.engine.max_num_batched_tokens,
+                         .max_num_seqs = options.engine.max_num_seqs}));
   return Engine::Create(std::move(backend), options.engine);
 }
 

@@ -14,6 +14,7 @@
 #include "worker/engine/engine.h"
 #include "worker/model/dtype.h"
 #include "worker/model/model_weights.h"
+#include "worker/model/quantization.h"
 
 namespace llmserve::worker {
 
@@ -22,6 +23,10 @@ struct CudaEngineOptions {
   int device = 0;
   // bf16 or f16 (the checkpoint is converted while loading).
   DType dtype = DType::kBF16;
+  // --quantization: kNone, or kInt8 (projections quantized per row at load). An AWQ/GPTQ
+  // checkpoint keeps its projections in 4 bits whether this is kNone or names its format;
+  // ResolveQuantization's pairs are refused as on the CPU (INVALID_ARGUMENT).
+  Quantization quantization = Quantization::kNone;
   // KV cache bytes; when 0, kv_cache_fraction of the device memory free after the weights, the
   // activation workspace and a profiling forward pass.
   int64_t kv_cache_bytes = 0;

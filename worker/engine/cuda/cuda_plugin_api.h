@@ -22,7 +22,7 @@
 namespace llmserve::worker {
 
 // Bump when anything the plugin and its loader share changes shape.
-inline constexpr int kCudaPluginAbiVersion = 1;
+inline constexpr int kCudaPluginAbiVersion = 2;
 
 // The plugin's file name; the loader looks for it beside the binary's directory (../lib/) and in
 // it, unless LLMSERVE_CUDA_PLUGIN names the file.

@@ -20,6 +20,11 @@ namespace llmserve::worker::cuda {
 absl::Status Gemm(cublasHandle_t handle, DeviceDType dtype, const void* x, const void* w, float* y,
                   int64_t m, int64_t n, int64_t k, const char* what);
 
+// The same with y's rows `ldy` floats apart (ldy >= n): writes the column block y[:, 0:n] of a
+// wider output, as the quantized prefill path does for each chunk of weight rows.
+absl::Status GemmStrided(cublasHandle_t handle, DeviceDType dtype, const void* x, const void* w,
+                         float* y, int64_t m, int64_t n, int64_t k, int64_t ldy, const char* what);
+
 }  // namespace llmserve::worker::cuda
 
 #endif  // LLMSERVE_WORKER_ENGINE_CUDA_GEMM_H_

@@ -1,0 +1,218 @@
+// The CUDA backend with quantized projections against the CPU backend with the same ones, on
+// random checkpoints and random packed batches (prefill chunks, decodes, prompt logprob rows,
+// shared prefix blocks): AWQ and GPTQ checkpoints (group sizes 8, 16, 32 and whole rows,
+// symmetric and not, tied and untied heads, Qwen2 qkv bias), whose 4-bit projections stay 4-bit on
+// the device, and int8 quantized at load (Llama, Qwen2, GPT-2); bf16 and f16.
+//
+// Tolerance, per logits row: NMSE 1e-3 with bf16, 1e-4 with f16, as cuda_backend_test's dense
+// models, and for the same reason. The CPU backend computes exactly the model whose projections
+// are the dequantized weights, in f32 (int4_model_test, int8_model_test). The CUDA backend
+// computes the same dequantized weights: exactly in f32 on the GEMV path (steps of at most 8
+// tokens), rounded once to 16 bits on the prefill path, where a dense model's weights are rounded
+// to 16 bits too. Everything else (16-bit GEMM inputs and KV cache) is the dense backend's, so
+// the dense argument (about ten 16-bit roundings per layer, NMSE about 1e-4, a margin of ten)
+// carries over unchanged. A wrong nibble order, group, zero or scale gives NMSE far above it.
+//
+// Tests that need a device skip, naming why; the option checks run everywhere (they come before
+// the device check).
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/testing/scoped_temp_dir.h"
+#include "tests/unit/cuda/cuda_test_util.h"
+#include "tests/unit/engine/random_request_mix.h"
+#include "worker/engine/cpu/cpu_backend.h"
+#include "worker/engine/cuda/cuda_backend.h"
+#include "worker/engine/cuda/projection_image.h"
+#include "worker/engine/cuda/quantized_kernels.h"
+#include "worker/model/model_files.h"
+#include "worker/model/model_weights.h"
+#include "worker/model/model_writer.h"
+
+namespace llmserve::worker {
+namespace {
+
+using cuda::testing::Nmse;
+using Method = CheckpointQuantization::Method;
+
+// hidden 160 and intermediate 224: group sizes 8, 16 and 32 divide both.
+ModelConfig LlamaConfig(int64_t kv_heads, int64_t group, int64_t head_dim, bool qwen) {
+  ModelConfig c;
+  c.architecture = qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
+  c.family = ModelFamily::kLlama;
+  c.vocab_size = 301;
+  c.num_layers = 2;
+  c.max_position_embeddings = c.max_model_len = 512;
+  c.eos_token_ids = {0};
+  c.num_kv_heads = kv_heads;
+  c.num_heads = kv_heads * group;
+  c.head_dim = head_dim;
+  c.hidden_size = 160;
+  c.intermediate_size = 224;
+  c.rope_theta = 500000;
+  c.qkv_bias = qwen;
+  c.tied_embeddings = qwen;
+  return c;
+}
+
+ModelConfig Gpt2Config() {
+  ModelConfig c;
+  c.architecture = "GPT2LMHeadModel";
+  c.family = ModelFamily::kGpt2;
+  c.vocab_size = 257;
+  c.num_layers = 2;
+  c.max_position_embeddings = c.max_model_len = 512;
+  c.eos_token_ids = {0};
+  c.num_heads = c.num_kv_heads = 2;
+  c.head_dim = 64;
+  c.hidden_size = 128;
+  c.intermediate_size = 512;
+  c.norm = NormKind::kLayerNorm;
+  c.activation = Activation::kGeluTanh;
+  c.gated_mlp = false;
+  c.position = PositionKind::kLearned;
+  c.qkv_bias = c.o_bias = c.mlp_bias = c.norm_bias = true;
+  c.tied_embeddings = true;
+  return c;
+}
+
+struct Case {
+  std::string name;
+  ModelConfig config;
+  CheckpointQuantization checkpoint;        // AWQ/GPTQ; none for int8
+  Quantization load = Quantization::kNone;  // kInt8: quantized at load
+};
+
+std::vector<Case> Cases() {
+  return {
+      {"awq g32 llama", LlamaConfig(2, 1, 64, false), {.method = Method::kAwq, .group_size = 32}},
+      {"gptq sym rows qwen2",
+       LlamaConfig(1, 4, 128, true),
+       {.method = Method::kGptq, .group_size = -1, .symmetric = true}},
+      {"gptq asym g16 llama gqa3",
+       LlamaConfig(2, 3, 64, false),
+       {.method = Method::kGptq, .group_size = 16}},
+      {"awq g8 llama d128",
+       LlamaConfig(2, 4, 128, false),
+       {.method = Method::kAwq, .group_size = 8}},
+      {"int8 llama", LlamaConfig(2, 1, 64, false), {}, Quantization::kInt8},
+      {"int8 qwen2", LlamaConfig(1, 4, 128, true), {}, Quantization::kInt8},
+      {"int8 gpt2", Gpt2Config(), {}, Quantization::kInt8},
+  };
+}
+
+// A random checkpoint of the case in `dir`, loaded back (f32 for everything not quantized).
+struct TestModel {
+  explicit TestModel(const Case& c, uint64_t seed) : dir("cuda_quantized_backend_test") {
+    EXPECT_TRUE(WriteRandomModel(c.config,
+                                 {.seed = seed, .scale = 0.15f, .quantization = c.checkpoint},
+                                 dir.path())
+                    .ok());
+    auto opened = ModelFiles::Open(dir.path());
+    EXPECT_TRUE(opened.ok()) << opened.status();
+    files = *std::move(opened);
+    auto parsed = ParseModelConfig(files->config_json(), "");
+    EXPECT_TRUE(parsed.ok()) << parsed.status();
+    loaded_config = *parsed;
+  }
+  std::unique_ptr<ModelWeights> Weights() const {
+    auto weights = LoadModelWeights(*files, loaded_config, DType::kF32);
+    EXPECT_TRUE(weights.ok()) << weights.status();
+    return *std::move(weights);
+  }
+
+  ::llmserve::testing::ScopedTempDir dir;
+  std::unique_ptr<ModelFiles> files;
+  ModelConfig loaded_config;
+};
+
+CudaBackendOptions Options(DType dtype, Quantization quantization) {
+  return {.dtype = dtype,
+          .quantization = quantization,
+          .kv_cache_bytes = 16 << 20,
+          .block_size = 16,
+          .max_num_batched_tokens = 512,
+          .max_num_seqs = 16};
+}
+
+// Runs on every machine: these are refused before the device is looked at.
+TEST(CudaQuantizedCreateTest, RefusesQuantizationOptionsItCannotRun) {
+  const std::vector<Case> cases = Cases();
+  TestModel awq(cases[0], 1);
+  auto backend = CudaBackend::Create(awq.Weights(), Options(DType::kBF16, Quantization::kInt8));
+  ASSERT_FALSE(backend.ok());
+  EXPECT_EQ(backend.status().code(), absl::StatusCode::kInvalidArgument) << backend.status();
+  EXPECT_NE(backend.status().message().find("already awq"), std::string::npos) << backend.status();
+
+  TestModel dense(cases[4], 2);
+  backend = CudaBackend::Create(dense.Weights(), Options(DType::kBF16, Quantization::kAwq));
+  ASSERT_FALSE(backend.ok());
+  EXPECT_EQ(backend.status().code(), absl::StatusCode::kInvalidArgument) << backend.status();
+  EXPECT_NE(backend.status().message().find("none or int8, not awq"), std::string::npos)
+      << backend.status();
+}
+
+class CudaQuantizedVsCpuTest : public ::testing::TestWithParam<std::tuple<int, DType>> {};
+
+TEST_P(CudaQuantizedVsCpuTest, RandomPackedBatchesGiveTheCpuLogits) {
+  LLMSERVE_SKIP_WITHOUT_CUDA_DEVICE();
+  const auto [index, dtype] = GetParam();
+  const Case c = Cases()[index];
+  const double max_nmse = dtype == DType::kBF16 ? 1e-3 : 1e-4;
+  TestModel model(c, 20 + index);
+  auto cuda = CudaBackend::Create(model.Weights(), Options(dtype, c.load));
+  ASSERT_TRUE(cuda.ok()) << cuda.status();
+  const Quantization expected = c.load == Quantization::kInt8         ? Quantization::kInt8
+                                : c.checkpoint.method == Method::kAwq ? Quantization::kAwq
+                                                                      : Quantization::kGptq;
+  EXPECT_EQ((*cuda)->quantization(), expected);
+  EXPECT_EQ((*cuda)->weight_bytes(),
+            *cuda::DeviceWeightBytes(*model.Weights(), dtype, c.load == Quantization::kInt8));
+  auto cpu = CpuBackend::Create(
+      model.Weights(), {.kv_cache_bytes = 32 << 20, .block_size = 16, .quantization = c.load});
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  const int32_t num_blocks = std::min((*cuda)->num_kv_blocks(), (*cpu)->num_kv_blocks());
+
+  std::mt19937 rng(index * 100 + (dtype == DType::kBF16));
+  // Decode-only steps (<= 6 tokens) take the GEMV kernel, the others dequantize + cuBLAS.
+  testing::RandomRequestMix mix(rng, {.num_sequences = 6,
+                                      .max_tokens = 300,
+                                      .vocab_size = static_cast<int32_t>(c.config.vocab_size),
+                                      .block_size = 16,
+                                      .num_blocks = num_blocks,
+                                      .max_chunk = 80});
+  ForwardBatch batch;
+  ForwardOutput cuda_out, cpu_out;
+  std::vector<int> in_batch;
+  int small_steps = 0, large_steps = 0;
+  for (int step = 0; step < 2000 && !mix.Done(); ++step) {
+    ASSERT_TRUE(mix.NextBatch(&batch, &in_batch)) << "out of KV blocks";
+    if (in_batch.empty()) continue;
+    (batch.num_tokens() <= cuda::kMaxGemvBatch ? small_steps : large_steps) += 1;
+    const absl::Status cuda_status = (*cuda)->Forward(batch, &cuda_out);
+    ASSERT_TRUE(cuda_status.ok()) << cuda_status;
+    ASSERT_TRUE((*cpu)->Forward(batch, &cpu_out).ok());
+    ASSERT_EQ(cuda_out.row_start, cpu_out.row_start);
+    for (int32_t r = 0; r < cpu_out.row_start.back(); ++r) {
+      const std::vector<float> got(cuda_out.Row(r), cuda_out.Row(r) + c.config.vocab_size);
+      const std::vector<float> want(cpu_out.Row(r), cpu_out.Row(r) + c.config.vocab_size);
+      ASSERT_LT(Nmse(got, want), max_nmse) << c.name << " step " << step << " row " << r;
+    }
+    mix.Advance(batch, in_batch);
+  }
+  EXPECT_TRUE(mix.Done());
+  EXPECT_GT(small_steps, 0) << "no step took the GEMV kernel";
+  EXPECT_GT(large_steps, 0) << "no step took the dequantize + cuBLAS path";
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaQuantizedVsCpuTest,
+                         ::testing::Combine(::testing::Range(0, 7),
+                                            ::testing::Values(DType::kBF16, DType::kF16)));
+
+}  // namespace
+}  // namespace llmserve::worker
