@@ -12,9 +12,9 @@
 #     is for: output that quotes text already seen);
 #   - sampled at temperature 1 (request i seeded i + 1, so every configuration generates the same
 #     tokens): the output does not repeat, drafts are rare (the cost of having speculation on);
-# each with --speculative-method=none, and ngram with K (3) draft tokens (at batch 8 both with the
-# default --speculative-disable-batch-size=4, which turns it off there, and with 0, which does
-# not). With --llama-bin, llama.cpp's llama-lookup (--draft K, greedy) and llama-bench's plain
+# each with --speculative-method=none, and ngram with K (3) draft tokens (at batch 8 both with
+# --speculative-disable-batch-size=4, which turns it off there, and with 0, which does not).
+# Odd rounds run each pair without speculation first, even rounds with it first. With --llama-bin, llama.cpp's llama-lookup (--draft K, greedy) and llama-bench's plain
 # decode (-n 96 -p 0) on --gguf, one thread.
 #
 # Output: one JSON line per run on stdout and in WORK/results.jsonl, then a table of medians.
@@ -116,11 +116,19 @@ EOF
 
 for round in $(seq 1 "$ROUNDS"); do
     for temp in 0 1; do
-        run_llmserve "$round" 1 "$temp" none 4
-        run_llmserve "$round" 1 "$temp" ngram 4
-        run_llmserve "$round" 8 "$temp" none 4
-        run_llmserve "$round" 8 "$temp" ngram 4
-        run_llmserve "$round" 8 "$temp" ngram 0
+        if (( round % 2 == 1 )); then
+            run_llmserve "$round" 1 "$temp" none 4
+            run_llmserve "$round" 1 "$temp" ngram 4
+            run_llmserve "$round" 8 "$temp" none 4
+            run_llmserve "$round" 8 "$temp" ngram 4
+            run_llmserve "$round" 8 "$temp" ngram 0
+        else
+            run_llmserve "$round" 8 "$temp" ngram 0
+            run_llmserve "$round" 8 "$temp" ngram 4
+            run_llmserve "$round" 8 "$temp" none 4
+            run_llmserve "$round" 1 "$temp" ngram 4
+            run_llmserve "$round" 1 "$temp" none 4
+        fi
     done
     if [[ -n "$LLAMA_BIN" ]]; then run_llama "$round"; fi
 done

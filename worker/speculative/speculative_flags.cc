@@ -13,7 +13,7 @@ ABSL_FLAG(int, num_speculative_tokens, 3,
           "backend reads the weights once per 4 positions on AVX2, 8 on AVX-512)");
 ABSL_FLAG(int, prompt_lookup_min, 2, "ngram speculation: shortest n-gram looked up");
 ABSL_FLAG(int, prompt_lookup_max, 4, "ngram speculation: longest n-gram looked up");
-ABSL_FLAG(int, speculative_disable_batch_size, 4,
+ABSL_FLAG(int, speculative_disable_batch_size, 16,
           "speculative decoding: no drafts while more requests than this run (0: no limit)");
 
 namespace llmserve::worker {
