@@ -27,8 +27,7 @@ using Kernel = void (*)(const uint8_t* panel, const float* weights, int64_t k, i
                         int cols);
 
 struct KernelSet {
-  // Indexed by log2 of the rows: 1, 2, 4 (int4 stops at 2, whose 2 x 2 x 2 accumulators per pass
-  // already fill the registers with the totals).
+  // Indexed by log2 of the rows: 1, 2, 4.
   Kernel i8[3] = {};
   Kernel i4[3] = {};
 };
@@ -87,7 +86,7 @@ void ScalarInt4(const uint8_t* panel, const float* group_data, int64_t k, int64_
 KernelSet ScalarKernels() {
   KernelSet set;
   set.i8[0] = ScalarInt8<1>, set.i8[1] = ScalarInt8<2>, set.i8[2] = ScalarInt8<4>;
-  set.i4[0] = ScalarInt4<1>, set.i4[1] = ScalarInt4<2>;
+  set.i4[0] = ScalarInt4<1>, set.i4[1] = ScalarInt4<2>, set.i4[2] = ScalarInt4<4>;
   return set;
 }
 
@@ -121,15 +120,20 @@ KernelSet ScalarKernels() {
 
 namespace {
 
-// The vector kernels: one row keeps all 4 (int8) or 2 (int4) vectors' accumulators in registers
-// for a pass; more rows split the panel's vectors into more passes, re-reading the panel from L1/L2
-// rather than spilling accumulators.
+// The vector kernels, BlockInt8/BlockInt4<rows, vectors per pass>: how many of a panel's 4
+// transposed vectors one pass over k takes, for each number of rows. Chosen by measurement on the
+// AVX2 machine (llmserve-bench-engine, `small`, 1 thread, alternating builds): all 4 at once for
+// int8, even where 4 rows' accumulators spill (batch 4 decode: 61 tok/s against 53 with one vector
+// per pass; batch 2: 56 against 45 with two); int4, whose vectors come in nibble pairs, 2 per pass
+// up to 2 rows and 1 for 4 (batch 4: 66-70 tok/s against 55-59 as two 2-row calls; 4 per pass at
+// batch 1 ran no faster).
 #define QD_KERNELS(ns)                                                \
   [] {                                                                \
     KernelSet set;                                                    \
-    set.i8[0] = ns::BlockInt8<1, 4>, set.i8[1] = ns::BlockInt8<2, 2>; \
-    set.i8[2] = ns::BlockInt8<4, 1>;                                  \
-    set.i4[0] = ns::BlockInt4<1, 2>, set.i4[1] = ns::BlockInt4<2, 1>; \
+    set.i8[0] = ns::BlockInt8<1, 4>, set.i8[1] = ns::BlockInt8<2, 4>; \
+    set.i8[2] = ns::BlockInt8<4, 4>;                                  \
+    set.i4[0] = ns::BlockInt4<1, 2>, set.i4[1] = ns::BlockInt4<2, 2>; \
+    set.i4[2] = ns::BlockInt4<4, 1>;                                  \
     return set;                                                       \
   }()
 
@@ -222,13 +226,12 @@ void QuantizedDotGemm(absl::string_view isa, const QuantizedActivations& x, cons
   const bool int4 = w.element() == PackedElement::kInt4;
   LLMSERVE_CHECK(x.m <= kQuantizedDotMaxRows && x.k == w.cols() && x.block == ActivationBlock(w) &&
                  x.int4_order == int4);
-  const int64_t max_width = int4 ? 2 : 4;
   for (int64_t p = panel_begin; p < panel_end; ++p) {
     const int cols = static_cast<int>(std::min(kPanel, w.rows() - p * kPanel));
     const auto* panel = static_cast<const uint8_t*>(w.panel(p));
     const float* weights = int4 ? w.group_data(p) : w.scales(p);
     for (int64_t i = 0; i < x.m;) {
-      const int64_t left = std::min(max_width, x.m - i);
+      const int64_t left = std::min<int64_t>(4, x.m - i);
       const int log2 = left >= 4 ? 2 : left >= 2 ? 1 : 0;
       const Kernel kernel = int4 ? kernels.i4[log2] : kernels.i8[log2];
       kernel(panel, weights, w.cols(), w.group_size(), x, i, out + i * ldc + p * kPanel, ldc, cols);
