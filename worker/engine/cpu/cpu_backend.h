@@ -1,7 +1,8 @@
 // The CPU backend: the reference every other backend is compared with, and the embedded default.
-// f32 activations; weights in f32, bf16 or f16, or projections quantized to int8 at load
-// (quantization.h, matmul.h); a paged f32 KV cache sized from a memory budget (paged_attention.h
-// for the layout).
+// f32 activations (optionally quantized to int8 for the int8 and 4-bit projections of small steps:
+// CpuBackendOptions::quantized_activations); weights in f32, bf16 or f16, or projections quantized
+// to int8 at load (quantization.h, matmul.h); a paged f32 KV cache sized from a memory budget
+// (paged_attention.h for the layout).
 //
 // Not thread-safe: the engine thread owns it. It runs its own worker threads inside Forward.
 
