@@ -5,6 +5,7 @@
 #
 #   scripts/bench/quantized_side_by_side.sh --llmserve-bin build/bin \
 #       --llama-bin /tmp/llama.cpp/build/bin --work /tmp/sbs [--rounds 3] [--threads 1] [--batched]
+#       [--only NAME,NAME...]
 #
 # What it does, in WORK:
 #   1. builds read_bandwidth.c and measures one thread's read bandwidth (the decode roofline);
@@ -17,10 +18,13 @@
 #          (64 tokens after a 128-token context, as llmserve's decode run) for F16, Q8_0, Q4_0;
 #        llmserve (llmserve-bench-engine): decode `--batch 1 --prompt-len 128 --gen-len 64`,
 #          prefill `--batch 1 --prompt-len 512 --gen-len 1`, for f16, int8 with the LM head,
-#          AWQ (head f16) and AWQ with an int8 head;
+#          AWQ (head f16) and AWQ with an int8 head, and the last two of those with
+#          --quantized-activations (integer dot products at batches up to 16, "+qa");
 #        with --batched also batch 4 and 32 decode: llmserve `--batch 4,32 --prompt-len 128
 #          --gen-len 32` and llama-batched-bench `-npp 128 -ntg 32 -npl 1,4,32`.
 #   4. prints medians over the rounds.
+# --only runs just the named configurations (llama.cpp's F16, Q8_0, Q4_0; llmserve's f16,
+# int8+head, int8+head+qa, awq, awq+int8 head, awq+int8 head+qa).
 #
 # Output: one JSON line per measurement on stdout (and appended to WORK/results.jsonl); logs of
 # every run in WORK/logs. Measurement lines carry engine, config, round, test (prefill,
@@ -40,7 +44,7 @@
 set -euo pipefail
 
 usage() {
-    sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'
     exit "${1:-0}"
 }
 
@@ -50,6 +54,7 @@ WORK=""
 ROUNDS=3
 THREADS=1
 BATCHED=0
+ONLY=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --llmserve-bin) LLMSERVE_BIN="$2"; shift 2 ;;
@@ -58,6 +63,7 @@ while [[ $# -gt 0 ]]; do
         --rounds) ROUNDS="$2"; shift 2 ;;
         --threads) THREADS="$2"; shift 2 ;;
         --batched) BATCHED=1; shift ;;
+        --only) ONLY="$2"; shift 2 ;;
         -h|--help) usage 0 ;;
         *) echo "unknown argument: $1" >&2; usage 2 ;;
     esac
@@ -259,6 +265,10 @@ if __name__ == "__main__":
     globals()[sys.argv[1].replace("-", "_")](*sys.argv[2:])
 EOF
 
+selected() {  # config name
+    [[ -z "$ONLY" || ",$ONLY," == *",$1,"* ]]
+}
+
 emit() {
     tee -a "$RESULTS"
 }
@@ -310,8 +320,10 @@ done
 LLMSERVE_CONFIGS=(
     "f16|$F16_DIR|--dtype f16"
     "int8+head|$F16_DIR|--dtype f16 --quantization int8 --quantize-lm-head"
+    "int8+head+qa|$F16_DIR|--dtype f16 --quantization int8 --quantize-lm-head --quantized-activations"
     "awq|$AWQ_DIR|--dtype f16"
     "awq+int8 head|$AWQ_DIR|--dtype f16 --quantize-lm-head"
+    "awq+int8 head+qa|$AWQ_DIR|--dtype f16 --quantize-lm-head --quantized-activations"
 )
 
 run_llama() {  # config round
@@ -367,10 +379,10 @@ run_llmserve() {  # "name|dir|flags" round
 # --- 3. Alternating rounds. ---
 for ((round = 1; round <= ROUNDS; ++round)); do
     for c in "${LLAMA_CONFIGS[@]}"; do
-        run_llama "$c" "$round"
+        if selected "$c"; then run_llama "$c" "$round"; fi
     done
     for cfg in "${LLMSERVE_CONFIGS[@]}"; do
-        run_llmserve "$cfg" "$round"
+        if selected "${cfg%%|*}"; then run_llmserve "$cfg" "$round"; fi
     done
 done
 

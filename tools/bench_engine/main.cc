@@ -18,8 +18,9 @@
 // them) gives the bandwidth roofline.
 //
 // --quantization=int8 quantizes every projection to int8 at load (both backends),
-// --quantize_lm_head the LM head too (CPU only); AWQ/GPTQ checkpoints run their 4-bit projections
-// on both backends. The JSON lines say which ran.
+// --quantize_lm_head the LM head too (CPU only), --quantized_activations the integer-dot decode
+// path (CPU only, quantized_dot.h); AWQ/GPTQ checkpoints run their 4-bit projections on both
+// backends. The JSON lines say which ran.
 
 #include <algorithm>
 #include <chrono>
@@ -59,6 +60,9 @@ ABSL_FLAG(std::string, quantization, "none",
           "checkpoint's own 4-bit format, which also runs with none); CPU only");
 ABSL_FLAG(bool, quantize_lm_head, false,
           "with int8 or a 4-bit checkpoint, also quantize the LM head to int8");
+ABSL_FLAG(bool, quantized_activations, false,
+          "with int8 or a 4-bit checkpoint: batches of up to 16 tokens quantize activations to "
+          "int8 per block and multiply with integer dot products; CPU only");
 
 namespace {
 
@@ -158,6 +162,11 @@ int main(int argc, char** argv) {
         "--quantize_lm_head runs on the CPU backend only (the CUDA backend keeps the LM head in "
         "--dtype)");
   }
+  const bool quantized_activations = absl::GetFlag(FLAGS_quantized_activations);
+  if (quantized_activations && absl::GetFlag(FLAGS_backend) != "cpu") {
+    return Fail(
+        "--quantized_activations runs on the CPU backend only (no CUDA integer-dot kernels)");
+  }
   std::vector<int> batches;
   for (absl::string_view part : absl::StrSplit(absl::GetFlag(FLAGS_batch), ',')) {
     int value = 0;
@@ -194,12 +203,13 @@ int main(int argc, char** argv) {
   int64_t weight_bytes = static_cast<int64_t>((*weights)->SizeBytes());
   if (backend_name == "cpu") {
     const int64_t block_bytes = llmserve::worker::CpuBackend::KvBytesPerBlock(*config, block_size);
-    auto cpu = llmserve::worker::CpuBackend::Create(*std::move(weights),
-                                                    {.kv_cache_bytes = blocks_needed * block_bytes,
-                                                     .block_size = block_size,
-                                                     .num_threads = absl::GetFlag(FLAGS_threads),
-                                                     .quantization = *quantization,
-                                                     .quantize_lm_head = quantize_lm_head});
+    auto cpu = llmserve::worker::CpuBackend::Create(
+        *std::move(weights), {.kv_cache_bytes = blocks_needed * block_bytes,
+                              .block_size = block_size,
+                              .num_threads = absl::GetFlag(FLAGS_threads),
+                              .quantization = *quantization,
+                              .quantize_lm_head = quantize_lm_head,
+                              .quantized_activations = quantized_activations});
     if (!cpu.ok()) return Fail(std::string(cpu.status().message()));
     threads = (*cpu)->num_threads();
     weight_bytes = (*cpu)->weight_bytes();
@@ -237,13 +247,15 @@ int main(int argc, char** argv) {
     const double decode_tok_s = batch * static_cast<double>(gen_len) / r.decode_s;
     std::printf(
         "{\"batch\": %d, \"prompt_len\": %d, \"gen_len\": %d, \"dtype\": \"%s\", "
-        "\"quantization\": \"%s\", \"quantize_lm_head\": %s, \"threads\": %d, "
+        "\"quantization\": \"%s\", \"quantize_lm_head\": %s, \"quantized_activations\": %s, "
+        "\"threads\": %d, "
         "\"backend\": \"%s\", \"weight_bytes\": %lld, \"prefill_s\": %.4f, \"decode_s\": %.4f, "
         "\"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f}\n",
         batch, prompt_len, gen_len, std::string(llmserve::worker::DTypeName(*dtype)).c_str(),
         std::string(llmserve::worker::QuantizationName(*resolved)).c_str(),
-        quantize_lm_head ? "true" : "false", threads, backend_name.c_str(),
-        static_cast<long long>(weight_bytes), r.prefill_s, r.decode_s, prefill_tok_s, decode_tok_s);
+        quantize_lm_head ? "true" : "false", quantized_activations ? "true" : "false", threads,
+        backend_name.c_str(), static_cast<long long>(weight_bytes), r.prefill_s, r.decode_s,
+        prefill_tok_s, decode_tok_s);
     std::fflush(stdout);
     std::fprintf(stderr, "%6d %10d %8d %6s %14.1f %14.1f\n", batch, prompt_len, gen_len,
                  std::string(llmserve::worker::DTypeName(*dtype)).c_str(), prefill_tok_s,

@@ -36,6 +36,9 @@ ABSL_FLAG(std::string, quantization, "none",
           "checkpoint's own 4-bit format, which also runs with none)");
 ABSL_FLAG(bool, quantize_lm_head, false,
           "with int8 or a 4-bit checkpoint, also quantize the LM head to int8");
+ABSL_FLAG(bool, quantized_activations, false,
+          "with int8 or a 4-bit checkpoint: batches of up to 16 tokens quantize activations to "
+          "int8 per block and multiply with integer dot products (different numerics)");
 ABSL_FLAG(int, threads, 0, "kernel threads (0: one per hardware thread)");
 ABSL_FLAG(double, kv_cache_gb, 1.0, "KV cache size in GiB");
 ABSL_FLAG(int, block_size, 16, "tokens per KV cache block");
@@ -162,6 +165,7 @@ int main(int argc, char** argv) {
       .dtype = *dtype,
       .quantization = *quantization,
       .quantize_lm_head = absl::GetFlag(FLAGS_quantize_lm_head),
+      .quantized_activations = absl::GetFlag(FLAGS_quantized_activations),
       .num_threads = absl::GetFlag(FLAGS_threads),
       .kv_cache_bytes = static_cast<int64_t>(kv_gb * (1 << 30)),
       .block_size = absl::GetFlag(FLAGS_block_size),

@@ -62,12 +62,13 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildCpuEngine(const CpuEngineOptions& o
   }
   std::unique_ptr<CpuBackend> backend;
   LLMSERVE_ASSIGN_OR_RETURN(
-      backend,
-      CpuBackend::Create(std::move(weights), {.kv_cache_bytes = kv_cache_bytes,
-                                              .block_size = options.block_size,
-                                              .num_threads = options.num_threads,
-                                              .quantization = options.quantization,
-                                              .quantize_lm_head = options.quantize_lm_head}));
+      backend, CpuBackend::Create(std::move(weights),
+                                  {.kv_cache_bytes = kv_cache_bytes,
+                                   .block_size = options.block_size,
+                                   .num_threads = options.num_threads,
+                                   .quantization = options.quantization,
+                                   .quantize_lm_head = options.quantize_lm_head,
+                                   .quantized_activations = options.quantized_activations}));
   return Engine::Create(std::move(backend), options.engine);
 }
 

@@ -24,6 +24,8 @@ struct CpuEngineOptions {
   // Projections quantized at load (CpuBackendOptions), and the LM head with them.
   Quantization quantization = Quantization::kNone;
   bool quantize_lm_head = false;
+  // Integer dot products on activations quantized per token (CpuBackendOptions).
+  bool quantized_activations = false;
   // Kernel threads, 0 = one per hardware thread.
   int num_threads = 0;
   // KV cache budget in bytes; when 0, kv_cache_fraction of the memory available once the

@@ -131,6 +131,11 @@ absl::Status ValidateWorkerServerOptions(const WorkerServerOptions& o) {
         absl::StrCat("--quantize_lm_head runs on --backend=cpu only (the ", o.backend,
                      " backend keeps the LM head in --dtype; it has no int8 LM head)"));
   }
+  if (o.quantized_activations && o.backend != "cpu") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--quantized_activations runs on --backend=cpu only (the ", o.backend,
+                     " backend has no integer-dot kernels)"));
+  }
   LLMSERVE_RETURN_IF_ERROR(CheckRange("device", o.device, 0, 1023));
   LLMSERVE_RETURN_IF_ERROR(CheckRange("port", o.port, 0, 65535));
   LLMSERVE_RETURN_IF_ERROR(CheckRange("metrics_port", o.metrics_port, -1, 65535));
@@ -174,7 +179,10 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
                              ? ""
                              : absl::StrCat(", quantized to ",
                                             QuantizationName(options.quantization),
-                                            options.quantize_lm_head ? " with the LM head" : ""))
+                                            options.quantize_lm_head ? " with the LM head" : "",
+                                            options.quantized_activations
+                                                ? ", activations quantized at small batches"
+                                                : ""))
                      << ", " << options.backend << " backend)";
   const absl::Time load_start = absl::Now();
   absl::Time last_progress = load_start;
@@ -184,6 +192,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
       .dtype = options.dtype,
       .quantization = options.quantization,
       .quantize_lm_head = options.quantize_lm_head,
+      .quantized_activations = options.quantized_activations,
       .num_threads = options.threads,
       .kv_cache_bytes = options.kv_cache_bytes,
       .kv_cache_fraction = options.kv_cache_fraction,

@@ -42,6 +42,8 @@ struct WorkerServerOptions {
   // Weights quantized at load (both backends), and the LM head with them (cpu backend only).
   Quantization quantization = Quantization::kNone;
   bool quantize_lm_head = false;
+  // Integer dot products on activations quantized per token (cpu backend, quantized models only).
+  bool quantized_activations = false;
   std::string host = "0.0.0.0";
   // 0 picks a free port (tests); port() tells which.
   int port = 50051;

@@ -25,43 +25,11 @@
 namespace llmserve::worker::cpu {
 namespace {
 
-// A [rows, cols] Int4Matrix with random values 0..15 and zero points 0..16 (every (row, group)
-// whose index is 0 or 1 mod 7 gets 16 or 0, the ends GPTQ and AWQ reach), and scales as a
-// checkpoint's f16 would be (11 significant bits) of magnitudes 2^-9 to 2^-3 by row, with one
-// all-zero group when there are several rows.
-Int4Matrix RandomInt4(int64_t rows, int64_t cols, int64_t group_size, std::mt19937& rng) {
-  Int4Matrix w;
-  w.rows = rows;
-  w.cols = cols;
-  w.group_size = group_size;
-  w.packed_values.resize(rows * cols / 2);
-  for (uint8_t& byte : w.packed_values) byte = static_cast<uint8_t>(rng() & 0xFF);
-  const int64_t groups = w.groups();
-  w.zeros.resize(rows * groups);
-  w.scales.resize(rows * groups);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t g = 0; g < groups; ++g) {
-      const int64_t i = r * groups + g;
-      w.zeros[i] = static_cast<uint8_t>(i % 7 == 0 ? 16 : i % 7 == 1 ? 0 : rng() % 17);
-      const int mantissa = 1024 + static_cast<int>(rng() % 1024);
-      w.scales[i] = std::ldexp(static_cast<float>(mantissa), static_cast<int>(r % 7) - 19);
-    }
-  }
-  if (rows > 2) w.scales[1 * groups + groups / 2] = 0.0f;
-  return w;
-}
-
-std::vector<double> Dequantized(const Int4Matrix& w) {
-  std::vector<double> d(w.rows * w.cols);
-  for (int64_t r = 0; r < w.rows; ++r) {
-    for (int64_t c = 0; c < w.cols; ++c) d[r * w.cols + c] = w.Dequantized(r, c);
-  }
-  return d;
-}
-
+using testing::Dequantized;
 using testing::ExpectProducts;
 using testing::Products;
 using testing::RandomActivations;
+using testing::RandomInt4;
 using testing::Reference;
 
 // Runs `isa`'s packed GEMM ("baseline": PackedGemmBaseline) over panels [begin, end).

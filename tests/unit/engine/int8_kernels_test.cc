@@ -25,38 +25,11 @@
 namespace llmserve::worker::cpu {
 namespace {
 
-// A [rows, k] weight of `dtype` with random values (rows of different magnitudes, one all zero
-// when there are several), and its int8 dequantization q * scale, computed by the same
-// QuantizeRowInt8 the packing uses (quantization_test checks that function on its own).
-struct Int8Weight {
-  Tensor tensor;
-  std::vector<double> dequantized;  // [rows, k]
-};
-
-Int8Weight RandomInt8Weight(DType dtype, int64_t rows, int64_t k, std::mt19937& rng) {
-  std::normal_distribution<float> normal;
-  std::vector<float> values(rows * k);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float magnitude =
-        rows > 2 && r == 1 ? 0.0f : std::ldexp(1.0f, static_cast<int>(r % 5) - 2);
-    for (int64_t c = 0; c < k; ++c) values[r * k + c] = magnitude * normal(rng);
-  }
-  Int8Weight w{Tensor(dtype, {rows, k}), std::vector<double>(rows * k)};
-  ConvertElements(values.data(), DType::kF32, w.tensor.data(), dtype, values.size());
-  std::vector<float> widened(rows * k);
-  ConvertElements(w.tensor.data(), dtype, widened.data(), DType::kF32, values.size());
-  std::vector<int8_t> q(k);
-  for (int64_t r = 0; r < rows; ++r) {
-    float scale = 0;
-    QuantizeRowInt8(widened.data() + r * k, k, q.data(), &scale);
-    for (int64_t c = 0; c < k; ++c) w.dequantized[r * k + c] = static_cast<double>(q[c]) * scale;
-  }
-  return w;
-}
-
 using testing::ExpectProducts;
+using testing::Int8Weight;
 using testing::Products;
 using testing::RandomActivations;
+using testing::RandomInt8Weight;
 using testing::Reference;
 
 // Batches of 1, 2, 4 and 8 rows (blocks of every width, padded last blocks) and 33 and 40 rows

@@ -1,5 +1,6 @@
-// The double-precision reference that the quantized packed-GEMM tests (int8, int4) check the
-// kernels against, and how close an f32 kernel must come to it. Header-only, for gtest tests.
+// The double-precision reference that the quantized packed-GEMM tests (int8, int4, integer dot)
+// check the kernels against, the random weights they use, and how close an f32 kernel must come.
+// Header-only, for gtest tests.
 
 #ifndef LLMSERVE_TESTS_UNIT_ENGINE_PACKED_GEMM_REFERENCE_H_
 #define LLMSERVE_TESTS_UNIT_ENGINE_PACKED_GEMM_REFERENCE_H_
@@ -12,6 +13,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "worker/model/dtype.h"
+#include "worker/model/int4_matrix.h"
+#include "worker/model/model_weights.h"
+#include "worker/model/quantization.h"
 
 namespace llmserve::worker::cpu::testing {
 
@@ -42,6 +47,69 @@ inline Products Reference(const std::vector<float>& x, int64_t m, int64_t k,
     }
   }
   return p;
+}
+
+// A [rows, k] weight of `dtype` with random values (rows of different magnitudes, one all zero
+// when there are several), and its int8 dequantization q * scale, computed by the same
+// QuantizeRowInt8 the packing uses (quantization_test checks that function on its own).
+struct Int8Weight {
+  Tensor tensor;
+  std::vector<double> dequantized;  // [rows, k]
+};
+
+inline Int8Weight RandomInt8Weight(DType dtype, int64_t rows, int64_t k, std::mt19937& rng) {
+  std::normal_distribution<float> normal;
+  std::vector<float> values(rows * k);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float magnitude =
+        rows > 2 && r == 1 ? 0.0f : std::ldexp(1.0f, static_cast<int>(r % 5) - 2);
+    for (int64_t c = 0; c < k; ++c) values[r * k + c] = magnitude * normal(rng);
+  }
+  Int8Weight w{Tensor(dtype, {rows, k}), std::vector<double>(rows * k)};
+  ConvertElements(values.data(), DType::kF32, w.tensor.data(), dtype, values.size());
+  std::vector<float> widened(rows * k);
+  ConvertElements(w.tensor.data(), dtype, widened.data(), DType::kF32, values.size());
+  std::vector<int8_t> q(k);
+  for (int64_t r = 0; r < rows; ++r) {
+    float scale = 0;
+    QuantizeRowInt8(widened.data() + r * k, k, q.data(), &scale);
+    for (int64_t c = 0; c < k; ++c) w.dequantized[r * k + c] = static_cast<double>(q[c]) * scale;
+  }
+  return w;
+}
+
+// A [rows, cols] Int4Matrix with random values 0..15 and zero points 0..16 (every (row, group)
+// whose index is 0 or 1 mod 7 gets 16 or 0, the ends GPTQ and AWQ reach), and scales as a
+// checkpoint's f16 would be (11 significant bits) of magnitudes 2^-9 to 2^-3 by row, with one
+// all-zero group when there are several rows.
+inline Int4Matrix RandomInt4(int64_t rows, int64_t cols, int64_t group_size, std::mt19937& rng) {
+  Int4Matrix w;
+  w.rows = rows;
+  w.cols = cols;
+  w.group_size = group_size;
+  w.packed_values.resize(rows * cols / 2);
+  for (uint8_t& byte : w.packed_values) byte = static_cast<uint8_t>(rng() & 0xFF);
+  const int64_t groups = w.groups();
+  w.zeros.resize(rows * groups);
+  w.scales.resize(rows * groups);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t i = r * groups + g;
+      w.zeros[i] = static_cast<uint8_t>(i % 7 == 0 ? 16 : i % 7 == 1 ? 0 : rng() % 17);
+      const int mantissa = 1024 + static_cast<int>(rng() % 1024);
+      w.scales[i] = std::ldexp(static_cast<float>(mantissa), static_cast<int>(r % 7) - 19);
+    }
+  }
+  if (rows > 2) w.scales[1 * groups + groups / 2] = 0.0f;
+  return w;
+}
+
+inline std::vector<double> Dequantized(const Int4Matrix& w) {
+  std::vector<double> d(w.rows * w.cols);
+  for (int64_t r = 0; r < w.rows; ++r) {
+    for (int64_t c = 0; c < w.cols; ++c) d[r * w.cols + c] = w.Dequantized(r, c);
+  }
+  return d;
 }
 
 // f32 sums of k products (quantized values are exact in f32; scales multiply sums, per row or per

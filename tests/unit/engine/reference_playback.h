@@ -19,10 +19,12 @@
 namespace llmserve::worker::testing {
 
 // Every logit must be within `relative` of its row's largest |logit| in `reference` (plus 1e-6);
-// the first miss is fatal and names `label`, the step, sequence, position and logit.
+// the first miss is fatal and names `label`, the step, sequence, position and logit. When given,
+// `largest_error` receives the largest |logit - reference| / the row's largest |logit|.
 inline void PlayAgainstReference(Backend& backend, RandomRequestMix& mix,
                                  const ReferenceModel& reference, double relative,
-                                 const std::string& label) {
+                                 const std::string& label, double* largest_error = nullptr) {
+  if (largest_error != nullptr) *largest_error = 0;
   std::vector<std::vector<std::vector<double>>> references;  // [sequence][position][token]
   for (const RandomRequestMix::Sequence& seq : mix.sequences()) {
     references.push_back(reference.Logits(seq.tokens));
@@ -46,6 +48,9 @@ inline void PlayAgainstReference(Backend& backend, RandomRequestMix& mix,
         const double tolerance = relative * largest + 1e-6;
         const float* got = output.Row(output.row_start[i] + r);
         for (size_t v = 0; v < want.size(); ++v) {
+          if (largest_error != nullptr && largest > 0) {
+            *largest_error = std::max(*largest_error, std::abs(got[v] - want[v]) / largest);
+          }
           ASSERT_NEAR(got[v], want[v], tolerance)
               << label << " step " << step << " seq " << in_batch[i] << " position " << position
               << " logit " << v;

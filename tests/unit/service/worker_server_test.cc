@@ -719,6 +719,9 @@ TEST(WorkerServerOptionsTest, BadOptionsNameTheFlag) {
   EXPECT_NE(message({.backend = "cuda", .quantize_lm_head = true})
                 .find("--quantize_lm_head runs on --backend=cpu only"),
             std::string::npos);
+  EXPECT_NE(message({.backend = "cuda", .quantized_activations = true})
+                .find("--quantized_activations runs on --backend=cpu only"),
+            std::string::npos);
   // On the CPU, whether the model is quantized is known once its config is read.
   const ::llmserve::testing::ScopedTempDir dir("worker_server_head");
   ASSERT_TRUE(::llmserve::testing::WriteTinyModel(dir.path()).ok());
@@ -728,6 +731,12 @@ TEST(WorkerServerOptionsTest, BadOptionsNameTheFlag) {
   EXPECT_NE(head.status().message().find("quantize_lm_head needs a quantized model"),
             std::string::npos)
       << head.status();
+  absl::StatusOr<std::unique_ptr<WorkerServer>> activations = WorkerServer::Start(
+      {.model_dir = dir.path(), .quantized_activations = true, .port = 0, .metrics_port = -1});
+  ASSERT_FALSE(activations.ok());
+  EXPECT_NE(activations.status().message().find("quantized_activations needs a quantized model"),
+            std::string::npos)
+      << activations.status();
   EXPECT_NE(std::string(ValidateWorkerServerOptions({}).message()).find("--model"),
             std::string::npos);
   absl::StatusOr<std::unique_ptr<WorkerServer>> missing =

@@ -49,6 +49,11 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
     return absl::InvalidArgumentError(
         "quantize_lm_head needs a quantized model (int8, or an AWQ or GPTQ checkpoint)");
   }
+  if (options.quantized_activations && resolved.quantization == Quantization::kNone) {
+    return absl::InvalidArgumentError(
+        "quantized_activations needs a quantized model (int8, or an AWQ or GPTQ checkpoint): it "
+        "changes how int8 and 4-bit weights are multiplied");
+  }
   if (resolved.quantization == Quantization::kInt8) {
     for (int i = 0; i < c.num_layers; ++i) {
       const LayerWeights& l = weights->layers[i];
@@ -100,10 +105,11 @@ CpuBackend::CpuBackend(std::unique_ptr<ModelWeights> weights, const CpuBackendOp
                        int32_t num_blocks, int num_threads)
     : weights_(std::move(weights)),
       quantization_(options.quantization),
+      quantized_activations_(options.quantized_activations),
       layout_{weights_->config.num_kv_heads, weights_->config.head_dim, options.block_size},
       num_blocks_(num_blocks),
       pool_(num_threads),
-      matmul_(&pool_),
+      matmul_(&pool_, options.quantized_activations),
       scores_(num_threads) {
   const ModelConfig& c = weights_->config;
   const bool int8 = options.quantization == Quantization::kInt8;

@@ -1,7 +1,8 @@
 // The CPU backend: the reference every other backend is compared with, and the embedded default.
-// f32 activations; weights in f32, bf16 or f16, or projections quantized to int8 at load
-// (quantization.h, matmul.h); a paged f32 KV cache sized from a memory budget (paged_attention.h
-// for the layout).
+// f32 activations (optionally quantized to int8 for the int8 and 4-bit projections of small steps:
+// CpuBackendOptions::quantized_activations); weights in f32, bf16 or f16, or projections quantized
+// to int8 at load (quantization.h, matmul.h); a paged f32 KV cache sized from a memory budget
+// (paged_attention.h for the layout).
 //
 // Not thread-safe: the engine thread owns it. It runs its own worker threads inside Forward.
 
@@ -37,6 +38,10 @@ struct CpuBackendOptions {
   // With kInt8 or a 4-bit checkpoint, the LM head quantized to int8 (a tied head is quantized as a
   // copy: the embedding lookup keeps the unquantized table).
   bool quantize_lm_head = false;
+  // With kInt8 or a 4-bit checkpoint: the int8 and int4 projections at batches of up to
+  // cpu::kQuantizedDotMaxRows tokens multiply activations quantized per token to int8 with integer
+  // dot products (quantized_dot.h). Changes the numerics, so off by default.
+  bool quantized_activations = false;
 };
 
 class CpuBackend final : public Backend {
@@ -57,6 +62,7 @@ class CpuBackend final : public Backend {
   // What runs: ResolveQuantization of the options and the checkpoint.
   Quantization quantization() const { return quantization_; }
   bool lm_head_quantized() const { return lm_head_.is_int8(); }
+  bool quantized_activations() const { return quantized_activations_; }
   // Bytes of the weights as the backend holds them (packed, quantized): what a decode step reads.
   int64_t weight_bytes() const { return weight_bytes_; }
 
@@ -84,6 +90,7 @@ class CpuBackend final : public Backend {
   cpu::ProjectionWeight lm_head_;
   bool embedding_is_lm_head_ = false;
   Quantization quantization_ = Quantization::kNone;
+  bool quantized_activations_ = false;
   int64_t weight_bytes_ = 0;
   cpu::PagedKvLayout layout_;
   int32_t num_blocks_;

@@ -30,9 +30,32 @@ bool HasAvx2FmaF16c() {
   return has;
 }
 
+// From CPUID leaf 7 rather than __builtin_cpu_supports, which knows "avxvnni" only from GCC 11 and
+// clang 13 on. The OS's saving of the vector state is already checked by HasAvx2FmaF16c and
+// HasAvx512 (the registers are the same).
+bool HasAvxVnni() {
+  static const bool has = [] {
+    unsigned int eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return HasAvx2FmaF16c() && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0 &&
+           (eax & (1u << 4)) != 0;
+  }();
+  return has;
+}
+
+bool HasAvx512Vnni() {
+  static const bool has = [] {
+    unsigned int eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return HasAvx512() && __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0 &&
+           (ecx & (1u << 11)) != 0;
+  }();
+  return has;
+}
+
 #else
 
 bool HasAvx512() { return false; }
+bool HasAvxVnni() { return false; }
+bool HasAvx512Vnni() { return false; }
 bool HasAvx512Bf16() { return false; }
 bool HasAvx2FmaF16c() { return false; }
 

@@ -17,6 +17,10 @@ bool HasAvx512();
 bool HasAvx512Bf16();
 // AVX2, FMA and F16C.
 bool HasAvx2FmaF16c();
+// HasAvx2FmaF16c() and AVX-VNNI (the VEX-encoded vpdpbusd on 256-bit vectors).
+bool HasAvxVnni();
+// HasAvx512() and AVX512-VNNI (vpdpbusd; the integer-dot kernels use its 256-bit form).
+bool HasAvx512Vnni();
 
 // The vector instruction sets the kernels have variants for that this CPU runs, best first:
 // "avx512" (HasAvx512), "avx2" (HasAvx2FmaF16c). Empty on a CPU with neither.

@@ -74,7 +74,11 @@ void ProjectionWeight::CopyRow(int64_t r, float* out) const {
   ConvertElements(bytes + r * row_bytes, dtype_, out, DType::kF32, cols_);
 }
 
-MatMul::MatMul(ThreadPool* pool) : pool_(pool), panels_(pool->num_threads()) {
+MatMul::MatMul(ThreadPool* pool, bool quantized_activations)
+    : pool_(pool),
+      quantized_activations_(quantized_activations),
+      dot_isa_(QuantizedDotIsas().front()),
+      panels_(pool->num_threads()) {
   // We split the work across our own threads; OpenBLAS's threads would only compete with them.
   openblas_set_num_threads(1);
   const std::vector<std::string> isas = PackedGemmIsas();
@@ -90,6 +94,10 @@ void MatMul::Run(const float* x, int64_t m, const ProjectionWeight& w, float* ou
 }
 
 void MatMul::RunPacked(const float* x, int64_t m, const PackedMatrix& w, float* out) {
+  if (quantized_activations_ && m <= kQuantizedDotMaxRows && ActivationBlock(w) > 0) {
+    RunQuantizedDot(x, m, w, out);
+    return;
+  }
   if (packed_isa_.empty()) {
     RunBaseline(x, m, w, out);
     return;
@@ -108,6 +116,14 @@ void MatMul::RunPacked(const float* x, int64_t m, const PackedMatrix& w, float* 
     std::vector<float>& scratch = panels_[thread];
     scratch.resize(PackedMatrix::kPanelRows * k);
     PackedGemm(packed_isa_, packed_x_.data(), m, w, begin, end, out, w.rows(), scratch.data());
+  });
+}
+
+void MatMul::RunQuantizedDot(const float* x, int64_t m, const PackedMatrix& w, float* out) {
+  // m * k work against the n * k of the product: one thread quantizes.
+  QuantizeActivations(x, m, w, &x_quantized_);
+  pool_->ParallelFor(w.num_panels(), [&](int, int64_t begin, int64_t end) {
+    QuantizedDotGemm(dot_isa_, x_quantized_, w, begin, end, out, w.rows());
   });
 }
 

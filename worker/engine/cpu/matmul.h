@@ -13,6 +13,10 @@
 // (single-threaded per slice: we own the threading), 16-bit weights widened to f32 a panel of rows
 // at a time into per-thread scratch.
 //
+// With quantized activations (off by default), int8 and int4 weights at batches of up to
+// kQuantizedDotMaxRows rows multiply activations quantized per token to int8 with integer dot
+// products (quantized_dot.h), on every CPU; larger batches keep the f32 kernels.
+//
 // Thread-compatible: call from the engine thread.
 
 #ifndef LLMSERVE_WORKER_ENGINE_CPU_MATMUL_H_
@@ -24,6 +28,7 @@
 
 #include "worker/engine/cpu/aligned_vector.h"
 #include "worker/engine/cpu/packed_matrix.h"
+#include "worker/engine/cpu/quantized_dot.h"
 #include "worker/engine/cpu/thread_pool.h"
 #include "worker/model/model_weights.h"
 
@@ -74,7 +79,9 @@ class ProjectionWeight {
 
 class MatMul {
  public:
-  explicit MatMul(ThreadPool* pool);
+  // `quantized_activations`: int8 and int4 weights at small batches take the integer-dot path
+  // (quantized_dot.h), which computes with activations quantized to int8 per block.
+  explicit MatMul(ThreadPool* pool, bool quantized_activations = false);
 
   // x is [m, w.cols()] row-major; out is [m, w.rows()] row-major.
   void Run(const float* x, int64_t m, const ProjectionWeight& w, float* out);
@@ -83,9 +90,13 @@ class MatMul {
   void RunPacked(const float* x, int64_t m, const PackedMatrix& w, float* out);
   void RunDense(const float* x, int64_t m, const Tensor& w, float* out);
   void RunBaseline(const float* x, int64_t m, const PackedMatrix& w, float* out);
+  void RunQuantizedDot(const float* x, int64_t m, const PackedMatrix& w, float* out);
 
   ThreadPool* pool_;
-  std::string packed_isa_;                  // the packed GEMM's instruction set, if any
+  std::string packed_isa_;  // the packed GEMM's instruction set, if any
+  bool quantized_activations_;
+  std::string dot_isa_;                     // the integer-dot kernels' instruction set
+  QuantizedActivations x_quantized_;        // for the integer-dot path
   AlignedVector<float> packed_x_;           // activations in the packed GEMM's blocks
   std::vector<std::vector<float>> panels_;  // per-thread scratch for widened weights
   AlignedVector<uint16_t> x_bf16_;          // activations rounded to bf16, for bf16 weights
