@@ -27,6 +27,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/testing/scoped_temp_dir.h"
+#include "tests/unit/cuda/cuda_test_models.h"
 #include "tests/unit/cuda/cuda_test_util.h"
 #include "tests/unit/engine/random_request_mix.h"
 #include "worker/engine/cpu/cpu_backend.h"
@@ -41,6 +42,8 @@ namespace llmserve::worker {
 void PrintTo(DType dtype, std::ostream* os) { *os << DTypeName(dtype); }
 
 namespace {
+
+using cuda::testing::TestModel;
 
 using cuda::testing::Nmse;
 
@@ -73,49 +76,6 @@ ModelConfig Qwen2Config() {
   return c;
 }
 
-ModelConfig Gpt2Config() {
-  ModelConfig c;
-  c.architecture = "GPT2LMHeadModel";
-  c.family = ModelFamily::kGpt2;
-  c.vocab_size = 257;
-  c.num_layers = 2;
-  c.max_position_embeddings = c.max_model_len = 512;
-  c.eos_token_ids = {0};
-  c.num_heads = c.num_kv_heads = 2;
-  c.head_dim = 64;
-  c.hidden_size = 128;
-  c.intermediate_size = 512;
-  c.norm = NormKind::kLayerNorm;
-  c.activation = Activation::kGeluTanh;
-  c.gated_mlp = false;
-  c.position = PositionKind::kLearned;
-  c.qkv_bias = c.o_bias = c.mlp_bias = c.norm_bias = true;
-  c.tied_embeddings = true;
-  return c;
-}
-
-// A random f32 checkpoint of `config` in `dir`, and its config as loaded back.
-struct TestModel {
-  explicit TestModel(const ModelConfig& config, uint64_t seed) : dir("cuda_backend_test") {
-    EXPECT_TRUE(WriteRandomModel(config, {.seed = seed, .scale = 0.15f}, dir.path()).ok());
-    auto opened = ModelFiles::Open(dir.path());
-    EXPECT_TRUE(opened.ok()) << opened.status();
-    files = *std::move(opened);
-    auto parsed = ParseModelConfig(files->config_json(), "");
-    EXPECT_TRUE(parsed.ok()) << parsed.status();
-    loaded_config = *parsed;
-  }
-  std::unique_ptr<ModelWeights> Weights(DType dtype) const {
-    auto weights = LoadModelWeights(*files, loaded_config, dtype);
-    EXPECT_TRUE(weights.ok()) << weights.status();
-    return *std::move(weights);
-  }
-
-  ::llmserve::testing::ScopedTempDir dir;
-  std::unique_ptr<ModelFiles> files;
-  ModelConfig loaded_config;
-};
-
 CudaBackendOptions SmallOptions(DType dtype, int32_t block_size) {
   return {.dtype = dtype,
           .kv_cache_bytes = 16 << 20,
@@ -125,7 +85,7 @@ CudaBackendOptions SmallOptions(DType dtype, int32_t block_size) {
 }
 
 TEST(CudaBackendCreateTest, FailsClearlyWithoutADeviceOrWithABadIndex) {
-  TestModel model(LlamaConfig(2, 1, 64), 1);
+  TestModel model(LlamaConfig(2, 1, 64), 1, "cuda_backend_test");
   const std::string no_device = cuda::testing::NoCudaDeviceReason();
   CudaBackendOptions options = SmallOptions(DType::kBF16, 16);
   if (!no_device.empty()) {
@@ -149,7 +109,7 @@ TEST(CudaBackendCreateTest, FailsClearlyWithoutADeviceOrWithABadIndex) {
 TEST(CudaBackendCreateTest, RejectsShapesAndOptionsWithoutKernels) {
   ModelConfig config = LlamaConfig(2, 2, 64);
   config.head_dim = 32;
-  TestModel model(config, 2);
+  TestModel model(config, 2, "cuda_backend_test");
   auto backend = CudaBackend::Create(model.Weights(DType::kF32), SmallOptions(DType::kBF16, 16));
   ASSERT_FALSE(backend.ok());
   EXPECT_EQ(backend.status().code(), absl::StatusCode::kUnimplemented) << backend.status();
@@ -162,7 +122,7 @@ TEST(CudaBackendCreateTest, RejectsShapesAndOptionsWithoutKernels) {
 }
 
 TEST(CudaEngineBuilderTest, ChecksDtypeAndDeviceBeforeLoading) {
-  TestModel model(LlamaConfig(2, 1, 64), 3);
+  TestModel model(LlamaConfig(2, 1, 64), 3, "cuda_backend_test");
   auto engine = BuildCudaEngine({.model_dir = model.dir.path(), .dtype = DType::kF32});
   ASSERT_FALSE(engine.ok());
   EXPECT_EQ(engine.status().code(), absl::StatusCode::kInvalidArgument) << engine.status();
@@ -189,7 +149,7 @@ ModelConfig ConfigForIndex(int index) {
     case 3:
       return LlamaConfig(2, 4, 128);
     default:
-      return Gpt2Config();
+      return cuda::testing::Gpt2TestConfig();
   }
 }
 
@@ -198,7 +158,7 @@ TEST_P(CudaVsCpuTest, RandomPackedBatchesGiveTheCpuLogits) {
   const auto [model_index, dtype, block_size] = GetParam();
   const double max_nmse = dtype == DType::kBF16 ? 1e-3 : 1e-4;
   const ModelConfig config = ConfigForIndex(model_index);
-  TestModel model(config, 10 + model_index);
+  TestModel model(config, 10 + model_index, "cuda_backend_test");
   auto cuda = CudaBackend::Create(model.Weights(DType::kF32), SmallOptions(dtype, block_size));
   ASSERT_TRUE(cuda.ok()) << cuda.status();
   auto cpu = CpuBackend::Create(model.Weights(DType::kF32),
@@ -248,7 +208,7 @@ int32_t Argmax(const float* row, int64_t n) {
 TEST(CudaBackendGreedyTest, PicksTheCpuTokensUntilANearTie) {
   LLMSERVE_SKIP_WITHOUT_CUDA_DEVICE();
   const ModelConfig config = LlamaConfig(2, 4, 128);
-  TestModel model(config, 77);
+  TestModel model(config, 77, "cuda_backend_test");
   auto cuda = CudaBackend::Create(model.Weights(DType::kF32), SmallOptions(DType::kBF16, 16));
   ASSERT_TRUE(cuda.ok()) << cuda.status();
   auto cpu = CpuBackend::Create(model.Weights(DType::kF32), {.kv_cache_bytes = 32 << 20});

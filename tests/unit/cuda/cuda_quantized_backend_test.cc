@@ -24,6 +24,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/testing/scoped_temp_dir.h"
+#include "tests/unit/cuda/cuda_test_models.h"
 #include "tests/unit/cuda/cuda_test_util.h"
 #include "tests/unit/engine/random_request_mix.h"
 #include "worker/engine/cpu/cpu_backend.h"
@@ -36,6 +37,8 @@
 
 namespace llmserve::worker {
 namespace {
+
+using cuda::testing::TestModel;
 
 using cuda::testing::Nmse;
 using Method = CheckpointQuantization::Method;
@@ -60,27 +63,6 @@ ModelConfig LlamaConfig(int64_t kv_heads, int64_t group, int64_t head_dim, bool 
   return c;
 }
 
-ModelConfig Gpt2Config() {
-  ModelConfig c;
-  c.architecture = "GPT2LMHeadModel";
-  c.family = ModelFamily::kGpt2;
-  c.vocab_size = 257;
-  c.num_layers = 2;
-  c.max_position_embeddings = c.max_model_len = 512;
-  c.eos_token_ids = {0};
-  c.num_heads = c.num_kv_heads = 2;
-  c.head_dim = 64;
-  c.hidden_size = 128;
-  c.intermediate_size = 512;
-  c.norm = NormKind::kLayerNorm;
-  c.activation = Activation::kGeluTanh;
-  c.gated_mlp = false;
-  c.position = PositionKind::kLearned;
-  c.qkv_bias = c.o_bias = c.mlp_bias = c.norm_bias = true;
-  c.tied_embeddings = true;
-  return c;
-}
-
 struct Case {
   std::string name;
   ModelConfig config;
@@ -102,34 +84,14 @@ std::vector<Case> Cases() {
        {.method = Method::kAwq, .group_size = 8}},
       {"int8 llama", LlamaConfig(2, 1, 64, false), {}, Quantization::kInt8},
       {"int8 qwen2", LlamaConfig(1, 4, 128, true), {}, Quantization::kInt8},
-      {"int8 gpt2", Gpt2Config(), {}, Quantization::kInt8},
+      {"int8 gpt2", cuda::testing::Gpt2TestConfig(), {}, Quantization::kInt8},
   };
 }
 
-// A random checkpoint of the case in `dir`, loaded back (f32 for everything not quantized).
-struct TestModel {
-  explicit TestModel(const Case& c, uint64_t seed) : dir("cuda_quantized_backend_test") {
-    EXPECT_TRUE(WriteRandomModel(c.config,
-                                 {.seed = seed, .scale = 0.15f, .quantization = c.checkpoint},
-                                 dir.path())
-                    .ok());
-    auto opened = ModelFiles::Open(dir.path());
-    EXPECT_TRUE(opened.ok()) << opened.status();
-    files = *std::move(opened);
-    auto parsed = ParseModelConfig(files->config_json(), "");
-    EXPECT_TRUE(parsed.ok()) << parsed.status();
-    loaded_config = *parsed;
-  }
-  std::unique_ptr<ModelWeights> Weights() const {
-    auto weights = LoadModelWeights(*files, loaded_config, DType::kF32);
-    EXPECT_TRUE(weights.ok()) << weights.status();
-    return *std::move(weights);
-  }
-
-  ::llmserve::testing::ScopedTempDir dir;
-  std::unique_ptr<ModelFiles> files;
-  ModelConfig loaded_config;
-};
+// A random checkpoint of the case (f32 for everything not quantized), loaded back.
+TestModel Model(const Case& c, uint64_t seed) {
+  return TestModel(c.config, seed, "cuda_quantized_backend_test", c.checkpoint);
+}
 
 CudaBackendOptions Options(DType dtype, Quantization quantization) {
   return {.dtype = dtype,
@@ -143,13 +105,13 @@ CudaBackendOptions Options(DType dtype, Quantization quantization) {
 // Runs on every machine: these are refused before the device is looked at.
 TEST(CudaQuantizedCreateTest, RefusesQuantizationOptionsItCannotRun) {
   const std::vector<Case> cases = Cases();
-  TestModel awq(cases[0], 1);
+  const TestModel awq = Model(cases[0], 1);
   auto backend = CudaBackend::Create(awq.Weights(), Options(DType::kBF16, Quantization::kInt8));
   ASSERT_FALSE(backend.ok());
   EXPECT_EQ(backend.status().code(), absl::StatusCode::kInvalidArgument) << backend.status();
   EXPECT_NE(backend.status().message().find("already awq"), std::string::npos) << backend.status();
 
-  TestModel dense(cases[4], 2);
+  const TestModel dense = Model(cases[4], 2);
   backend = CudaBackend::Create(dense.Weights(), Options(DType::kBF16, Quantization::kAwq));
   ASSERT_FALSE(backend.ok());
   EXPECT_EQ(backend.status().code(), absl::StatusCode::kInvalidArgument) << backend.status();
@@ -164,7 +126,7 @@ TEST_P(CudaQuantizedVsCpuTest, RandomPackedBatchesGiveTheCpuLogits) {
   const auto [index, dtype] = GetParam();
   const Case c = Cases()[index];
   const double max_nmse = dtype == DType::kBF16 ? 1e-3 : 1e-4;
-  TestModel model(c, 20 + index);
+  const TestModel model = Model(c, 20 + index);
   auto cuda = CudaBackend::Create(model.Weights(), Options(dtype, c.load));
   ASSERT_TRUE(cuda.ok()) << cuda.status();
   const Quantization expected = c.load == Quantization::kInt8         ? Quantization::kInt8

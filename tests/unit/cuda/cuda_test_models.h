@@ -1,0 +1,73 @@
+// Random checkpoints for the CUDA backend's model-level tests (cuda_backend_test,
+// cuda_quantized_backend_test): a small GPT-2 config, and a checkpoint written to a temporary
+// directory and loaded back. Header-only, for gtest tests.
+
+#ifndef LLMSERVE_TESTS_UNIT_CUDA_CUDA_TEST_MODELS_H_
+#define LLMSERVE_TESTS_UNIT_CUDA_CUDA_TEST_MODELS_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "tests/testing/scoped_temp_dir.h"
+#include "worker/model/model_config.h"
+#include "worker/model/model_files.h"
+#include "worker/model/model_weights.h"
+#include "worker/model/model_writer.h"
+
+namespace llmserve::worker::cuda::testing {
+
+// GPT-2 with head_dim 64 (a size the attention kernels have), biases everywhere, a tied head.
+inline ModelConfig Gpt2TestConfig() {
+  ModelConfig c;
+  c.architecture = "GPT2LMHeadModel";
+  c.family = ModelFamily::kGpt2;
+  c.vocab_size = 257;
+  c.num_layers = 2;
+  c.max_position_embeddings = c.max_model_len = 512;
+  c.eos_token_ids = {0};
+  c.num_heads = c.num_kv_heads = 2;
+  c.head_dim = 64;
+  c.hidden_size = 128;
+  c.intermediate_size = 512;
+  c.norm = NormKind::kLayerNorm;
+  c.activation = Activation::kGeluTanh;
+  c.gated_mlp = false;
+  c.position = PositionKind::kLearned;
+  c.qkv_bias = c.o_bias = c.mlp_bias = c.norm_bias = true;
+  c.tied_embeddings = true;
+  return c;
+}
+
+// A random checkpoint of `config` (its projections in `quantization`'s 4-bit format, if any) in a
+// temporary directory, and its config as loaded back.
+struct TestModel {
+  TestModel(const ModelConfig& config, uint64_t seed, const std::string& dir_name,
+            const CheckpointQuantization& quantization = {})
+      : dir(dir_name) {
+    EXPECT_TRUE(WriteRandomModel(config,
+                                 {.seed = seed, .scale = 0.15f, .quantization = quantization},
+                                 dir.path())
+                    .ok());
+    auto opened = ModelFiles::Open(dir.path());
+    EXPECT_TRUE(opened.ok()) << opened.status();
+    files = *std::move(opened);
+    auto parsed = ParseModelConfig(files->config_json(), "");
+    EXPECT_TRUE(parsed.ok()) << parsed.status();
+    loaded_config = *parsed;
+  }
+  std::unique_ptr<ModelWeights> Weights(DType dtype = DType::kF32) const {
+    auto weights = LoadModelWeights(*files, loaded_config, dtype);
+    EXPECT_TRUE(weights.ok()) << weights.status();
+    return *std::move(weights);
+  }
+
+  ::llmserve::testing::ScopedTempDir dir;
+  std::unique_ptr<ModelFiles> files;
+  ModelConfig loaded_config;
+};
+
+}  // namespace llmserve::worker::cuda::testing
+
+#endif  // LLMSERVE_TESTS_UNIT_CUDA_CUDA_TEST_MODELS_H_
