@@ -486,6 +486,60 @@ TEST_F(SpeculativeSchedulerTest, OnlyBlocksOfKnownTokensEnterThePrefixCache) {
   EXPECT_EQ(hit.scheduled.back().num_computed_tokens, 8);
 }
 
+// The random simulation with drafts: random requests get random drafts, a random prefix of which
+// is accepted. Every step stays in the budget with tables long enough for its tokens, every
+// request finishes, and no block leaks through rollbacks and preemptions.
+TEST_F(SpeculativeSchedulerTest, RandomSimulationWithDraftsKeepsTheInvariants) {
+  for (int seed = 0; seed < 30; ++seed) {
+    std::mt19937 rng(seed);
+    const int32_t bs = 1 + rng() % 8, num_blocks = 24 + rng() % 64;
+    const int32_t budget = 4 + rng() % 60, max_seqs = 1 + rng() % 8;
+    Init(num_blocks, bs, budget, max_seqs, 128);
+    const int total_requests = 40;
+    int added = 0, finished = 0;
+    int64_t drafted = 0, accepted = 0;
+    for (int step = 0; step < 20000 && finished < total_requests; ++step) {
+      while (added < total_requests && rng() % 3 == 0) {
+        const int32_t max_tokens = 1 + rng() % 20;  // so that a prompt fits: max_prompt >= 3
+        const int32_t max_prompt = std::min<int32_t>(40, (num_blocks - 1) * bs - max_tokens);
+        ASSERT_TRUE(
+            scheduler_->AddRequest(MakeRequest(++added, 1 + rng() % max_prompt, max_tokens)).ok());
+      }
+      const SchedulerOutput out = scheduler_->Schedule();
+      ASSERT_LE(out.num_batched_tokens, budget) << "seed " << seed;
+      std::vector<std::vector<int32_t>> runs(out.scheduled.size());
+      for (size_t i = 0; i < out.scheduled.size(); ++i) {
+        const ScheduledRequest& planned = out.scheduled[i];
+        ASSERT_GE(static_cast<int64_t>(planned.block_table.size()) * bs,
+                  planned.num_computed_tokens + planned.num_new_tokens)
+            << "seed " << seed;
+        if (!planned.samples) continue;
+        const int32_t d = planned.num_draft_tokens;
+        const int32_t take = static_cast<int32_t>(rng() % (d + 1));
+        runs[i].assign(planned.new_token_ids.end() - d, planned.new_token_ids.end() - d + take);
+        runs[i].push_back(rng() % 10 == 0 ? kEos : 60);
+        drafted += d;
+        accepted += take;
+      }
+      for (const RequestOutput& r : scheduler_->Update(out, runs)) {
+        if (IsFinished(r.status)) ++finished;
+      }
+      for (RequestId id : scheduler_->running()) {
+        const Request* request = scheduler_->Find(id);
+        if (request->num_tokens() - request->num_computed_tokens != 1 || rng() % 2 == 0) continue;
+        std::vector<int32_t> drafts(1 + rng() % 5);
+        for (int32_t& token : drafts)
+          token = rng() % 8 == 0 ? kEos : 50 + static_cast<int32_t>(rng() % 2);
+        scheduler_->SetDraftTokens(id, std::move(drafts));
+      }
+    }
+    ASSERT_EQ(finished, total_requests) << "seed " << seed << ": not every request finished";
+    EXPECT_EQ(kv_->Stats().free_blocks, num_blocks - 1) << "leaked blocks, seed " << seed;
+    EXPECT_GT(accepted, 0) << "seed " << seed;
+    EXPECT_GT(drafted, accepted) << "seed " << seed;
+  }
+}
+
 TEST_F(SpeculativeSchedulerTest, PreemptionDropsDrafts) {
   Init(5, 4, 32, 4, 64);  // 4 usable blocks
   ASSERT_TRUE(scheduler_->AddRequest(MakeRequest(1, 8, 8)).ok());
