@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/unit/cuda/cuda_test_util.h"
+#include "tests/unit/engine/packed_gemm_reference.h"
 #include "worker/engine/cuda/gemm.h"
 #include "worker/engine/cuda/projection_image.h"
 #include "worker/engine/cuda/quantized_gemm.h"
@@ -49,26 +50,10 @@ using testing::Nmse;
 using testing::Round16;
 using testing::Upload;
 using testing::Upload16;
+// Zero points 0 and 16, f16-like scales and a zero-scale group (with more than 2 rows).
+using cpu::testing::RandomInt4;
 
 constexpr double kMaxNmse = 1e-8;
-
-Int4Matrix RandomInt4(int64_t rows, int64_t cols, int64_t group_size, std::mt19937& rng) {
-  Int4Matrix m;
-  m.rows = rows;
-  m.cols = cols;
-  m.group_size = group_size;
-  m.packed_values.resize(static_cast<size_t>(rows * cols / 2));
-  for (uint8_t& b : m.packed_values) b = static_cast<uint8_t>(rng() & 0xFF);
-  const size_t cells = static_cast<size_t>(rows * m.groups());
-  m.zeros.resize(cells);
-  m.scales.resize(cells);
-  std::uniform_real_distribution<float> scale(0.001f, 0.05f);
-  for (size_t i = 0; i < cells; ++i) {
-    m.zeros[i] = static_cast<uint8_t>(i % 3 == 0 ? 0 : i % 3 == 1 ? 16 : rng() % 17);
-    m.scales[i] = i == 1 ? 0.0f : scale(rng);
-  }
-  return m;
-}
 
 Tensor RandomDense(int64_t rows, int64_t cols, std::mt19937& rng) {
   std::normal_distribution<float> dist(0.0f, 0.5f);

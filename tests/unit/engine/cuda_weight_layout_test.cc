@@ -17,6 +17,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/testing/scoped_temp_dir.h"
+#include "tests/unit/engine/packed_gemm_reference.h"
 #include "worker/engine/cuda/projection_image.h"
 #include "worker/engine/cuda/quantized_layout.h"
 #include "worker/engine/cuda/quantized_math.h"
@@ -44,24 +45,11 @@ std::vector<float> AsF32(const Tensor& t) {
   return out;
 }
 
+// cpu::testing::RandomInt4 (zero points 0 and 16, f16-like scales, a zero-scale group) from a
+// seed.
 Int4Matrix RandomInt4(int64_t rows, int64_t cols, int64_t group_size, uint32_t seed) {
   std::mt19937 rng(seed);
-  Int4Matrix m;
-  m.rows = rows;
-  m.cols = cols;
-  m.group_size = group_size;
-  m.packed_values.resize(static_cast<size_t>(rows * cols / 2));
-  for (uint8_t& b : m.packed_values) b = static_cast<uint8_t>(rng() & 0xFF);
-  const size_t cells = static_cast<size_t>(rows * m.groups());
-  m.zeros.resize(cells);
-  m.scales.resize(cells);
-  std::uniform_real_distribution<float> scale(0.001f, 0.05f);
-  for (size_t i = 0; i < cells; ++i) {
-    // 0 and 16, the ends of the range (16 is GPTQ's wrapped zero), and everything between.
-    m.zeros[i] = static_cast<uint8_t>(i % 3 == 0 ? 0 : i % 3 == 1 ? 16 : rng() % 17);
-    m.scales[i] = i == 1 ? 0.0f : scale(rng);  // a group of zero scale
-  }
-  return m;
+  return cpu::testing::RandomInt4(rows, cols, group_size, rng);
 }
 
 class Int8LayoutTest : public ::testing::TestWithParam<std::tuple<DType, int, int>> {};
