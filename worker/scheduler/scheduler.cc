@@ -119,12 +119,9 @@ bool Scheduler::ScheduleRunning(int32_t* budget, SchedulerOutput* output) {
     if (num_new == num_known && !request.draft_tokens.empty()) {
       num_drafts = std::min(static_cast<int32_t>(request.draft_tokens.size()), *budget - num_new);
     }
-    bool allocated = false;
     // Drafts only use blocks nobody else needs: never preempt for them.
-    if (num_drafts > 0 && !kv_->AllocateSlots(id, num_new + num_drafts).has_value()) {
-      num_drafts = 0;
-    }
-    allocated = num_drafts > 0;
+    bool allocated = num_drafts > 0 && kv_->AllocateSlots(id, num_new + num_drafts).has_value();
+    if (!allocated) num_drafts = 0;
     while (!allocated) {
       allocated = kv_->AllocateSlots(id, num_new).has_value();
       if (allocated) break;
