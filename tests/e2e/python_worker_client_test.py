@@ -237,10 +237,17 @@ def speculation_requests(worker_pb2):
 
 
 def check_speculative(worker_binary, model, worker_pb2, worker_pb2_grpc, baseline):
-    """A worker with n-gram speculation generates exactly what one without it did, and counts its
-    drafts in /metrics under llmserve's and vLLM's names."""
+    """A worker with n-gram speculation, and one with the model as its own draft model, generate
+    exactly what one without speculation did, and count their drafts in /metrics under llmserve's
+    and vLLM's names."""
+    for args in (["--speculative-method=ngram"],
+                 ["--speculative-method=draft", f"--speculative-model={model}"]):
+        check_speculative_worker(worker_binary, model, worker_pb2, worker_pb2_grpc, baseline,
+                                 args + ["--num-speculative-tokens=3", "--vllm-metric-names"])
+
+
+def check_speculative_worker(worker_binary, model, worker_pb2, worker_pb2_grpc, baseline, args):
     import grpc
-    args = ["--speculative-method=ngram", "--num-speculative-tokens=3", "--vllm-metric-names"]
     with served_worker(worker_binary, model, "speculative worker", args, metrics=True) as ports:
         port, metrics_port = ports
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
@@ -248,7 +255,8 @@ def check_speculative(worker_binary, model, worker_pb2, worker_pb2_grpc, baselin
             for name, request in speculation_requests(worker_pb2).items():
                 tokens = generated_tokens(stub, worker_pb2, request)
                 if tokens != baseline[name]:
-                    fail(f"speculation changed the {name} output: {baseline[name]} vs {tokens}")
+                    fail(f"speculation ({args[0]}) changed the {name} output: {baseline[name]} "
+                         f"vs {tokens}")
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
             text = r.read().decode()
         values = {}
@@ -261,7 +269,7 @@ def check_speculative(worker_binary, model, worker_pb2, worker_pb2_grpc, baselin
         twin = values.get(
             'vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="tiny"}')
         if not (0 < accepted <= drafted) or twin != accepted:
-            fail(f"speculative metrics: {values}")
+            fail(f"speculative metrics ({args[0]}): {values}")
 
 
 def check_quantized(worker_binary, make_model, temp, method, worker_pb2, worker_pb2_grpc):

@@ -29,6 +29,9 @@ ABSL_FLAG(uint64_t, seed, 1, "seed of the random weights");
 ABSL_FLAG(int, merges, 1000, "BPE merges of the generated tokenizer, in [0, 20000]");
 ABSL_FLAG(int64_t, shard_bytes, 0, "split weights into shards of at most this size (0: one file)");
 ABSL_FLAG(int64_t, max_position_embeddings, 0, "override the preset's context length (0: keep)");
+ABSL_FLAG(int64_t, num_layers, 0,
+          "override the preset's layer count (0: keep); with the same --seed, the layers and "
+          "embeddings equal the full model's first ones (a draft model for speculative decoding)");
 ABSL_FLAG(std::string, quantize, "none",
           "write the projections 4-bit: awq (AutoAWQ GEMM, zero points) or gptq (AutoGPTQ, "
           "desc_act false); none writes them in --dtype");
@@ -87,6 +90,10 @@ int main(int argc, char** argv) {
       return Fail("--max_position_embeddings must be in [16, 1048576]");
     }
     config->max_position_embeddings = config->max_model_len = positions;
+  }
+  if (const int64_t layers = absl::GetFlag(FLAGS_num_layers); layers != 0) {
+    if (layers < 1 || layers > 1024) return Fail("--num_layers must be in [1, 1024]");
+    config->num_layers = layers;
   }
   llmserve::worker::RandomWeightsOptions options{
       .dtype = *dtype,

@@ -32,6 +32,40 @@ absl::StatusOr<int64_t> AvailableMemoryBytes() {
   return absl::UnavailableError("/proc/meminfo has no MemAvailable line");
 }
 
+// The draft model of speculative decoding, in the target's dtype (a 4-bit checkpoint stays 4-bit)
+// and on the target's threads, with a KV cache of as many tokens as the target's: each request the
+// target holds can be drafted for, plus room for the drafts themselves.
+absl::StatusOr<std::unique_ptr<CpuBackend>> BuildDraftBackend(const CpuEngineOptions& options,
+                                                              const CpuBackend& target) {
+  const std::string& dir = options.engine.speculative.model;
+  absl::StatusOr<std::unique_ptr<ModelWeights>> weights =
+      LoadModelDirectory(dir, /*max_model_len=*/0, options.dtype, /*progress=*/{});
+  if (!weights.ok()) {
+    return absl::Status(weights.status().code(),
+                        absl::StrCat("draft model: ", weights.status().message()));
+  }
+  const ModelConfig& config = (*weights)->config;
+  if (config.vocab_size > target.config().vocab_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("draft model ", dir, ": its vocabulary (", config.vocab_size,
+                     " tokens) is larger than the target's (", target.config().vocab_size,
+                     "); a draft model must share the target's tokenizer"));
+  }
+  const int64_t blocks =
+      int64_t{target.num_kv_blocks()} +
+      int64_t{options.engine.max_num_seqs} * (1 + kMaxSpeculativeTokens / options.block_size);
+  absl::StatusOr<std::unique_ptr<CpuBackend>> draft = CpuBackend::Create(
+      *std::move(weights),
+      {.kv_cache_bytes = blocks * CpuBackend::KvBytesPerBlock(config, options.block_size),
+       .block_size = options.block_size,
+       .thread_pool = target.thread_pool()});
+  if (!draft.ok()) {
+    return absl::Status(draft.status().code(),
+                        absl::StrCat("draft model: ", draft.status().message()));
+  }
+  return draft;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Engine>> BuildCpuEngine(const CpuEngineOptions& options) {
@@ -69,7 +103,11 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildCpuEngine(const CpuEngineOptions& o
                                    .quantization = options.quantization,
                                    .quantize_lm_head = options.quantize_lm_head,
                                    .quantized_activations = options.quantized_activations}));
-  return Engine::Create(std::move(backend), options.engine);
+  std::unique_ptr<CpuBackend> draft;
+  if (options.engine.speculative.method == SpeculativeMethod::kDraft) {
+    LLMSERVE_ASSIGN_OR_RETURN(draft, BuildDraftBackend(options, *backend));
+  }
+  return Engine::Create(std::move(backend), options.engine, std::move(draft));
 }
 
 }  // namespace llmserve::worker

@@ -22,7 +22,8 @@ double Seconds(absl::Time from, absl::Time to) { return absl::ToDoubleSeconds(to
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Backend> backend,
-                                                       const EngineConfig& config) {
+                                                       const EngineConfig& config,
+                                                       std::unique_ptr<Backend> draft) {
   if (config.max_num_batched_tokens < 1 || config.max_num_seqs < 1) {
     return absl::InvalidArgumentError("max_num_batched_tokens and max_num_seqs must be >= 1");
   }
@@ -31,10 +32,23 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Backend> 
   if (backend->num_kv_blocks() < 2) {
     return absl::InvalidArgumentError("the backend's KV cache needs at least 2 blocks");
   }
-  return std::unique_ptr<Engine>(new Engine(std::move(backend), config));
+  const bool drafts_by_model = config.speculative.method == SpeculativeMethod::kDraft;
+  if (drafts_by_model != (draft != nullptr)) {
+    return absl::InvalidArgumentError(
+        drafts_by_model ? "speculative_method=draft needs the draft model's backend"
+                        : "a draft model's backend is given, but speculative_method is not draft");
+  }
+  std::unique_ptr<DraftModelProposer> proposer;
+  if (drafts_by_model) {
+    LLMSERVE_ASSIGN_OR_RETURN(proposer,
+                              DraftModelProposer::Create(std::move(draft), backend->config(),
+                                                         config.max_num_batched_tokens));
+  }
+  return std::unique_ptr<Engine>(new Engine(std::move(backend), config, std::move(proposer)));
 }
 
-Engine::Engine(std::unique_ptr<Backend> backend, const EngineConfig& config)
+Engine::Engine(std::unique_ptr<Backend> backend, const EngineConfig& config,
+               std::unique_ptr<DraftModelProposer> draft)
     : backend_(std::move(backend)),
       scheduler_config_{.max_num_batched_tokens = config.max_num_batched_tokens,
                         .max_num_seqs = config.max_num_seqs,
@@ -46,7 +60,8 @@ Engine::Engine(std::unique_ptr<Backend> backend, const EngineConfig& config)
       scheduler_(scheduler_config_, &kv_),
       on_step_(config.on_step),
       max_waiting_(config.max_waiting),
-      speculative_(config.speculative) {
+      speculative_(config.speculative),
+      draft_proposer_(std::move(draft)) {
   if (speculative_.enabled()) {
     spec_accepted_per_position_.assign(speculative_.num_speculative_tokens, 0);
   }
@@ -221,6 +236,7 @@ void Engine::Finish(RequestId id, EngineOutput& output) {
     output.ttft_s = Seconds(live.arrival, live.first_token);
   }
   output.total_s = Seconds(live.arrival, now);
+  if (draft_proposer_ != nullptr) draft_proposer_->Release(id);
   const OutputCallback callback = std::move(live.on_output);
   live_.erase(it);
   callback(output);
@@ -292,14 +308,44 @@ void Engine::ProposeDrafts(absl::Span<const RequestId> decoded) {
       scheduler_.num_running() > speculative_.disable_batch_size) {
     return;
   }
+  std::vector<RequestId> ids;
+  std::vector<int32_t> lengths;
   for (RequestId id : decoded) {
     const Request* request = scheduler_.Find(id);
     if (request == nullptr) continue;
     const int32_t length = live_.at(id)->draft_length.NextLength();
     if (length == 0) continue;
+    if (draft_proposer_ != nullptr) {
+      ids.push_back(id);
+      lengths.push_back(length);
+      continue;
+    }
     std::vector<int32_t> drafts = ProposeNgramDrafts(
         request->tokens, speculative_.prompt_lookup_min, speculative_.prompt_lookup_max, length);
     if (!drafts.empty()) scheduler_.SetDraftTokens(id, std::move(drafts));
+  }
+  if (!ids.empty()) ProposeDraftModelDrafts(ids, lengths);
+}
+
+void Engine::ProposeDraftModelDrafts(absl::Span<const RequestId> ids,
+                                     absl::Span<const int32_t> lengths) {
+  std::vector<DraftQuery> queries;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    queries.push_back(
+        {.id = ids[i], .tokens = scheduler_.Find(ids[i])->tokens, .max_drafts = lengths[i]});
+  }
+  absl::StatusOr<std::vector<std::vector<int32_t>>> drafts = draft_proposer_->Propose(queries);
+  if (!drafts.ok()) {
+    // Drafts only save steps: the requests go on without them.
+    static common::LogThrottle throttle(absl::Seconds(10));
+    if (std::optional<int64_t> skipped = throttle.Record(absl::Now())) {
+      LLMSERVE_LOG(ERROR) << "the draft model failed; this step proposes no drafts: "
+                          << drafts.status() << " (" << *skipped << " more not logged)";
+    }
+    return;
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (!(*drafts)[i].empty()) scheduler_.SetDraftTokens(ids[i], std::move((*drafts)[i]));
   }
 }
 
@@ -385,8 +431,11 @@ void Engine::RunStep() {
     output.preemptions = out.num_preemptions;
     Finish(out.id, output);
   }
+  const absl::Time propose_start = absl::Now();
   ProposeDrafts(decoded);
   const absl::Time end = absl::Now();
+  // A draft model's passes are forward time too; prompt lookup's is overhead.
+  const double draft_s = draft_proposer_ != nullptr ? Seconds(propose_start, end) : 0;
   if (on_step_) {
     on_step_(StepStats{.num_seqs = static_cast<int32_t>(plan.scheduled.size()),
                        .num_tokens = batch_.num_tokens(),
@@ -396,8 +445,9 @@ void Engine::RunStep() {
                        .accepted_tokens = spec_accepted_tokens_ - accepted_before,
                        .duration_s = Seconds(start, end)});
   }
-  PublishLoad(prompt_tokens, generated, Seconds(start, forward_start) + Seconds(forward_end, end),
-              Seconds(forward_start, forward_end));
+  PublishLoad(prompt_tokens, generated,
+              Seconds(start, forward_start) + Seconds(forward_end, end) - draft_s,
+              Seconds(forward_start, forward_end) + draft_s);
 }
 
 void Engine::PublishCounts() {

@@ -4,15 +4,15 @@
 // while there is work, and sleeps (no busy spin) when there is none.
 //
 // Speculative decoding (EngineConfig::speculative): after a step, a decoding request may get draft
-// tokens (worker/speculative/), which the next step computes after its last token in the same
-// forward pass, asking the backend for logits at every one of those positions. Verification
-// samples each position exactly as a step without drafts would — same mask, penalties over the
-// same history, the same draw of the request's random stream (sampler.h) — and keeps going while
-// the sample equals the draft. So every emitted token is the token the request would have got
-// without speculation: greedy and seeded outputs are identical, unseeded ones follow the same
-// distribution, and logprobs, stop conditions and grammars see the same tokens in the same order.
-// (For a deterministic draft this is exactly rejection sampling: a draft d is accepted with
-// probability p(d), and a rejection draws from p without d.)
+// tokens (prompt lookup, worker/speculative/, or a draft model, draft_model_proposer.h), which the
+// next step computes after its last token in the same forward pass, asking the backend for logits
+// at every one of those positions. Verification samples each position exactly as a step without
+// drafts would — same mask, penalties over the same history, the same draw of the request's random
+// stream (sampler.h) — and keeps going while the sample equals the draft. So every emitted token is
+// the token the request would have got without speculation: greedy and seeded outputs are
+// identical, unseeded ones follow the same distribution, and logprobs, stop conditions and grammars
+// see the same tokens in the same order. (For a deterministic draft this is exactly rejection
+// sampling: a draft d is accepted with probability p(d), and a rejection draws from p without d.)
 //
 // Other threads talk to it through thread-safe entry points: AddRequest and AbortRequest queue
 // work and wake the loop; Load() reads a snapshot published after every step. Outputs are pushed
@@ -40,6 +40,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "worker/engine/backend.h"
+#include "worker/engine/draft_model_proposer.h"
 #include "worker/kv/kv_cache_manager.h"
 #include "worker/sampling/sampler.h"
 #include "worker/sampling/sampling_state.h"
@@ -142,7 +143,8 @@ struct EngineLoad {
   double generated_tokens_per_s = 0;
   int64_t steps = 0;
   int64_t preemptions = 0;
-  // Time spent in the step loop outside Backend::Forward, and inside it, since start (seconds).
+  // Time spent in the step loop outside Backend::Forward, and inside it, since start (seconds). A
+  // draft model's forward passes count as forward time.
   double overhead_s = 0;
   double forward_s = 0;
   // Speculative decoding since start, as vLLM counts it: verifications (a request's drafts in one
@@ -156,8 +158,11 @@ struct EngineLoad {
 
 class Engine {
  public:
+  // `draft`: the draft model's backend, exactly when config.speculative.method is kDraft
+  // (INVALID_ARGUMENT otherwise, or when it cannot draft for `backend`'s model).
   static absl::StatusOr<std::unique_ptr<Engine>> Create(std::unique_ptr<Backend> backend,
-                                                        const EngineConfig& config);
+                                                        const EngineConfig& config,
+                                                        std::unique_ptr<Backend> draft = nullptr);
   // Stops the thread; requests still live get a kAbort output.
   ~Engine();
 
@@ -212,7 +217,8 @@ class Engine {
     std::unique_ptr<Live> live;
   };
 
-  Engine(std::unique_ptr<Backend> backend, const EngineConfig& config);
+  Engine(std::unique_ptr<Backend> backend, const EngineConfig& config,
+         std::unique_ptr<DraftModelProposer> draft);
   void Loop();
   // Moves queued adds and aborts into the scheduler.
   void TakeInbox(std::vector<Pending> adds, std::vector<RequestId> aborts);
@@ -226,6 +232,7 @@ class Engine {
   std::vector<std::vector<SampleResult>> SampleAll(const SchedulerOutput& plan);
   // Gives the requests that just decoded (and still run) drafts for their next step.
   void ProposeDrafts(absl::Span<const RequestId> decoded);
+  void ProposeDraftModelDrafts(absl::Span<const RequestId> ids, absl::Span<const int32_t> lengths);
   // Constrained decoding: forbids every token the request's grammar does not allow next.
   void MaskLogits(Live& live, absl::Span<float> logits);
   void FailStep(const SchedulerOutput& plan, const absl::Status& error);
@@ -251,6 +258,8 @@ class Engine {
   std::function<void(const StepStats&)> on_step_;
   const int32_t max_waiting_;
   const SpeculativeConfig speculative_;
+  // kDraft only.
+  std::unique_ptr<DraftModelProposer> draft_proposer_;
   // Speculation counters since start (published into load_).
   int64_t spec_drafts_ = 0;
   int64_t spec_draft_tokens_ = 0;

@@ -153,6 +153,12 @@ absl::Status ValidateWorkerServerOptions(const WorkerServerOptions& o) {
   if (absl::Status speculative = ValidateSpeculativeConfig(o.speculative); !speculative.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--", speculative.message()));
   }
+  if (o.speculative.method == SpeculativeMethod::kDraft && o.backend != "cpu") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--speculative_method=draft runs on --backend=cpu only (the ", o.backend,
+                     " backend cannot load a draft model yet); --speculative_method=ngram runs on "
+                     "both"));
+  }
   if (o.drain_timeout < absl::ZeroDuration() || o.drain_timeout > absl::Hours(24)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--drain_timeout=", absl::FormatDuration(o.drain_timeout), " is outside [0s, 24h]"));
@@ -256,8 +262,12 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   if (options.speculative.enabled()) {
     const SpeculativeConfig& spec = options.speculative;
     LLMSERVE_LOG(INFO) << "speculative decoding: " << SpeculativeMethodName(spec.method)
-                       << ", up to " << spec.num_speculative_tokens << " draft tokens, n-grams of "
-                       << spec.prompt_lookup_min << ".." << spec.prompt_lookup_max << " tokens, "
+                       << ", up to " << spec.num_speculative_tokens << " draft tokens, "
+                       << (spec.method == SpeculativeMethod::kDraft
+                               ? absl::StrCat("drafted by the model in ", spec.model)
+                               : absl::StrCat("n-grams of ", spec.prompt_lookup_min, "..",
+                                              spec.prompt_lookup_max, " tokens"))
+                       << ", "
                        << (spec.disable_batch_size == 0
                                ? std::string("at any batch size")
                                : absl::StrCat("while at most ", spec.disable_batch_size,

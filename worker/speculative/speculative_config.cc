@@ -7,8 +7,9 @@ namespace llmserve::worker {
 absl::StatusOr<SpeculativeMethod> ParseSpeculativeMethod(absl::string_view name) {
   if (name == "none") return SpeculativeMethod::kNone;
   if (name == "ngram") return SpeculativeMethod::kNgram;
+  if (name == "draft") return SpeculativeMethod::kDraft;
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown speculative method '", name, "' (expected none or ngram)"));
+      absl::StrCat("unknown speculative method '", name, "' (expected none, ngram or draft)"));
 }
 
 absl::string_view SpeculativeMethodName(SpeculativeMethod method) {
@@ -17,11 +18,22 @@ absl::string_view SpeculativeMethodName(SpeculativeMethod method) {
       return "none";
     case SpeculativeMethod::kNgram:
       return "ngram";
+    case SpeculativeMethod::kDraft:
+      return "draft";
   }
   return "none";
 }
 
 absl::Status ValidateSpeculativeConfig(const SpeculativeConfig& config) {
+  if (config.method == SpeculativeMethod::kDraft && config.model.empty()) {
+    return absl::InvalidArgumentError(
+        "speculative_model must name the draft model's directory for speculative_method=draft");
+  }
+  if (config.method != SpeculativeMethod::kDraft && !config.model.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("speculative_model is set, so speculative_method must be draft, not ",
+                     SpeculativeMethodName(config.method)));
+  }
   if (!config.enabled()) return absl::OkStatus();
   if (config.num_speculative_tokens < 1 || config.num_speculative_tokens > kMaxSpeculativeTokens) {
     return absl::InvalidArgumentError(absl::StrCat("num_speculative_tokens must be in [1, ",

@@ -8,6 +8,7 @@
 #define LLMSERVE_WORKER_SPECULATIVE_SPECULATIVE_CONFIG_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -20,6 +21,8 @@ enum class SpeculativeMethod {
   // Prompt lookup: the tokens that followed the latest earlier occurrence of the request's last
   // n tokens, in its own prompt and output (vLLM's "ngram").
   kNgram,
+  // A smaller model of the same vocabulary drafts greedily (SpeculativeConfig::model).
+  kDraft,
 };
 
 struct SpeculativeConfig {
@@ -36,17 +39,20 @@ struct SpeculativeConfig {
   // CPU figures in docs/engine.md (greedy decode: faster steps at 8 and 16 requests, fewer tokens
   // per second at 32).
   int32_t disable_batch_size = 16;
+  // kDraft: the draft model's directory (a Hugging Face model directory, as the target's).
+  std::string model;
 
   bool enabled() const { return method != SpeculativeMethod::kNone; }
 };
 
-// "none" or "ngram"; INVALID_ARGUMENT listing the values otherwise.
+// "none", "ngram" or "draft"; INVALID_ARGUMENT listing the values otherwise.
 absl::StatusOr<SpeculativeMethod> ParseSpeculativeMethod(absl::string_view name);
 absl::string_view SpeculativeMethodName(SpeculativeMethod method);
 
 // INVALID_ARGUMENT naming the field when a value is out of range: num_speculative_tokens in
 // [1, kMaxSpeculativeTokens], 1 <= prompt_lookup_min <= prompt_lookup_max <= kMaxPromptLookup,
-// disable_batch_size >= 0. Values of a config whose method is kNone are not checked.
+// disable_batch_size >= 0, a model exactly when the method is kDraft. Values of a config whose
+// method is kNone are not checked, but for a model, which needs a method.
 absl::Status ValidateSpeculativeConfig(const SpeculativeConfig& config);
 
 inline constexpr int32_t kMaxSpeculativeTokens = 16;

@@ -6,8 +6,12 @@
 #include "absl/strings/str_cat.h"
 
 ABSL_FLAG(std::string, speculative_method, "none",
-          "speculative decoding: none, or ngram (prompt lookup: draft the tokens that followed "
-          "the latest earlier occurrence of the request's last tokens); outputs are unchanged");
+          "speculative decoding: none; ngram (prompt lookup: draft the tokens that followed the "
+          "latest earlier occurrence of the request's last tokens); or draft (a smaller model of "
+          "the same vocabulary, --speculative_model, drafts greedily). Outputs are unchanged");
+ABSL_FLAG(std::string, speculative_model, "",
+          "with --speculative_method=draft: the draft model's directory (same tokenizer as "
+          "--model)");
 ABSL_FLAG(int, num_speculative_tokens, 3,
           "speculative decoding: most draft tokens verified per request and step (the CPU "
           "backend reads the weights once per 4 positions on AVX2, 8 on AVX-512)");
@@ -30,7 +34,8 @@ absl::StatusOr<SpeculativeConfig> SpeculativeConfigFromFlags() {
       .num_speculative_tokens = absl::GetFlag(FLAGS_num_speculative_tokens),
       .prompt_lookup_min = absl::GetFlag(FLAGS_prompt_lookup_min),
       .prompt_lookup_max = absl::GetFlag(FLAGS_prompt_lookup_max),
-      .disable_batch_size = absl::GetFlag(FLAGS_speculative_disable_batch_size)};
+      .disable_batch_size = absl::GetFlag(FLAGS_speculative_disable_batch_size),
+      .model = absl::GetFlag(FLAGS_speculative_model)};
   if (absl::Status valid = ValidateSpeculativeConfig(config); !valid.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--", valid.message()));
   }

@@ -36,9 +36,13 @@ constexpr int32_t kEos = testing::kTestEos;
 // table[token], fixed random rows in which each token has one strongly favoured successor (never
 // EOS). Greedy runs fall into cycles, so prompt lookup finds drafts the model accepts; sampled
 // runs follow the favourite about half the time, so drafts are rejected too.
+//
+// With a `disagree_seed`, a draft model of that chain: about a third of the rows get a different
+// favourite, so its greedy drafts are often but not always what the chain does.
 class MarkovBackend : public Backend {
  public:
-  explicit MarkovBackend(int32_t num_blocks = 512, int32_t max_model_len = 256)
+  explicit MarkovBackend(int32_t num_blocks = 512, int32_t max_model_len = 256,
+                         uint64_t disagree_seed = 0)
       : num_blocks_(num_blocks), table_(kVocab * kVocab) {
     config_.vocab_size = kVocab;
     config_.max_model_len = config_.max_position_embeddings = max_model_len;
@@ -50,6 +54,11 @@ class MarkovBackend : public Backend {
       for (int32_t to = 0; to < kVocab; ++to) row[to] = noise(rng);
       row[1 + rng() % (kVocab - 1)] += 4.0f;
       row[kEos] -= 2.0f;
+    }
+    if (disagree_seed == 0) return;
+    std::mt19937 other(static_cast<uint32_t>(disagree_seed));
+    for (int32_t from = 0; from < kVocab; ++from) {
+      if (other() % 3 == 0) table_[from * kVocab + 1 + other() % (kVocab - 1)] += 8.0f;
     }
   }
   const ModelConfig& config() const override { return config_; }
@@ -97,8 +106,8 @@ struct RunResult {
 
 // Adds every request, then steps the engine (on this thread) until all have finished.
 RunResult RunAll(std::unique_ptr<Backend> backend, const EngineConfig& config,
-                 std::vector<EngineRequest> requests) {
-  auto engine = Engine::Create(std::move(backend), config);
+                 std::vector<EngineRequest> requests, std::unique_ptr<Backend> draft = nullptr) {
+  auto engine = Engine::Create(std::move(backend), config, std::move(draft));
   EXPECT_TRUE(engine.ok()) << engine.status();
   if (!engine.ok()) return {};
   RunResult result;
@@ -135,6 +144,13 @@ SpeculativeConfig Ngram(int32_t k) {
           .prompt_lookup_min = 1,
           .prompt_lookup_max = 3,
           .disable_batch_size = 0};
+}
+
+SpeculativeConfig DraftModel(int32_t k) {
+  return {.method = SpeculativeMethod::kDraft,
+          .num_speculative_tokens = k,
+          .disable_batch_size = 0,
+          .model = "(in memory)"};
 }
 
 EngineRequest Greedy(std::vector<int32_t> prompt, int32_t max_tokens) {
@@ -218,6 +234,64 @@ TEST(SpeculativeEngineTest, OutputsAreIdenticalWithAndWithoutSpeculation) {
       EXPECT_GT(speculative.load.preemptions, 0);
     }
   }
+}
+
+// A draft model's drafts, verified the same way: the same outputs, through budgets that cut drafts
+// and prompt chunks and a cache small enough to preempt.
+TEST(SpeculativeEngineTest, DraftModelOutputsAreIdentical) {
+  const RunResult plain = RunAll(std::make_unique<MarkovBackend>(), {}, MixedRequests());
+  struct Case {
+    const char* name;
+    int32_t k;
+    int32_t budget;
+    int32_t num_blocks;
+  };
+  const Case cases[] = {
+      {"k=1", 1, 2048, 512},
+      {"k=3", 3, 2048, 512},
+      {"k=6", 6, 2048, 512},
+      {"k=5, budget 16", 5, 16, 512},
+      {"k=4, small cache", 4, 2048, 30},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const RunResult speculative =
+        RunAll(std::make_unique<MarkovBackend>(c.num_blocks),
+               {.max_num_batched_tokens = c.budget, .speculative = DraftModel(c.k)},
+               MixedRequests(), std::make_unique<MarkovBackend>(512, 256, /*disagree_seed=*/7));
+    ASSERT_EQ(speculative.outcomes.size(), plain.outcomes.size());
+    for (size_t i = 0; i < plain.outcomes.size(); ++i) {
+      EXPECT_EQ(speculative.outcomes[i], plain.outcomes[i]) << "request " << i;
+    }
+    EXPECT_GT(speculative.load.spec_accepted_tokens, 20);
+    EXPECT_GT(speculative.load.spec_draft_tokens - speculative.load.spec_accepted_tokens, 20);
+    if (c.num_blocks < 100) {
+      EXPECT_GT(speculative.load.preemptions, 0);
+    }
+  }
+}
+
+TEST(SpeculativeEngineTest, ADraftModelOfTheSameChainSavesMostSteps) {
+  auto one = [] { return std::vector<EngineRequest>{Greedy({2, 3, 4}, 120)}; };
+  const RunResult plain = RunAll(std::make_unique<MarkovBackend>(), {}, one());
+  const RunResult speculative =
+      RunAll(std::make_unique<MarkovBackend>(), {.speculative = DraftModel(4)}, one(),
+             std::make_unique<MarkovBackend>());
+  ASSERT_EQ(speculative.outcomes[0], plain.outcomes[0]);
+  // Every draft is accepted: 5 tokens a step after the first.
+  EXPECT_EQ(speculative.load.spec_accepted_tokens, speculative.load.spec_draft_tokens);
+  EXPECT_LE(speculative.load.steps, 1 + (119 + 4) / 5);
+}
+
+TEST(SpeculativeEngineTest, CreateNeedsADraftBackendExactlyForDraftModelSpeculation) {
+  const auto without =
+      Engine::Create(std::make_unique<MarkovBackend>(), {.speculative = DraftModel(3)});
+  ASSERT_FALSE(without.ok());
+  EXPECT_EQ(without.status().code(), absl::StatusCode::kInvalidArgument);
+  const auto unasked = Engine::Create(std::make_unique<MarkovBackend>(), {.speculative = Ngram(3)},
+                                      std::make_unique<MarkovBackend>());
+  ASSERT_FALSE(unasked.ok());
+  EXPECT_EQ(unasked.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(SpeculativeEngineTest, ConstrainedOutputsAreIdentical) {
@@ -379,6 +453,7 @@ TEST(SpeculativeEngineTest, TheCpuBackendGeneratesTheSameTokens) {
   const ::llmserve::testing::ScopedTempDir temp("speculative_tiny");
   ASSERT_TRUE(::llmserve::testing::WriteTinyModel(temp.path()).ok());
   auto run = [&](SpeculativeConfig speculative) {
+    if (speculative.method == SpeculativeMethod::kDraft) speculative.model = temp.path();
     // 2 layers x 2 KV heads x 16 dims x (K, V) x 4 bytes x 16 tokens = 8 KiB a block.
     auto engine = BuildCpuEngine({.model_dir = temp.path(),
                                   .num_threads = 1,
@@ -415,17 +490,21 @@ TEST(SpeculativeEngineTest, TheCpuBackendGeneratesTheSameTokens) {
   const auto [plain, plain_load] = run({});
   SpeculativeConfig ngram = Ngram(4);
   ngram.prompt_lookup_min = 2;
-  const auto [speculative, load] = run(ngram);
-  EXPECT_GT(plain_load.preemptions, 0);
-  EXPECT_GT(load.prefix_cache_hits, 0);
-  EXPECT_GT(load.spec_accepted_tokens, 20);
-  for (size_t i = 0; i < plain.size(); ++i) {
-    ASSERT_EQ(plain[i].finish, FinishReason::kLength);
-    EXPECT_EQ(speculative[i].ids, plain[i].ids) << "request " << i;
-    ASSERT_EQ(speculative[i].logprobs.size(), plain[i].logprobs.size());
-    for (size_t t = 0; t < plain[i].logprobs.size(); ++t) {
-      EXPECT_NEAR(*speculative[i].logprobs[t], *plain[i].logprobs[t], 1e-4)
-          << "request " << i << " token " << t;
+  // The model as its own draft: greedy drafts are (nearly) always accepted, sampled ones often.
+  for (const SpeculativeConfig& config : {ngram, DraftModel(3)}) {
+    SCOPED_TRACE(SpeculativeMethodName(config.method));
+    const auto [speculative, load] = run(config);
+    EXPECT_GT(plain_load.preemptions, 0);
+    EXPECT_GT(load.prefix_cache_hits, 0);
+    EXPECT_GT(load.spec_accepted_tokens, 20);
+    for (size_t i = 0; i < plain.size(); ++i) {
+      ASSERT_EQ(plain[i].finish, FinishReason::kLength);
+      EXPECT_EQ(speculative[i].ids, plain[i].ids) << "request " << i;
+      ASSERT_EQ(speculative[i].logprobs.size(), plain[i].logprobs.size());
+      for (size_t t = 0; t < plain[i].logprobs.size(); ++t) {
+        EXPECT_NEAR(*speculative[i].logprobs[t], *plain[i].logprobs[t], 1e-4)
+            << "request " << i << " token " << t;
+      }
     }
   }
 }

@@ -701,6 +701,17 @@ TEST(WorkerServerOptionsTest, BadSpeculativeOptionsNameTheFlag) {
       "--prompt_lookup_max must be in [prompt_lookup_min (3), 32], got 2");
   EXPECT_EQ(message({.method = SpeculativeMethod::kNgram, .disable_batch_size = -2}),
             "--speculative_disable_batch_size must be >= 0, got -2");
+  EXPECT_EQ(message({.method = SpeculativeMethod::kDraft}),
+            "--speculative_model must name the draft model's directory for "
+            "speculative_method=draft");
+  EXPECT_EQ(std::string(ValidateWorkerServerOptions(
+                            {.model_dir = "/m",
+                             .backend = "cuda",
+                             .dtype = DType::kBF16,
+                             .speculative = {.method = SpeculativeMethod::kDraft, .model = "/d"}})
+                            .message())
+                .find("--speculative_method=draft runs on --backend=cpu only"),
+            0u);
 }
 
 TEST(WorkerServerOptionsTest, BadOptionsNameTheFlag) {

@@ -8,19 +8,24 @@ namespace {
 TEST(SpeculativeConfigTest, ParsesMethods) {
   EXPECT_EQ(*ParseSpeculativeMethod("none"), SpeculativeMethod::kNone);
   EXPECT_EQ(*ParseSpeculativeMethod("ngram"), SpeculativeMethod::kNgram);
-  for (const char* bad : {"", "NGRAM", "draft", "eagle", "ngram "}) {
+  EXPECT_EQ(*ParseSpeculativeMethod("draft"), SpeculativeMethod::kDraft);
+  for (const char* bad : {"", "NGRAM", "Draft", "eagle", "ngram "}) {
     const auto parsed = ParseSpeculativeMethod(bad);
     ASSERT_FALSE(parsed.ok()) << bad;
     EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(parsed.status().message().find("expected none or ngram"), absl::string_view::npos);
+    EXPECT_NE(parsed.status().message().find("expected none, ngram or draft"),
+              absl::string_view::npos);
   }
   EXPECT_EQ(SpeculativeMethodName(SpeculativeMethod::kNgram), "ngram");
   EXPECT_EQ(SpeculativeMethodName(SpeculativeMethod::kNone), "none");
+  EXPECT_EQ(SpeculativeMethodName(SpeculativeMethod::kDraft), "draft");
 }
 
 TEST(SpeculativeConfigTest, ValidationNamesTheField) {
   const SpeculativeConfig good{.method = SpeculativeMethod::kNgram};
   EXPECT_TRUE(ValidateSpeculativeConfig(good).ok());
+  EXPECT_TRUE(
+      ValidateSpeculativeConfig({.method = SpeculativeMethod::kDraft, .model = "/models/d"}).ok());
   struct Case {
     SpeculativeConfig config;
     const char* names;
@@ -36,6 +41,13 @@ TEST(SpeculativeConfigTest, ValidationNamesTheField) {
       {{.method = SpeculativeMethod::kNgram, .prompt_lookup_max = 33}, "prompt_lookup_max"},
       {{.method = SpeculativeMethod::kNgram, .disable_batch_size = -1},
        "speculative_disable_batch_size must be >= 0"},
+      {{.method = SpeculativeMethod::kDraft},
+       "speculative_model must name the draft model's directory"},
+      {{.method = SpeculativeMethod::kNgram, .model = "/models/draft"},
+       "speculative_model is set, so speculative_method must be draft, not ngram"},
+      {{.model = "/models/draft"}, "speculative_method must be draft, not none"},
+      {{.method = SpeculativeMethod::kDraft, .num_speculative_tokens = 0, .model = "/m"},
+       "num_speculative_tokens"},
   };
   for (const Case& c : cases) {
     const absl::Status status = ValidateSpeculativeConfig(c.config);

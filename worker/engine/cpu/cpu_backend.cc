@@ -90,8 +90,9 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
   }
   // By default one thread per CPU this process may use: its affinity, capped by a container's
   // CPU quota (threads beyond the quota are throttled, and the spinning pool suffers most).
-  const int threads =
-      options.num_threads > 0 ? options.num_threads : common::UsableCpusOfThisProcess();
+  const int threads = options.thread_pool != nullptr ? options.thread_pool->num_threads()
+                      : options.num_threads > 0      ? options.num_threads
+                                                     : common::UsableCpusOfThisProcess();
   return std::unique_ptr<CpuBackend>(
       new CpuBackend(std::move(weights), resolved, static_cast<int32_t>(num_blocks), threads));
 }
@@ -108,7 +109,9 @@ CpuBackend::CpuBackend(std::unique_ptr<ModelWeights> weights, const CpuBackendOp
       quantized_activations_(options.quantized_activations),
       layout_{weights_->config.num_kv_heads, weights_->config.head_dim, options.block_size},
       num_blocks_(num_blocks),
-      pool_(num_threads),
+      pool_owner_(options.thread_pool != nullptr ? options.thread_pool
+                                                 : std::make_shared<cpu::ThreadPool>(num_threads)),
+      pool_(*pool_owner_),
       matmul_(&pool_, options.quantized_activations),
       scores_(num_threads) {
   const ModelConfig& c = weights_->config;

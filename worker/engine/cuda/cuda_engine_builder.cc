@@ -13,6 +13,11 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildCudaEngine(const CudaEngineOptions&
         absl::StrCat("the CUDA backend runs bf16 or f16 weights, not ", DTypeName(options.dtype),
                      " (f32 checkpoints are converted: pass --dtype=bf16 or --dtype=f16)"));
   }
+  if (options.engine.speculative.method == SpeculativeMethod::kDraft) {
+    return absl::InvalidArgumentError(
+        "speculative_method=draft runs on the CPU backend only; the CUDA backend cannot load a "
+        "draft model yet");
+  }
   // Before the (possibly long) weight load.
   LLMSERVE_RETURN_IF_ERROR(CheckCudaDevice(options.device));
   std::unique_ptr<ModelWeights> weights;
