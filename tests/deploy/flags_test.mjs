@@ -97,6 +97,7 @@ function binaryFor(container) {
 // argument is passed exactly as rendered.
 function substitute(args, subs) {
   const allowed = new Set(['host', 'port', 'grpc_port', 'http_port', 'metrics_port', 'model',
+    'speculative_model',
     'worker_dns', 'api_keys_file', 'jwt_hs256_secret_file', 'jwt_public_key_file', 'jwt_jwks_file',
     'tls_cert', 'tls_key']);
   for (const name of Object.keys(subs)) assert.ok(allowed.has(name), `substituting --${name}`);
@@ -182,6 +183,13 @@ async function runScenario(valuesFile) {
       port: () => port,
       metrics_port: () => metricsPort,
       model: () => modelDir,
+      // A draft model from the same volume; the stand-in drafts for itself.
+      ...(c.args.some((a) => a.startsWith('--speculative_model='))
+        ? { speculative_model: (v) => {
+            const dir = v.replace(/^\/models/, models);
+            return fs.existsSync(path.join(dir, 'config.json')) ? dir : modelDir;
+          } }
+        : {}),
     })];
     const child = start(`${name}-worker-${group}`, bin, args);
     started.push(child);

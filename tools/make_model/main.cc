@@ -32,6 +32,12 @@ ABSL_FLAG(int64_t, max_position_embeddings, 0, "override the preset's context le
 ABSL_FLAG(int64_t, num_layers, 0,
           "override the preset's layer count (0: keep); with the same --seed, the layers and "
           "embeddings equal the full model's first ones (a draft model for speculative decoding)");
+ABSL_FLAG(int64_t, damp_layers_from, -1,
+          "scale the residual outputs (o_proj, down_proj) of the layers from this index on by "
+          "--layer_damping, so that the model nearly computes what its first layers do: with "
+          "--num_layers, the same seed then writes a draft model that often agrees with it (-1: "
+          "none)");
+ABSL_FLAG(double, layer_damping, 0.1, "with --damp_layers_from: the scale, in [0, 1]");
 ABSL_FLAG(std::string, quantize, "none",
           "write the projections 4-bit: awq (AutoAWQ GEMM, zero points) or gptq (AutoGPTQ, "
           "desc_act false); none writes them in --dtype");
@@ -98,7 +104,15 @@ int main(int argc, char** argv) {
   llmserve::worker::RandomWeightsOptions options{
       .dtype = *dtype,
       .seed = absl::GetFlag(FLAGS_seed),
-      .max_shard_bytes = absl::GetFlag(FLAGS_shard_bytes)};
+      .max_shard_bytes = absl::GetFlag(FLAGS_shard_bytes),
+      .damp_layers_from = absl::GetFlag(FLAGS_damp_layers_from),
+      .layer_damping = static_cast<float>(absl::GetFlag(FLAGS_layer_damping))};
+  if (options.damp_layers_from < -1 || options.damp_layers_from > 1024) {
+    return Fail("--damp_layers_from must be -1 or in [0, 1024]");
+  }
+  if (!(options.layer_damping >= 0 && options.layer_damping <= 1)) {
+    return Fail("--layer_damping must be in [0, 1]");
+  }
   using Method = llmserve::worker::CheckpointQuantization::Method;
   const std::string quantize = absl::GetFlag(FLAGS_quantize);
   if (quantize == "awq" || quantize == "gptq") {

@@ -33,7 +33,7 @@ absl::StatusOr<int64_t> AvailableMemoryBytes() {
 }
 
 // The draft model of speculative decoding, in the target's dtype (a 4-bit checkpoint stays 4-bit)
-// and on the target's threads, with a KV cache of as many tokens as the target's: each request the
+// or int8 as asked, on the target's threads, with a KV cache of as many tokens as the target's: each request the
 // target holds can be drafted for, plus room for the drafts themselves.
 absl::StatusOr<std::unique_ptr<CpuBackend>> BuildDraftBackend(const CpuEngineOptions& options,
                                                               const CpuBackend& target) {
@@ -45,6 +45,7 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> BuildDraftBackend(const CpuEngineOpt
                         absl::StrCat("draft model: ", weights.status().message()));
   }
   const ModelConfig& config = (*weights)->config;
+  const bool int8 = options.engine.speculative.model_int8;
   if (config.vocab_size > target.config().vocab_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("draft model ", dir, ": its vocabulary (", config.vocab_size,
@@ -58,7 +59,10 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> BuildDraftBackend(const CpuEngineOpt
       *std::move(weights),
       {.kv_cache_bytes = blocks * CpuBackend::KvBytesPerBlock(config, options.block_size),
        .block_size = options.block_size,
-       .thread_pool = target.thread_pool()});
+       .thread_pool = target.thread_pool(),
+       .quantization = int8 ? Quantization::kInt8 : Quantization::kNone,
+       .quantize_lm_head = int8,
+       .quantized_activations = int8});
   if (!draft.ok()) {
     return absl::Status(draft.status().code(),
                         absl::StrCat("draft model: ", draft.status().message()));

@@ -304,8 +304,8 @@ void Engine::CountVerification(int32_t drafts, int32_t accepted) {
 void Engine::ProposeDrafts(absl::Span<const RequestId> decoded) {
   if (!speculative_.enabled() || decoded.empty()) return;
   // A large batch is compute-bound: verifying drafts would cost about what they save.
-  if (speculative_.disable_batch_size > 0 &&
-      scheduler_.num_running() > speculative_.disable_batch_size) {
+  const int32_t limit = speculative_.EffectiveDisableBatchSize();
+  if (limit > 0 && scheduler_.num_running() > limit) {
     return;
   }
   std::vector<RequestId> ids;

@@ -5,8 +5,10 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "common/status/status_macros.h"
 #include "worker/model/quantized_checkpoint.h"
 #include "worker/model/safetensors_writer.h"
@@ -68,6 +70,26 @@ uint64_t SplitMix64(uint64_t& state) {
   return z ^ (z >> 31);
 }
 
+// Whether `name` is a residual output projection of a layer RandomWeightsOptions::damp_layers_from
+// damps.
+bool IsDampedResidualOutput(absl::string_view name, const RandomWeightsOptions& options) {
+  if (options.damp_layers_from < 0) return false;
+  absl::string_view rest = name;
+  if (!absl::ConsumePrefix(&rest, "model.layers.") &&
+      !absl::ConsumePrefix(&rest, "transformer.h.") && !absl::ConsumePrefix(&rest, "h.")) {
+    return false;
+  }
+  const size_t dot = rest.find('.');
+  int64_t layer = 0;
+  if (dot == absl::string_view::npos || !absl::SimpleAtoi(rest.substr(0, dot), &layer)) {
+    return false;
+  }
+  rest.remove_prefix(dot + 1);
+  return layer >= options.damp_layers_from &&
+         (absl::StartsWith(rest, "self_attn.o_proj.") || absl::StartsWith(rest, "mlp.down_proj.") ||
+          absl::StartsWith(rest, "attn.c_proj.") || absl::StartsWith(rest, "mlp.c_proj."));
+}
+
 // Each tensor's values depend only on the seed and its name, not on the order of writing.
 std::vector<float> TensorValues(const CheckpointTensorSpec& spec,
                                 const RandomWeightsOptions& options) {
@@ -84,6 +106,9 @@ std::vector<float> TensorValues(const CheckpointTensorSpec& spec,
     for (float& v : values) {
       const double unit = static_cast<double>(SplitMix64(state) >> 11) * 0x1.0p-53;  // [0, 1)
       v = static_cast<float>((2 * unit - 1) * scale);
+    }
+    if (IsDampedResidualOutput(spec.name, options)) {
+      for (float& v : values) v *= options.layer_damping;
     }
   }
   return values;

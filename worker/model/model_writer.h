@@ -52,6 +52,13 @@ struct RandomWeightsOptions {
   // With `quantization`: write the same model's projections dequantized, as f32 `.weight` tensors,
   // and no quantization_config: the unquantized model that the quantized one computes, for tests.
   bool dequantized = false;
+  // Layers from this index on (-1: none) have their residual outputs (Llama's o_proj and
+  // down_proj, GPT-2's attn.c_proj and mlp.c_proj) scaled by `layer_damping`: the model then
+  // computes nearly what its first layers do, so the same model cut to those layers (same seed,
+  // fewer layers) is a draft model that often agrees with it. Random weights otherwise give a
+  // draft model no better than chance, which cannot show what speculative decoding does.
+  int64_t damp_layers_from = -1;
+  float layer_damping = 1.0f;
 };
 
 // Writes config.json, generation_config.json and the weights into `directory` (created if

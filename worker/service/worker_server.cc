@@ -268,9 +268,9 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
                                : absl::StrCat("n-grams of ", spec.prompt_lookup_min, "..",
                                               spec.prompt_lookup_max, " tokens"))
                        << ", "
-                       << (spec.disable_batch_size == 0
+                       << (spec.EffectiveDisableBatchSize() == 0
                                ? std::string("at any batch size")
-                               : absl::StrCat("while at most ", spec.disable_batch_size,
+                               : absl::StrCat("while at most ", spec.EffectiveDisableBatchSize(),
                                               " requests run"));
   }
 

@@ -24,6 +24,11 @@ absl::string_view SpeculativeMethodName(SpeculativeMethod method) {
   return "none";
 }
 
+int32_t SpeculativeConfig::EffectiveDisableBatchSize() const {
+  if (disable_batch_size != kAutoDisableBatchSize) return disable_batch_size;
+  return method == SpeculativeMethod::kDraft ? 1 : 16;
+}
+
 absl::Status ValidateSpeculativeConfig(const SpeculativeConfig& config) {
   if (config.method == SpeculativeMethod::kDraft && config.model.empty()) {
     return absl::InvalidArgumentError(
@@ -33,6 +38,10 @@ absl::Status ValidateSpeculativeConfig(const SpeculativeConfig& config) {
     return absl::InvalidArgumentError(
         absl::StrCat("speculative_model is set, so speculative_method must be draft, not ",
                      SpeculativeMethodName(config.method)));
+  }
+  if (config.method != SpeculativeMethod::kDraft && config.model_int8) {
+    return absl::InvalidArgumentError(
+        "speculative_model_quantization is for speculative_method=draft only");
   }
   if (!config.enabled()) return absl::OkStatus();
   if (config.num_speculative_tokens < 1 || config.num_speculative_tokens > kMaxSpeculativeTokens) {
@@ -51,9 +60,10 @@ absl::Status ValidateSpeculativeConfig(const SpeculativeConfig& config) {
         absl::StrCat("prompt_lookup_max must be in [prompt_lookup_min (", config.prompt_lookup_min,
                      "), ", kMaxPromptLookup, "], got ", config.prompt_lookup_max));
   }
-  if (config.disable_batch_size < 0) {
+  if (config.disable_batch_size < kAutoDisableBatchSize) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "speculative_disable_batch_size must be >= 0, got ", config.disable_batch_size));
+        "speculative_disable_batch_size must be >= 0 (or -1 for the method's default), got ",
+        config.disable_batch_size));
   }
   return absl::OkStatus();
 }

@@ -34,15 +34,24 @@ struct SpeculativeConfig {
   // The n-gram sizes looked up, longest first.
   int32_t prompt_lookup_min = 2;
   int32_t prompt_lookup_max = 4;
-  // No request drafts in a step that starts with more running requests than this (0: no limit):
-  // a large batch is compute-bound, so verifying drafts costs about what it saves. 16 from the
-  // CPU figures in docs/engine.md (greedy decode: faster steps at 8 and 16 requests, fewer tokens
-  // per second at 32).
-  int32_t disable_batch_size = 16;
+  // No request drafts in a step that starts with more running requests than this (0: no limit;
+  // kAutoDisableBatchSize: EffectiveDisableBatchSize's default for the method). A large batch is
+  // compute-bound, so verifying drafts costs about what it saves, and a draft model's own passes
+  // cost more.
+  int32_t disable_batch_size = -1;
   // kDraft: the draft model's directory (a Hugging Face model directory, as the target's).
   std::string model;
+  // kDraft: run the draft model's projections and LM head in int8, on activations quantized per
+  // token. Drafts only need to be good guesses (outputs stay exact), and a small model's decode
+  // time is mostly its LM head.
+  bool model_int8 = false;
 
   bool enabled() const { return method != SpeculativeMethod::kNone; }
+  // disable_batch_size, or for kAutoDisableBatchSize the default measured on the CPU backend
+  // (docs/engine.md): 16 for kNgram (faster steps at 8 and 16 requests, fewer tokens per second
+  // at 32), 1 for kDraft (1.6x at one request; at 2, 4 and 8 requests the draft model's passes
+  // cost more than its drafts save).
+  int32_t EffectiveDisableBatchSize() const;
 };
 
 // "none", "ngram" or "draft"; INVALID_ARGUMENT listing the values otherwise.
@@ -51,11 +60,12 @@ absl::string_view SpeculativeMethodName(SpeculativeMethod method);
 
 // INVALID_ARGUMENT naming the field when a value is out of range: num_speculative_tokens in
 // [1, kMaxSpeculativeTokens], 1 <= prompt_lookup_min <= prompt_lookup_max <= kMaxPromptLookup,
-// disable_batch_size >= 0, a model exactly when the method is kDraft. Values of a config whose
+// disable_batch_size >= -1, a model exactly when the method is kDraft. Values of a config whose
 // method is kNone are not checked, but for a model, which needs a method.
 absl::Status ValidateSpeculativeConfig(const SpeculativeConfig& config);
 
 inline constexpr int32_t kMaxSpeculativeTokens = 16;
+inline constexpr int32_t kAutoDisableBatchSize = -1;
 inline constexpr int32_t kMaxPromptLookup = 32;
 
 }  // namespace llmserve::worker

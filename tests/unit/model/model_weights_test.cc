@@ -108,6 +108,48 @@ TEST_F(ModelWeightsTest, LlamaFamilyIsFusedIntoTheRuntimeLayout) {
   EXPECT_EQ((*weights)->SizeBytes(), static_cast<size_t>(c.NumParameters()) * 4);
 }
 
+// A draft-model pair for speculative decoding: the same seed with fewer layers writes the full
+// model's first layers and embeddings, and damping scales only the residual outputs of the later
+// layers.
+TEST_F(ModelWeightsTest, FewerLayersAndDampedLayersMakeADraftModelPair) {
+  auto value = [&](const std::string& dir, const std::string& name, int64_t index) {
+    EXPECT_TRUE(Load(dir, DType::kF32).ok()) << dir;
+    return CheckpointValue(name, index);
+  };
+  ModelConfig c = TinyLlama();
+  c.num_layers = 4;
+  ASSERT_TRUE(WriteRandomModel(c, {.seed = 3}, Dir("full")).ok());
+  ASSERT_TRUE(
+      WriteRandomModel(c, {.seed = 3, .damp_layers_from = 2, .layer_damping = 0.25f}, Dir("damped"))
+          .ok());
+  c.num_layers = 2;
+  ASSERT_TRUE(WriteRandomModel(c, {.seed = 3}, Dir("draft")).ok());
+  for (const std::string name :
+       {"model.embed_tokens.weight", "model.layers.0.self_attn.o_proj.weight",
+        "model.layers.1.mlp.down_proj.weight", "model.layers.1.self_attn.q_proj.weight"}) {
+    EXPECT_EQ(value(Dir("draft"), name, 5), value(Dir("full"), name, 5)) << name;
+    EXPECT_EQ(value(Dir("damped"), name, 5), value(Dir("full"), name, 5)) << name;
+  }
+  for (const std::string name :
+       {"model.layers.2.self_attn.o_proj.weight", "model.layers.3.mlp.down_proj.weight"}) {
+    EXPECT_FLOAT_EQ(value(Dir("damped"), name, 7), 0.25f * value(Dir("full"), name, 7)) << name;
+  }
+  for (const std::string name :
+       {"model.layers.2.self_attn.q_proj.weight", "model.layers.3.mlp.up_proj.weight"}) {
+    EXPECT_EQ(value(Dir("damped"), name, 7), value(Dir("full"), name, 7)) << name;
+  }
+  // GPT-2's residual outputs are c_proj.
+  const ModelConfig g = TinyGpt2();
+  ASSERT_TRUE(WriteRandomModel(g, {.seed = 3}, Dir("gpt2")).ok());
+  ASSERT_TRUE(
+      WriteRandomModel(g, {.seed = 3, .damp_layers_from = 1, .layer_damping = 0.5f}, Dir("gpt2d"))
+          .ok());
+  EXPECT_FLOAT_EQ(value(Dir("gpt2d"), "h.1.mlp.c_proj.weight", 3),
+                  0.5f * value(Dir("gpt2"), "h.1.mlp.c_proj.weight", 3));
+  EXPECT_EQ(value(Dir("gpt2d"), "h.0.attn.c_proj.weight", 3),
+            value(Dir("gpt2"), "h.0.attn.c_proj.weight", 3));
+}
+
 TEST_F(ModelWeightsTest, LoadModelDirectoryCapsTheContextLengthWithinTheModels) {
   const ModelConfig c = TinyLlama();  // max_model_len 64
   const std::string dir = Dir("directory");

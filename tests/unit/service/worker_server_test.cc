@@ -700,7 +700,8 @@ TEST(WorkerServerOptionsTest, BadSpeculativeOptionsNameTheFlag) {
           {.method = SpeculativeMethod::kNgram, .prompt_lookup_min = 3, .prompt_lookup_max = 2}),
       "--prompt_lookup_max must be in [prompt_lookup_min (3), 32], got 2");
   EXPECT_EQ(message({.method = SpeculativeMethod::kNgram, .disable_batch_size = -2}),
-            "--speculative_disable_batch_size must be >= 0, got -2");
+            "--speculative_disable_batch_size must be >= 0 (or -1 for the method's default), got "
+            "-2");
   EXPECT_EQ(message({.method = SpeculativeMethod::kDraft}),
             "--speculative_model must name the draft model's directory for "
             "speculative_method=draft");

@@ -39,13 +39,15 @@ TEST(SpeculativeConfigTest, ValidationNamesTheField) {
       {{.method = SpeculativeMethod::kNgram, .prompt_lookup_min = 5, .prompt_lookup_max = 4},
        "prompt_lookup_max must be in [prompt_lookup_min (5), 32], got 4"},
       {{.method = SpeculativeMethod::kNgram, .prompt_lookup_max = 33}, "prompt_lookup_max"},
-      {{.method = SpeculativeMethod::kNgram, .disable_batch_size = -1},
-       "speculative_disable_batch_size must be >= 0"},
+      {{.method = SpeculativeMethod::kNgram, .disable_batch_size = -2},
+       "speculative_disable_batch_size must be >= 0 (or -1 for the method's default), got -2"},
       {{.method = SpeculativeMethod::kDraft},
        "speculative_model must name the draft model's directory"},
       {{.method = SpeculativeMethod::kNgram, .model = "/models/draft"},
        "speculative_model is set, so speculative_method must be draft, not ngram"},
       {{.model = "/models/draft"}, "speculative_method must be draft, not none"},
+      {{.method = SpeculativeMethod::kNgram, .model_int8 = true},
+       "speculative_model_quantization is for speculative_method=draft only"},
       {{.method = SpeculativeMethod::kDraft, .num_speculative_tokens = 0, .model = "/m"},
        "num_speculative_tokens"},
   };
@@ -54,6 +56,14 @@ TEST(SpeculativeConfigTest, ValidationNamesTheField) {
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.names;
     EXPECT_NE(status.message().find(c.names), absl::string_view::npos) << status;
   }
+  // The batch limit's default depends on the method.
+  EXPECT_EQ(good.EffectiveDisableBatchSize(), 16);
+  EXPECT_EQ((SpeculativeConfig{.method = SpeculativeMethod::kDraft, .model = "/m"})
+                .EffectiveDisableBatchSize(),
+            1);
+  EXPECT_EQ((SpeculativeConfig{.method = SpeculativeMethod::kDraft, .disable_batch_size = 0})
+                .EffectiveDisableBatchSize(),
+            0);
   // Off: nothing else is read.
   EXPECT_TRUE(ValidateSpeculativeConfig({.num_speculative_tokens = 0}).ok());
 }
