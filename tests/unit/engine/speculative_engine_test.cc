@@ -199,70 +199,47 @@ std::vector<EngineRequest> MixedRequests() {
   return requests;
 }
 
+// Prompt lookup's drafts, and a draft model's (a chain that disagrees with the target in a third
+// of its rows), verified the same way: the same outputs, through budgets that cut drafts and prompt
+// chunks and caches small enough to preempt.
 TEST(SpeculativeEngineTest, OutputsAreIdenticalWithAndWithoutSpeculation) {
   const RunResult plain = RunAll(std::make_unique<MarkovBackend>(), {}, MixedRequests());
   for (const Outcome& outcome : plain.outcomes) ASSERT_NE(outcome.finish, FinishReason::kNone);
   struct Case {
     const char* name;
-    int32_t k;
+    SpeculativeConfig speculative;
     int32_t budget;
     int32_t num_blocks;
   };
   const Case cases[] = {
-      {"k=1", 1, 2048, 512},
-      {"k=2", 2, 2048, 512},
-      {"k=4", 4, 2048, 512},
-      {"k=7", 7, 2048, 512},
+      {"ngram k=1", Ngram(1), 2048, 512},
+      {"ngram k=2", Ngram(2), 2048, 512},
+      {"ngram k=4", Ngram(4), 2048, 512},
+      {"ngram k=7", Ngram(7), 2048, 512},
       // A budget of 16 tokens cuts drafts (and prompt chunks).
-      {"k=5, budget 16", 5, 16, 512},
+      {"ngram k=5, budget 16", Ngram(5), 16, 512},
       // 40 blocks of 4 tokens for ~450 tokens of requests: preemption, drafts dropped for blocks.
-      {"k=4, small cache", 4, 2048, 41},
+      {"ngram k=4, small cache", Ngram(4), 2048, 41},
+      {"draft k=1", DraftModel(1), 2048, 512},
+      {"draft k=3", DraftModel(3), 2048, 512},
+      {"draft k=6", DraftModel(6), 2048, 512},
+      {"draft k=5, budget 16", DraftModel(5), 16, 512},
+      // Fewer steps than with prompt lookup: a smaller cache to preempt.
+      {"draft k=4, small cache", DraftModel(4), 2048, 30},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     const RunResult speculative =
         RunAll(std::make_unique<MarkovBackend>(c.num_blocks),
-               {.max_num_batched_tokens = c.budget, .speculative = Ngram(c.k)}, MixedRequests());
+               {.max_num_batched_tokens = c.budget, .speculative = c.speculative}, MixedRequests(),
+               c.speculative.method == SpeculativeMethod::kDraft
+                   ? std::make_unique<MarkovBackend>(512, 256, /*disagree_seed=*/7)
+                   : nullptr);
     ASSERT_EQ(speculative.outcomes.size(), plain.outcomes.size());
     for (size_t i = 0; i < plain.outcomes.size(); ++i) {
       EXPECT_EQ(speculative.outcomes[i], plain.outcomes[i]) << "request " << i;
     }
     // Both ways of verifying happened.
-    EXPECT_GT(speculative.load.spec_accepted_tokens, 20);
-    EXPECT_GT(speculative.load.spec_draft_tokens - speculative.load.spec_accepted_tokens, 20);
-    if (c.num_blocks < 100) {
-      EXPECT_GT(speculative.load.preemptions, 0);
-    }
-  }
-}
-
-// A draft model's drafts, verified the same way: the same outputs, through budgets that cut drafts
-// and prompt chunks and a cache small enough to preempt.
-TEST(SpeculativeEngineTest, DraftModelOutputsAreIdentical) {
-  const RunResult plain = RunAll(std::make_unique<MarkovBackend>(), {}, MixedRequests());
-  struct Case {
-    const char* name;
-    int32_t k;
-    int32_t budget;
-    int32_t num_blocks;
-  };
-  const Case cases[] = {
-      {"k=1", 1, 2048, 512},
-      {"k=3", 3, 2048, 512},
-      {"k=6", 6, 2048, 512},
-      {"k=5, budget 16", 5, 16, 512},
-      {"k=4, small cache", 4, 2048, 30},
-  };
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.name);
-    const RunResult speculative =
-        RunAll(std::make_unique<MarkovBackend>(c.num_blocks),
-               {.max_num_batched_tokens = c.budget, .speculative = DraftModel(c.k)},
-               MixedRequests(), std::make_unique<MarkovBackend>(512, 256, /*disagree_seed=*/7));
-    ASSERT_EQ(speculative.outcomes.size(), plain.outcomes.size());
-    for (size_t i = 0; i < plain.outcomes.size(); ++i) {
-      EXPECT_EQ(speculative.outcomes[i], plain.outcomes[i]) << "request " << i;
-    }
     EXPECT_GT(speculative.load.spec_accepted_tokens, 20);
     EXPECT_GT(speculative.load.spec_draft_tokens - speculative.load.spec_accepted_tokens, 20);
     if (c.num_blocks < 100) {
@@ -359,7 +336,8 @@ TEST(SpeculativeEngineTest, AcceptedDraftsSaveStepsAndAreCountedByPosition) {
 // many tokens (tried). A bias towards drafts is a weak signal here, since prompt lookup's drafts
 // on a Markov chain are earlier samples of the same distributions: the exactness tests above
 // catch that instead.
-TEST(SpeculativeEngineTest, SampledTokensFollowTheModelsDistribution) {
+void ExpectSampledTokensFollowTheModelsDistribution(const SpeculativeConfig& speculative,
+                                                    std::unique_ptr<Backend> draft) {
   std::vector<EngineRequest> requests;
   std::vector<std::vector<int32_t>> prompts;
   for (uint64_t seed = 1; seed <= 1000; ++seed) {
@@ -367,8 +345,8 @@ TEST(SpeculativeEngineTest, SampledTokensFollowTheModelsDistribution) {
     requests.push_back(Sampled(prompts.back(), 60, seed));
   }
   const MarkovBackend model;
-  const RunResult run =
-      RunAll(std::make_unique<MarkovBackend>(), {.speculative = Ngram(4)}, std::move(requests));
+  const RunResult run = RunAll(std::make_unique<MarkovBackend>(), {.speculative = speculative},
+                               std::move(requests), std::move(draft));
   EXPECT_GT(run.load.spec_accepted_tokens, 2000);
   EXPECT_GT(run.load.spec_draft_tokens - run.load.spec_accepted_tokens, 2000);
 
@@ -418,6 +396,16 @@ TEST(SpeculativeEngineTest, SampledTokensFollowTheModelsDistribution) {
     EXPECT_LT(chi2, critical) << "successors of token " << previous << " (" << n << " samples)";
   }
   EXPECT_GE(tested, 10);
+}
+
+TEST(SpeculativeEngineTest, SampledTokensFollowTheModelsDistribution) {
+  ExpectSampledTokensFollowTheModelsDistribution(Ngram(4), nullptr);
+}
+
+// A draft model's drafts are its greedy chain, which the sampled chain follows about half the time.
+TEST(SpeculativeEngineTest, SampledTokensFollowTheModelsDistributionWithADraftModel) {
+  ExpectSampledTokensFollowTheModelsDistribution(
+      DraftModel(4), std::make_unique<MarkovBackend>(512, 256, /*disagree_seed=*/7));
 }
 
 TEST(SpeculativeEngineTest, NoDraftsWhileTheBatchIsLargerThanTheLimit) {
