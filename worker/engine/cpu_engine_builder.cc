@@ -33,8 +33,8 @@ absl::StatusOr<int64_t> AvailableMemoryBytes() {
 }
 
 // The draft model of speculative decoding, in the target's dtype (a 4-bit checkpoint stays 4-bit)
-// or int8 as asked, on the target's threads, with a KV cache of as many tokens as the target's: each request the
-// target holds can be drafted for, plus room for the drafts themselves.
+// or int8 as asked, on the target's threads, with a KV cache of as many tokens as the target's
+// (each request the target holds can be drafted for) plus room for the drafts themselves.
 absl::StatusOr<std::unique_ptr<CpuBackend>> BuildDraftBackend(const CpuEngineOptions& options,
                                                               const CpuBackend& target) {
   const std::string& dir = options.engine.speculative.model;
