@@ -237,11 +237,12 @@ def speculation_requests(worker_pb2):
 
 
 def check_speculative(worker_binary, model, worker_pb2, worker_pb2_grpc, baseline):
-    """A worker with n-gram speculation, and one with the model as its own draft model, generate
-    exactly what one without speculation did, and count their drafts in /metrics under llmserve's
-    and vLLM's names."""
+    """A worker with n-gram speculation, and one with the model as its own draft model (in int8),
+    generate exactly what one without speculation did, and count their drafts in /metrics under
+    llmserve's and vLLM's names."""
     for args in (["--speculative-method=ngram"],
-                 ["--speculative-method=draft", f"--speculative-model={model}"]):
+                 ["--speculative-method=draft", f"--speculative-model={model}",
+                  "--speculative-model-quantization=int8"]):
         check_speculative_worker(worker_binary, model, worker_pb2, worker_pb2_grpc, baseline,
                                  args + ["--num-speculative-tokens=3", "--vllm-metric-names"])
 

@@ -60,7 +60,9 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> BuildDraftBackend(const CpuEngineOpt
       {.kv_cache_bytes = blocks * CpuBackend::KvBytesPerBlock(config, options.block_size),
        .block_size = options.block_size,
        .thread_pool = target.thread_pool(),
-       .quantization = int8 ? Quantization::kInt8 : Quantization::kNone,
+       // A 4-bit draft keeps its projections in 4 bits; its LM head goes int8 all the same.
+       .quantization =
+           int8 && !config.quantization.quantized() ? Quantization::kInt8 : Quantization::kNone,
        .quantize_lm_head = int8,
        .quantized_activations = int8});
   if (!draft.ok()) {

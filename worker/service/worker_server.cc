@@ -264,7 +264,8 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
     LLMSERVE_LOG(INFO) << "speculative decoding: " << SpeculativeMethodName(spec.method)
                        << ", up to " << spec.num_speculative_tokens << " draft tokens, "
                        << (spec.method == SpeculativeMethod::kDraft
-                               ? absl::StrCat("drafted by the model in ", spec.model)
+                               ? absl::StrCat("drafted by the model in ", spec.model,
+                                              spec.model_int8 ? " (in int8)" : "")
                                : absl::StrCat("n-grams of ", spec.prompt_lookup_min, "..",
                                               spec.prompt_lookup_max, " tokens"))
                        << ", "

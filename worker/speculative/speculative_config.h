@@ -41,9 +41,9 @@ struct SpeculativeConfig {
   int32_t disable_batch_size = -1;
   // kDraft: the draft model's directory (a Hugging Face model directory, as the target's).
   std::string model;
-  // kDraft: run the draft model's projections and LM head in int8, on activations quantized per
-  // token. Drafts only need to be good guesses (outputs stay exact), and a small model's decode
-  // time is mostly its LM head.
+  // kDraft: run the draft model's projections (unless 4-bit already) and LM head in int8, on
+  // activations quantized per token. Drafts only need to be good guesses (outputs stay exact), and
+  // a small model's decode time is mostly its LM head.
   bool model_int8 = false;
 
   bool enabled() const { return method != SpeculativeMethod::kNone; }

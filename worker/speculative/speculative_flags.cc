@@ -13,8 +13,9 @@ ABSL_FLAG(std::string, speculative_model, "",
           "with --speculative_method=draft: the draft model's directory (same tokenizer as "
           "--model)");
 ABSL_FLAG(std::string, speculative_model_quantization, "none",
-          "with --speculative_method=draft: none, or int8 (the draft model's projections and LM "
-          "head in int8, with integer dot products: faster drafts, outputs unchanged)");
+          "with --speculative_method=draft: none, or int8 (the draft model's projections, unless "
+          "4-bit already, and LM head in int8, with integer dot products: faster drafts, outputs "
+          "unchanged)");
 ABSL_FLAG(int, num_speculative_tokens, 3,
           "speculative decoding: most draft tokens verified per request and step (the CPU "
           "backend reads the weights once per 4 positions on AVX2, 8 on AVX-512)");
