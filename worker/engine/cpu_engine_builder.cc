@@ -46,12 +46,6 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> BuildDraftBackend(const CpuEngineOpt
   }
   const ModelConfig& config = (*weights)->config;
   const bool int8 = options.engine.speculative.model_int8;
-  if (config.vocab_size > target.config().vocab_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("draft model ", dir, ": its vocabulary (", config.vocab_size,
-                     " tokens) is larger than the target's (", target.config().vocab_size,
-                     "); a draft model must share the target's tokenizer"));
-  }
   const int64_t blocks =
       int64_t{target.num_kv_blocks()} +
       int64_t{options.engine.max_num_seqs} * (1 + kMaxSpeculativeTokens / options.block_size);

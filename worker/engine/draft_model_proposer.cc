@@ -42,9 +42,6 @@ absl::StatusOr<std::vector<std::vector<int32_t>>> DraftModelProposer::Propose(
   for (const DraftQuery& query : queries) states_[query.id].last_seen = calls_;
 
   std::vector<Active> active;
-  std::vector<RequestId> ids;
-  std::vector<std::vector<int32_t>> feeds;
-  std::vector<State*> states;
   int32_t budget = max_catch_up_tokens_;
   for (size_t q = 0; q < queries.size(); ++q) {
     const DraftQuery& query = queries[q];
@@ -73,50 +70,37 @@ absl::StatusOr<std::vector<std::vector<int32_t>>> DraftModelProposer::Propose(
         feed < need ? 0 : std::min(query.max_drafts, max_model_len_ - length + 1);
     if (!Allocate(query.id, feed + std::max(0, wanted - 1))) continue;
     budget -= feed;
-    active.push_back({.query = q, .state = &state, .wanted = wanted});
-    ids.push_back(query.id);
-    feeds.emplace_back(query.tokens.begin() + common, query.tokens.begin() + common + feed);
-    states.push_back(&state);
+    active.push_back({.id = query.id,
+                      .query = q,
+                      .state = &state,
+                      .wanted = wanted,
+                      .feed = std::vector<int32_t>(query.tokens.begin() + common,
+                                                   query.tokens.begin() + common + feed)});
   }
-  if (active.empty()) return drafts;
-  if (absl::Status run = Run(ids, feeds, states); !run.ok()) {
-    DropAll();
-    return run;
-  }
-  std::vector<size_t> decoding;  // indices into `active` still drafting
-  for (size_t a = 0; a < active.size(); ++a) {
-    if (active[a].wanted == 0) continue;
-    const int32_t token = Argmax(static_cast<int32_t>(a));
-    drafts[active[a].query].push_back(token);
-    decoding.push_back(a);
-  }
-  // One pass per further draft, all requests together; a request stops at EOS or its length.
-  while (true) {
-    ids.clear();
-    feeds.clear();
-    states.clear();
-    std::vector<size_t> next;
-    for (size_t a : decoding) {
-      const std::vector<int32_t>& own = drafts[active[a].query];
-      if (static_cast<int32_t>(own.size()) >= active[a].wanted ||
+  // One pass per draft, all requests together: the first also catches up; a request stops at EOS
+  // or its length.
+  std::vector<Active*> pass;
+  for (Active& request : active) pass.push_back(&request);
+  while (!pass.empty()) {
+    if (absl::Status run = Run(pass); !run.ok()) {
+      DropAll();
+      return run;
+    }
+    std::vector<Active*> next;
+    for (size_t i = 0; i < pass.size(); ++i) {
+      Active& request = *pass[i];
+      std::vector<int32_t>& own = drafts[request.query];
+      if (static_cast<int32_t>(own.size()) >= request.wanted) continue;
+      own.push_back(Argmax(static_cast<int32_t>(i)));
+      if (static_cast<int32_t>(own.size()) == request.wanted ||
           std::find(eos_token_ids_.begin(), eos_token_ids_.end(), own.back()) !=
               eos_token_ids_.end()) {
         continue;
       }
-      next.push_back(a);
-      ids.push_back(queries[active[a].query].id);
-      feeds.push_back({own.back()});
-      states.push_back(active[a].state);
+      request.feed.assign(1, own.back());
+      next.push_back(&request);
     }
-    if (next.empty()) break;
-    if (absl::Status run = Run(ids, feeds, states); !run.ok()) {
-      DropAll();
-      return run;
-    }
-    for (size_t i = 0; i < next.size(); ++i) {
-      drafts[active[next[i]].query].push_back(Argmax(static_cast<int32_t>(i)));
-    }
-    decoding = std::move(next);
+    pass = std::move(next);
   }
   return drafts;
 }
@@ -138,17 +122,16 @@ bool DraftModelProposer::Allocate(RequestId id, int32_t tokens) {
   return true;
 }
 
-absl::Status DraftModelProposer::Run(absl::Span<const RequestId> ids,
-                                     absl::Span<const std::vector<int32_t>> feeds,
-                                     absl::Span<State* const> states) {
+absl::Status DraftModelProposer::Run(absl::Span<Active* const> requests) {
   batch_.Clear();
-  for (size_t i = 0; i < ids.size(); ++i) {
-    batch_.AddSequence(feeds[i], static_cast<int32_t>(states[i]->cached.size()),
-                       kv_.BlockTable(ids[i]));
+  for (const Active* request : requests) {
+    batch_.AddSequence(request->feed, static_cast<int32_t>(request->state->cached.size()),
+                       kv_.BlockTable(request->id));
   }
   if (absl::Status forward = draft_->Forward(batch_, &output_); !forward.ok()) return forward;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    states[i]->cached.insert(states[i]->cached.end(), feeds[i].begin(), feeds[i].end());
+  for (const Active* request : requests) {
+    std::vector<int32_t>& cached = request->state->cached;
+    cached.insert(cached.end(), request->feed.begin(), request->feed.end());
   }
   return absl::OkStatus();
 }

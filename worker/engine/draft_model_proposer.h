@@ -76,19 +76,22 @@ class DraftModelProposer {
   };
   // One request's part of a Propose call.
   struct Active {
+    RequestId id = 0;
     size_t query = 0;
     State* state = nullptr;
-    // Drafts still to decode (0: only catching up this step).
+    // Drafts wanted (0: only catching up this step).
     int32_t wanted = 0;
+    // The tokens the next pass feeds.
+    std::vector<int32_t> feed;
   };
 
   DraftModelProposer(std::unique_ptr<Backend> draft, const ModelConfig& target,
                      int32_t max_catch_up_tokens);
   // Allocates `tokens` more slots for `id`, evicting requests not seen in this call as needed.
   bool Allocate(RequestId id, int32_t tokens);
-  // Runs one pass; row i of the output is the last token of `feeds[i]`.
-  absl::Status Run(absl::Span<const RequestId> ids, absl::Span<const std::vector<int32_t>> feeds,
-                   absl::Span<State* const> states);
+  // Runs one pass over the requests' feeds; row i of the output is the last token of
+  // `requests[i]`'s.
+  absl::Status Run(absl::Span<Active* const> requests);
   int32_t Argmax(int32_t seq) const;
   void DropAll();
 

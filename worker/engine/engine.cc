@@ -308,32 +308,24 @@ void Engine::ProposeDrafts(absl::Span<const RequestId> decoded) {
   if (limit > 0 && scheduler_.num_running() > limit) {
     return;
   }
-  std::vector<RequestId> ids;
-  std::vector<int32_t> lengths;
+  std::vector<DraftQuery> queries;  // for the draft model
   for (RequestId id : decoded) {
     const Request* request = scheduler_.Find(id);
     if (request == nullptr) continue;
     const int32_t length = live_.at(id)->draft_length.NextLength();
     if (length == 0) continue;
     if (draft_proposer_ != nullptr) {
-      ids.push_back(id);
-      lengths.push_back(length);
+      queries.push_back({.id = id, .tokens = request->tokens, .max_drafts = length});
       continue;
     }
     std::vector<int32_t> drafts = ProposeNgramDrafts(
         request->tokens, speculative_.prompt_lookup_min, speculative_.prompt_lookup_max, length);
     if (!drafts.empty()) scheduler_.SetDraftTokens(id, std::move(drafts));
   }
-  if (!ids.empty()) ProposeDraftModelDrafts(ids, lengths);
+  if (!queries.empty()) ProposeDraftModelDrafts(queries);
 }
 
-void Engine::ProposeDraftModelDrafts(absl::Span<const RequestId> ids,
-                                     absl::Span<const int32_t> lengths) {
-  std::vector<DraftQuery> queries;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    queries.push_back(
-        {.id = ids[i], .tokens = scheduler_.Find(ids[i])->tokens, .max_drafts = lengths[i]});
-  }
+void Engine::ProposeDraftModelDrafts(absl::Span<const DraftQuery> queries) {
   absl::StatusOr<std::vector<std::vector<int32_t>>> drafts = draft_proposer_->Propose(queries);
   if (!drafts.ok()) {
     // Drafts only save steps: the requests go on without them.
@@ -344,8 +336,8 @@ void Engine::ProposeDraftModelDrafts(absl::Span<const RequestId> ids,
     }
     return;
   }
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (!(*drafts)[i].empty()) scheduler_.SetDraftTokens(ids[i], std::move((*drafts)[i]));
+  for (size_t i = 0; i < queries.size(); ++i) {
+    if (!(*drafts)[i].empty()) scheduler_.SetDraftTokens(queries[i].id, std::move((*drafts)[i]));
   }
 }
 

@@ -232,7 +232,7 @@ class Engine {
   std::vector<std::vector<SampleResult>> SampleAll(const SchedulerOutput& plan);
   // Gives the requests that just decoded (and still run) drafts for their next step.
   void ProposeDrafts(absl::Span<const RequestId> decoded);
-  void ProposeDraftModelDrafts(absl::Span<const RequestId> ids, absl::Span<const int32_t> lengths);
+  void ProposeDraftModelDrafts(absl::Span<const DraftQuery> queries);
   // Constrained decoding: forbids every token the request's grammar does not allow next.
   void MaskLogits(Live& live, absl::Span<float> logits);
   void FailStep(const SchedulerOutput& plan, const absl::Status& error);

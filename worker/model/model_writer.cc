@@ -75,8 +75,7 @@ uint64_t SplitMix64(uint64_t& state) {
 bool IsDampedResidualOutput(absl::string_view name, const RandomWeightsOptions& options) {
   if (options.damp_layers_from < 0) return false;
   absl::string_view rest = name;
-  if (!absl::ConsumePrefix(&rest, "model.layers.") &&
-      !absl::ConsumePrefix(&rest, "transformer.h.") && !absl::ConsumePrefix(&rest, "h.")) {
+  if (!absl::ConsumePrefix(&rest, "model.layers.") && !absl::ConsumePrefix(&rest, "h.")) {
     return false;
   }
   const size_t dot = rest.find('.');
