@@ -1,8 +1,10 @@
 // Turns a chat's output into tool calls on its way to the frontend: wraps the frontend's
 // GenerationObserver, feeds every text delta to a streaming tool-call parser, and passes on the
 // text outside calls as text and the calls as tool-call deltas; at the end the result carries the
-// whole calls and finish reason TOOL_CALLS when the model called any. Both APIs get the same
-// calls this way (one lifecycle, whichever API).
+// whole calls and finish reason TOOL_CALLS when the model called any and stopped. Both APIs get
+// the same calls this way (one lifecycle, whichever API), and a streamed and a non-streamed
+// request the same result: the parsers send a call only once it is whole and validated, so a
+// malformed or cut call is content in both (with the model's finish reason, STOP or LENGTH).
 //
 // Thread-safe as GenerationObserver: calls come one at a time.
 

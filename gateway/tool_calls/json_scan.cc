@@ -1,6 +1,8 @@
 #include "gateway/tool_calls/json_scan.h"
 
+#include <cmath>
 #include <exception>
+#include <vector>
 
 #include "common/json/ordered_json.h"
 
@@ -13,6 +15,22 @@ bool IsJsonSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r
 bool IsLiteralByte(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '+' ||
          c == '-' || c == '.';
+}
+
+// nlohmann parses an out-of-range number such as 1e99999 as infinity, which JSON cannot write
+// back (it would be dumped as null): such a value is not the model's JSON. Iterative, so its cost
+// does not depend on the depth.
+bool AllNumbersFinite(const nlohmann::ordered_json& root) {
+  std::vector<const nlohmann::ordered_json*> pending = {&root};
+  while (!pending.empty()) {
+    const nlohmann::ordered_json* value = pending.back();
+    pending.pop_back();
+    if (value->is_number_float() && !std::isfinite(value->get<double>())) return false;
+    if (value->is_structured()) {
+      for (const nlohmann::ordered_json& child : *value) pending.push_back(&child);
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -87,9 +105,10 @@ std::optional<nlohmann::ordered_json> ParseBoundedJson(std::string_view text) {
     }
   }
   // Linear time: nlohmann's own ordered_json parser is quadratic in an object's keys.
+  // nlohmann refuses invalid UTF-8 and lone surrogate escapes ("\ud800") itself.
   absl::StatusOr<nlohmann::ordered_json> value =
       common::ParseOrderedJson(text, {.max_depth = kMaxJsonDepth + 1});
-  if (!value.ok()) return std::nullopt;
+  if (!value.ok() || !AllNumbersFinite(*value)) return std::nullopt;
   return *std::move(value);
 }
 

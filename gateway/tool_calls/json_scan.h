@@ -44,7 +44,8 @@ class JsonScanner {
 };
 
 // Parses `text` as JSON within the bounds above (insertion order of keys kept, as the model wrote
-// them); nullopt when it is not valid JSON or exceeds a bound. Never throws.
+// them); nullopt when it is not valid JSON (invalid UTF-8, a lone surrogate escape such as
+// "\ud800", a number out of double's range such as 1e99999) or exceeds a bound. Never throws.
 std::optional<nlohmann::ordered_json> ParseBoundedJson(std::string_view text);
 
 // Compact JSON text of `value`; invalid UTF-8 in strings is replaced, never thrown on.

@@ -6,7 +6,7 @@ namespace llmserve::gateway::tool_calls {
 
 StreamingToolCallParser::StreamingToolCallParser(ToolCallFormat format,
                                                  std::vector<llmserve::v1::Tool> tools)
-    : scanner_(format, std::move(tools), /*send_names_early=*/true) {}
+    : scanner_(format, std::move(tools)) {}
 
 StreamDelta StreamingToolCallParser::Feed(std::string_view text) { return scanner_.Feed(text); }
 

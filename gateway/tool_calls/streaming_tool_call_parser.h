@@ -6,17 +6,13 @@
 //  - content streams as it comes, held back only while it could still be the start of a call
 //    marker ("<tool", "[TOOL_", a Llama '{' at the start) or is whitespace that a call may
 //    follow;
-//  - a call's id and name go out as soon as the name is complete (the JSON begins
-//    {"name": "<known tool>"}, or Mistral's name[ARGS]); otherwise with its arguments;
-//  - a call's arguments go out in one fragment once its JSON is complete: the compact JSON text
-//    of the arguments object (valid JSON; Llama's "parameters" too);
-//  - a Mistral [TOOL_CALLS][...] array sends each call whole as its element closes.
-// A call whose name went out but whose JSON then turns out malformed or is cut off keeps the
-// name, gets arguments "{}" (sent at the end), and its remaining text is dropped; a Mistral array
-// that breaks after some of its calls went out keeps those and drops the rest. The non-streamed
-// ParseToolCalls would return that text as content instead. In every other case
-// calls() and the concatenated content equal ParseToolCalls on the whole output, for any split.
-// Bounds: see tool_call_scanner.h.
+//  - a call goes out whole, in one delta (index, id, name and the compact JSON text of its
+//    arguments), once its JSON is complete and validated; nothing of it before. A Mistral
+//    [TOOL_CALLS][...] array sends all its calls when the array closes.
+// So a malformed call (bad JSON, a lone surrogate, a non-finite number, too deep, or cut off by
+// max_tokens) is never sent as a call: its text goes out as content, as ParseToolCalls returns
+// it. calls() and the concatenated content equal ParseToolCalls on the whole output, for any
+// split. Bounds: see tool_call_scanner.h.
 #ifndef LLMSERVE_GATEWAY_TOOL_CALLS_STREAMING_TOOL_CALL_PARSER_H_
 #define LLMSERVE_GATEWAY_TOOL_CALLS_STREAMING_TOOL_CALL_PARSER_H_
 

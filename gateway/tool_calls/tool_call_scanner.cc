@@ -9,8 +9,6 @@ namespace {
 
 constexpr std::string_view kSpaces = " \t\r\n";
 constexpr size_t kMaxDroppedWhitespace = 4096;
-// The name probe gives up past this many bytes of a call's JSON.
-constexpr size_t kMaxNameProbeBytes = 4096;
 constexpr size_t kMaxNameLength = 64;
 constexpr std::string_view kHermesStart = "<tool_call>";
 constexpr std::string_view kHermesEnd = "</tool_call>";
@@ -31,7 +29,6 @@ size_t FirstNonSpace(std::string_view text, size_t from) {
   return first;
 }
 
-bool IsSpace(char c) { return kSpaces.find(c) != std::string_view::npos; }
 bool IsAllSpace(std::string_view text) {
   return text.find_first_not_of(kSpaces) == std::string_view::npos;
 }
@@ -47,9 +44,8 @@ bool IsProperPrefix(std::string_view text, std::string_view word) {
 
 }  // namespace
 
-ToolCallScanner::ToolCallScanner(ToolCallFormat format, std::vector<llmserve::v1::Tool> tools,
-                                 bool send_names_early)
-    : format_(format), tools_(std::move(tools)), send_names_early_(send_names_early) {}
+ToolCallScanner::ToolCallScanner(ToolCallFormat format, std::vector<llmserve::v1::Tool> tools)
+    : format_(format), tools_(std::move(tools)) {}
 
 StreamDelta ToolCallScanner::Feed(std::string_view text) {
   if (mode_ == Mode::kFinished) return {};
@@ -82,9 +78,6 @@ void ToolCallScanner::Run() {
         break;
       case Mode::kAfterCall:
         progressed = StepAfterCall();
-        break;
-      case Mode::kDiscard:
-        progressed = StepDiscard();
         break;
       case Mode::kFinished:
         break;
@@ -184,20 +177,8 @@ void ToolCallScanner::SendContent(std::string_view text) {
   whitespace_only_ = false;
 }
 
-void ToolCallScanner::AddDelta(ToolCallDelta delta) {
-  if (!out_.tool_calls.empty() && out_.tool_calls.back().index == delta.index) {
-    ToolCallDelta& last = out_.tool_calls.back();
-    if (last.id.empty()) last.id = std::move(delta.id);
-    if (last.name.empty()) last.name = std::move(delta.name);
-    last.arguments.append(delta.arguments);
-    return;
-  }
-  out_.tool_calls.push_back(std::move(delta));
-}
-
 void ToolCallScanner::StartCall(CallKind kind, size_t marker_length) {
   kind_ = kind;
-  committed_ = false;
   at_start_ = false;
   mode_ = Mode::kPreamble;
   json_start_ = marker_length;
@@ -209,23 +190,18 @@ void ToolCallScanner::BeginJson(size_t position) {
   scanned_ = position;
   scanner_ = JsonScanner();
   mode_ = Mode::kJson;
-  array_sent_ = false;
-  array_invalid_ = false;
-  const bool probes =
-      kind_ == CallKind::kHermes || kind_ == CallKind::kLlamaTag || kind_ == CallKind::kLlamaBare;
-  probe_ = probes && send_names_early_ && !committed_ ? Probe::kNeedMore : Probe::kMismatch;
 }
 
 bool ToolCallScanner::StepPreamble() {
   const std::string_view view(buf_);
   const size_t first = FirstNonSpace(view, json_start_);
   if (first == kTooMuchSpace) {
-    Fail(json_start_ + kMaxDroppedWhitespace + 1);
+    Reject(json_start_ + kMaxDroppedWhitespace + 1);
     return true;
   }
   if (first == std::string_view::npos) {
     if (!final_) return false;
-    Fail(buf_.size());
+    Reject(buf_.size());
     return true;
   }
   const char c = view[first];
@@ -237,14 +213,14 @@ bool ToolCallScanner::StepPreamble() {
       kind_ = CallKind::kMistralName;
       name_start_ = first;
     } else {
-      Fail(first);
+      Reject(first);
     }
     return true;
   }
   if (c == '{') {
     BeginJson(first);
   } else {
-    Fail(first);
+    Reject(first);
   }
   return true;
 }
@@ -254,18 +230,15 @@ bool ToolCallScanner::StepMistralNamePreamble() {
   size_t i = name_start_;
   while (i < view.size() && IsNameChar(view[i]) && i - name_start_ <= kMaxNameLength) ++i;
   if (i - name_start_ > kMaxNameLength) {
-    Fail(i);
+    Reject(i);
     return true;
   }
   if (i == view.size()) {
     if (!final_) return false;
-    Fail(i);
+    Reject(i);
     return true;
   }
   mistral_name_ = std::string(view.substr(name_start_, i - name_start_));
-  if (!committed_ && send_names_early_ && IsKnownTool(mistral_name_, tools_)) {
-    Commit(mistral_name_);
-  }
   // Then at most one [CALL_ID]<id> and one [ARGS], in either order, before the arguments.
   bool seen_id = false;
   bool seen_args = false;
@@ -286,12 +259,12 @@ bool ToolCallScanner::StepMistralNamePreamble() {
     }
     const size_t first = FirstNonSpace(view, i);
     if (first == kTooMuchSpace) {
-      Fail(i + kMaxDroppedWhitespace + 1);
+      Reject(i + kMaxDroppedWhitespace + 1);
       return true;
     }
     if (first == std::string_view::npos) {
       if (!final_) return false;
-      Fail(view.size());
+      Reject(view.size());
       return true;
     }
     if (view[first] == '{') {
@@ -303,84 +276,31 @@ bool ToolCallScanner::StepMistralNamePreamble() {
          (!seen_args && IsProperPrefix(rest, kMistralArgs)))) {
       return false;
     }
-    Fail(first);
+    Reject(first);
     return true;
   }
-}
-
-ToolCallScanner::Probe ToolCallScanner::ProbeName(std::string* name) const {
-  std::string_view s = std::string_view(buf_).substr(json_start_);
-  const bool truncated = s.size() > kMaxNameProbeBytes;
-  if (truncated) s = s.substr(0, kMaxNameProbeBytes);
-  const Probe need_more = truncated ? Probe::kMismatch : Probe::kNeedMore;
-  size_t i = 1;  // past '{'
-  const auto skip_spaces = [&] {
-    while (i < s.size() && IsSpace(s[i])) ++i;
-  };
-  const auto expect = [&](std::string_view word) -> std::optional<Probe> {
-    for (char c : word) {
-      if (i >= s.size()) return need_more;
-      if (s[i++] != c) return Probe::kMismatch;
-    }
-    return std::nullopt;
-  };
-  skip_spaces();
-  if (auto r = expect("\"name\"")) return *r;
-  skip_spaces();
-  if (auto r = expect(":")) return *r;
-  skip_spaces();
-  if (auto r = expect("\"")) return *r;
-  const size_t begin = i;
-  while (i < s.size() && IsNameChar(s[i])) {
-    if (++i - begin > kMaxNameLength) return Probe::kMismatch;
-  }
-  if (i >= s.size()) return need_more;
-  if (s[i] != '"' || i == begin) return Probe::kMismatch;
-  *name = std::string(s.substr(begin, i - begin));
-  return Probe::kMatch;
 }
 
 bool ToolCallScanner::StepJson() {
   JsonScanner::State state = scanner_.state();
-  const bool per_element =
-      kind_ == CallKind::kMistralArray && send_names_early_ && buf_[json_start_] == '[';
   while (scanned_ < buf_.size() &&
          (state == JsonScanner::State::kStart || state == JsonScanner::State::kScanning)) {
-    const int depth_before = scanner_.depth();
-    const bool in_string = scanner_.in_string();
-    const char c = buf_[scanned_++];
-    state = scanner_.Push(c);
-    if (!per_element || in_string || state == JsonScanner::State::kError) continue;
-    if (depth_before == 1 && scanner_.depth() == 2) {
-      element_start_ = scanned_ - 1;
-    } else if (depth_before == 2 && scanner_.depth() == 1) {
-      if (!ArrayElementClosed()) return true;
-    } else if (depth_before == 1 && scanner_.depth() == 1 && c != ',' && !IsSpace(c)) {
-      element_start_ = scanned_ - 1;  // a scalar element: never a call
-      if (!ArrayElementClosed()) return true;
-    }
-  }
-  if (probe_ == Probe::kNeedMore) {
-    std::string name;
-    probe_ = ProbeName(&name);
-    if (probe_ == Probe::kMatch && IsKnownTool(name, tools_)) Commit(name);
+    state = scanner_.Push(buf_[scanned_++]);
   }
   if (state == JsonScanner::State::kError) {
-    Fail(scanned_ - 1);
+    Reject(scanned_ - 1);
     return true;
   }
   if (state != JsonScanner::State::kDone) {
     if (!final_) return false;
-    Fail(buf_.size());
+    Reject(buf_.size());  // cut off (max_tokens): the call never completed
     return true;
   }
   const size_t end = scanned_;
   const std::optional<nlohmann::ordered_json> parsed =
       ParseBoundedJson(std::string_view(buf_).substr(json_start_, end - json_start_));
   const absl::Span<const llmserve::v1::Tool> tools(tools_);
-  if (kind_ == CallKind::kMistralArray && array_sent_) {
-    // Every element went out as it closed.
-  } else if (kind_ == CallKind::kMistralArray) {
+  if (kind_ == CallKind::kMistralArray) {
     std::vector<CallParts> parts;
     bool valid = parsed.has_value() && (parsed->is_array() || parsed->is_object());
     if (valid) {
@@ -401,28 +321,22 @@ bool ToolCallScanner::StepJson() {
       Reject(end);
       return true;
     }
-    for (const CallParts& call : parts) {
-      Commit(call.name);
-      CompleteCall(call.arguments);
-    }
+    for (const CallParts& call : parts) AddCall(call.name, call.arguments);
   } else if (kind_ == CallKind::kMistralName) {
     // name[ARGS]{...}: the JSON is the arguments object itself.
     if (!parsed.has_value() || !parsed->is_object() || !IsKnownTool(mistral_name_, tools_)) {
-      Fail(end);
+      Reject(end);
       return true;
     }
-    if (!committed_) Commit(mistral_name_);
-    CompleteCall(DumpJson(*parsed));
+    AddCall(mistral_name_, DumpJson(*parsed));
   } else {
     std::optional<CallParts> call;
     if (parsed.has_value()) call = CallFromJson(*parsed, &tools);
-    const bool valid = call.has_value() && (!committed_ || call->name == calls_.back().name());
-    if (!valid) {
-      Fail(end);
+    if (!call.has_value()) {
+      Reject(end);
       return true;
     }
-    if (!committed_) Commit(call->name);
-    CompleteCall(call->arguments);
+    AddCall(call->name, call->arguments);
   }
   buf_.erase(0, end);
   mode_ = Mode::kAfterCall;
@@ -463,89 +377,24 @@ bool ToolCallScanner::StepAfterCall() {
   return true;
 }
 
-bool ToolCallScanner::StepDiscard() {
-  const std::string_view end_marker = format_ == ToolCallFormat::kHermes ? kHermesEnd : Marker();
-  const size_t found = std::string_view(buf_).find(end_marker);
-  if (found != std::string_view::npos) {
-    // Hermes' closing tag belongs to the abandoned call; another format's marker starts the next.
-    buf_.erase(0, format_ == ToolCallFormat::kHermes ? found + end_marker.size() : found);
-    mode_ = Mode::kText;
-    return true;
-  }
-  if (final_) {
-    buf_.clear();
-    mode_ = Mode::kText;
-    return false;
-  }
-  buf_.erase(0, buf_.size() - MarkerPrefixAtEnd(end_marker));
-  return false;
-}
-
-bool ToolCallScanner::ArrayElementClosed() {
-  if (array_invalid_) return true;
-  std::optional<CallParts> call;
-  if (std::optional<nlohmann::ordered_json> element = ParseBoundedJson(
-          std::string_view(buf_).substr(element_start_, scanned_ - element_start_))) {
-    const absl::Span<const llmserve::v1::Tool> tools(tools_);
-    call = CallFromJson(*element, &tools);
-  }
-  if (call.has_value() && CanTakeMoreCalls()) {
-    Commit(call->name);
-    CompleteCall(call->arguments);
-    array_sent_ = true;
-    return true;
-  }
-  if (!array_sent_) {
-    array_invalid_ = true;  // the array will be content when it closes
-    return true;
-  }
-  Fail(scanned_);
-  return false;
-}
-
-void ToolCallScanner::Fail(size_t end) {
-  if (committed_) {
-    Abandon(end);
-  } else if (kind_ == CallKind::kMistralArray && array_sent_) {
-    buf_.erase(0, end);
-    mode_ = Mode::kDiscard;
-  } else {
-    Reject(end);
-  }
-}
-
 void ToolCallScanner::Reject(size_t end) {
   SendContent(std::string_view(buf_).substr(0, end));
   buf_.erase(0, end);
   mode_ = Mode::kText;
 }
 
-void ToolCallScanner::Abandon(size_t consumed) {
-  CompleteCall("{}");
-  buf_.erase(0, consumed);
-  mode_ = Mode::kDiscard;
-}
-
-void ToolCallScanner::Commit(const std::string& name) {
+void ToolCallScanner::AddCall(const std::string& name, const std::string& arguments) {
   llmserve::v1::ToolCall call;
   call.set_id(NewToolCallId());
   call.set_name(name);
-  calls_.push_back(call);
-  committed_ = true;
+  call.set_arguments(arguments);
   ToolCallDelta delta;
-  delta.index = static_cast<int>(calls_.size()) - 1;
+  delta.index = static_cast<int>(calls_.size());
   delta.id = call.id();
   delta.name = name;
-  AddDelta(std::move(delta));
-}
-
-void ToolCallScanner::CompleteCall(const std::string& arguments) {
-  calls_.back().set_arguments(arguments);
-  ToolCallDelta delta;
-  delta.index = static_cast<int>(calls_.size()) - 1;
   delta.arguments = arguments;
-  AddDelta(std::move(delta));
-  committed_ = false;
+  calls_.push_back(std::move(call));
+  out_.tool_calls.push_back(std::move(delta));
   whitespace_only_ = true;
 }
 

@@ -10,17 +10,16 @@
 //    calls may follow, separated by ';' or whitespace.
 //  - mistral: [TOOL_CALLS] followed by a JSON array of calls (or one call object), or by
 //    name[ARGS]{arguments} (also name{arguments} and name[CALL_ID]id[ARGS]{arguments}).
-// A call is {"name": <one of the tools>, "arguments"|"parameters": {...}}. Text that looks like a
-// call but is not one (bad JSON, no name, unknown name) stays content, byte for byte. Whitespace
-// alone between the start of the output, calls and the end is dropped (up to 4096 bytes a run).
+// A call is {"name": <one of the tools>, "arguments"|"parameters": {...}} whose JSON passes
+// ParseBoundedJson (valid JSON and UTF-8, no lone surrogate, finite numbers, bounded depth and
+// size). Text that looks like a call but is not one (bad JSON, no name, unknown name, cut off by
+// the end of the output) stays content, byte for byte. Whitespace alone between the start of the
+// output, calls and the end is dropped (up to 4096 bytes a run).
 //
-// Early names: with `send_names_early`, a call whose JSON begins {"name": "<known tool>" (or a
-// Mistral name[ARGS]) sends its id and name at once. If that call then turns out malformed (cut
-// off by max_tokens, bad JSON), it stays a call with arguments "{}" and the rest of its text up
-// to the format's end (</tool_call>, the next marker, or the end of output) is dropped: the name
-// cannot be taken back. Likewise each element of a Mistral array goes out as it closes (unless
-// an element before it was not a call); if the array then breaks, the calls sent stand and the
-// rest is dropped. Without it (the non-streamed parse), such a call or array is content.
+// Nothing of a call goes out before the whole call is validated: its id, name and arguments come
+// in one delta once its JSON closed and parsed (a Mistral array: all its calls once the array
+// closed). So a call is never sent that later turns out malformed, and for any split of the
+// output the deltas add up to exactly what one Feed of the whole output gives.
 //
 // Bounds: a call's JSON is at most kMaxJsonBytes and kMaxJsonDepth deep (json_scan.h), else it
 // is malformed; at most kMaxToolCalls calls per output (later ones stay content). Held-back text
@@ -45,8 +44,7 @@ inline constexpr int kMaxToolCalls = 128;
 
 class ToolCallScanner {
  public:
-  ToolCallScanner(ToolCallFormat format, std::vector<llmserve::v1::Tool> tools,
-                  bool send_names_early);
+  ToolCallScanner(ToolCallFormat format, std::vector<llmserve::v1::Tool> tools);
 
   StreamDelta Feed(std::string_view text);
   StreamDelta Finish();  // end of output; further Feed calls return nothing
@@ -54,9 +52,8 @@ class ToolCallScanner {
   const std::vector<llmserve::v1::ToolCall>& calls() const { return calls_; }
 
  private:
-  enum class Mode { kText, kPreamble, kJson, kAfterCall, kDiscard, kFinished };
+  enum class Mode { kText, kPreamble, kJson, kAfterCall, kFinished };
   enum class CallKind { kHermes, kLlamaTag, kLlamaBare, kMistral, kMistralArray, kMistralName };
-  enum class Probe { kNeedMore, kMismatch, kMatch };
 
   // Each returns false when it needs more input (or, with final_, when the buffer is empty).
   bool StepText();
@@ -64,7 +61,6 @@ class ToolCallScanner {
   bool StepMistralNamePreamble();
   bool StepJson();
   bool StepAfterCall();
-  bool StepDiscard();
   void Run();
 
   // Content that is held while only whitespace follows the start or a call.
@@ -73,24 +69,13 @@ class ToolCallScanner {
   void EmitTextBeforeCall(std::string_view text);
   // Content whose fate is decided: sends it and ends the whitespace-only stretch.
   void SendContent(std::string_view text);
-  void AddDelta(ToolCallDelta delta);
 
   void StartCall(CallKind kind, size_t marker_length);
   void BeginJson(size_t position);
-  // Ends the call at buf_[end]: a call whose name went out is abandoned, an array some of whose
-  // calls went out is cut there, anything else is content.
-  void Fail(size_t end);
-  // Mistral array element [element_start_, scanned_) closed (streaming); false when the array
-  // was abandoned.
-  bool ArrayElementClosed();
   // The text [0, end) of buf_ is not a call: it becomes content.
   void Reject(size_t end);
-  // The call cannot be completed after its name was sent: arguments "{}", and the rest of its
-  // text (from buf_[consumed]) is discarded.
-  void Abandon(size_t consumed);
-  void Commit(const std::string& name);
-  void CompleteCall(const std::string& arguments);
-  Probe ProbeName(std::string* name) const;
+  // A validated call: recorded and sent whole (id, name, arguments).
+  void AddCall(const std::string& name, const std::string& arguments);
 
   std::string_view Marker() const;
   size_t MarkerPrefixAtEnd(std::string_view marker) const;
@@ -98,7 +83,6 @@ class ToolCallScanner {
 
   const ToolCallFormat format_;
   const std::vector<llmserve::v1::Tool> tools_;
-  const bool send_names_early_;
 
   Mode mode_ = Mode::kText;
   bool final_ = false;
@@ -114,13 +98,6 @@ class ToolCallScanner {
   size_t json_start_ = 0;  // where the call's JSON begins in buf_
   size_t scanned_ = 0;     // bytes of buf_ the scanner has seen
   JsonScanner scanner_;
-  Probe probe_ = Probe::kNeedMore;
-  bool committed_ = false;  // the call's id and name went out
-  // Mistral arrays, streamed: each element goes out when it closes, unless one before it was
-  // not a call (then the whole array is content, as non-streamed).
-  bool array_sent_ = false;     // an element of this array went out
-  bool array_invalid_ = false;  // an element of this array is not a call
-  size_t element_start_ = 0;
   size_t name_start_ = 0;  // Mistral name form: where the name begins in buf_
   std::string mistral_name_;
 

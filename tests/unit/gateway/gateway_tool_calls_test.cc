@@ -56,16 +56,16 @@ class GatewayToolCallsTest : public ::testing::Test {
         absl::StrCat("127.0.0.1:", gateway_->grpc_port()), grpc::InsecureChannelCredentials()));
   }
 
-  // Answers the next worker call (number `index`) with `text` in pieces, then STOP.
-  void Answer(size_t index, const std::string& text) {
+  // Answers the next worker call (number `index`) with `text` in pieces, then `finish`.
+  void Answer(size_t index, const std::string& text,
+              ::llmserve::v1::FinishReason finish = ::llmserve::v1::FINISH_REASON_STOP) {
     std::shared_ptr<FakeCall> call = fake_.WaitForCall(index);
     ASSERT_NE(call, nullptr);
     const std::vector<int32_t> ids = *model_->tokenizer()->Encode(text, false);
     for (size_t i = 0; i < ids.size(); i += 4) {
       const std::vector<int32_t> piece(ids.begin() + i, ids.begin() + std::min(ids.size(), i + 4));
-      ASSERT_TRUE(call->Send(piece, i + 4 >= ids.size()
-                                        ? ::llmserve::v1::FINISH_REASON_STOP
-                                        : ::llmserve::v1::FINISH_REASON_UNSPECIFIED));
+      ASSERT_TRUE(call->Send(
+          piece, i + 4 >= ids.size() ? finish : ::llmserve::v1::FINISH_REASON_UNSPECIFIED));
     }
   }
 
@@ -81,9 +81,12 @@ class GatewayToolCallsTest : public ::testing::Test {
     return request;
   }
 
-  std::string PostChat(bool stream) {
+  // max_tokens 0: unset (as much as the context leaves).
+  std::string PostChat(bool stream, int max_tokens = 16) {
     const std::string body = absl::StrCat(
-        R"({"model": "tiny", "max_tokens": 16, "stream": )", stream ? "true" : "false",
+        R"({"model": "tiny", )",
+        max_tokens > 0 ? absl::StrCat(R"("max_tokens": )", max_tokens, ", ") : "", R"("stream": )",
+        stream ? "true" : "false",
         R"(, "messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": )", kTools,
         "}");
     return HttpExchange(gateway_->http_port(),
@@ -182,6 +185,77 @@ TEST_F(GatewayToolCallsTest, OpenAiWholeAndStreamed) {
   EXPECT_EQ(id.rfind("call_", 0), 0u) << streamed;
   EXPECT_EQ(nlohmann::json::parse(arguments), nlohmann::json({{"city", "Paris"}}));
   EXPECT_EQ(finish, "tool_calls");
+}
+
+// What a streamed OpenAI response adds up to.
+struct StreamedChat {
+  std::string content;
+  int tool_call_deltas = 0;
+  std::string finish;
+};
+
+StreamedChat ParseStreamedChat(const std::string& response) {
+  StreamedChat out;
+  for (absl::string_view line : absl::StrSplit(response, '\n')) {
+    if (!absl::ConsumePrefix(&line, "data: ") || line == "[DONE]") continue;
+    const nlohmann::json chunk = nlohmann::json::parse(line);
+    for (const nlohmann::json& c : chunk["choices"]) {
+      if (!c["finish_reason"].is_null()) out.finish = c["finish_reason"];
+      if (c["delta"].contains("tool_calls"))
+        out.tool_call_deltas += c["delta"]["tool_calls"].size();
+      if (c["delta"].contains("content") && c["delta"]["content"].is_string()) {
+        out.content += c["delta"]["content"].get<std::string>();
+      }
+    }
+  }
+  return out;
+}
+
+// A call the model wrote wrong, or that max_tokens cut, is never returned as a call: its text
+// stays content and the finish reason is the model's (stop, or length for a cut call), whole and
+// streamed alike.
+TEST_F(GatewayToolCallsTest, MalformedOrCutCallsStayContent) {
+  struct Case {
+    std::string output;
+    ::llmserve::v1::FinishReason finish;
+    std::string finish_name;
+  };
+  const std::string deep = std::string(100, '[') + std::string(100, ']');
+  const std::vector<Case> cases = {
+      {R"(<tool_call>{"name": "get_weather", "arguments": {"a": tru}}</tool_call>)",
+       ::llmserve::v1::FINISH_REASON_STOP, "stop"},
+      {R"(<tool_call>{"name": "get_weather", "arguments": {"city": "\ud800"}}</tool_call>)",
+       ::llmserve::v1::FINISH_REASON_STOP, "stop"},
+      {R"(<tool_call>{"name": "get_weather", "arguments": {"n": 1e99999}}</tool_call>)",
+       ::llmserve::v1::FINISH_REASON_STOP, "stop"},
+      {R"(<tool_call>{"name": "get_weather", "arguments": {"a": )" + deep + "}}</tool_call>",
+       ::llmserve::v1::FINISH_REASON_STOP, "stop"},
+      {R"(<tool_call>{"name": "get_weather", "arguments": {"city": "Par)",
+       ::llmserve::v1::FINISH_REASON_LENGTH, "length"},
+  };
+  size_t call_index = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.output);
+    std::string whole;
+    std::thread client([&] { whole = PostChat(false, 0); });
+    Answer(call_index++, c.output, c.finish);
+    client.join();
+    const size_t body_start = whole.find("\r\n\r\n");
+    ASSERT_NE(body_start, std::string::npos) << whole;
+    const nlohmann::json choice = nlohmann::json::parse(whole.substr(body_start + 4))["choices"][0];
+    EXPECT_EQ(choice["finish_reason"], c.finish_name);
+    EXPECT_EQ(choice["message"]["content"], c.output) << choice;
+    EXPECT_FALSE(choice["message"].contains("tool_calls")) << choice;
+
+    std::string streamed;
+    std::thread stream_client([&] { streamed = PostChat(true, 0); });
+    Answer(call_index++, c.output, c.finish);
+    stream_client.join();
+    const StreamedChat chat = ParseStreamedChat(streamed);
+    EXPECT_EQ(chat.content, c.output) << streamed;
+    EXPECT_EQ(chat.tool_call_deltas, 0) << streamed;
+    EXPECT_EQ(chat.finish, c.finish_name);
+  }
 }
 
 }  // namespace

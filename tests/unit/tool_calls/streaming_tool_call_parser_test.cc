@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gateway/tool_calls/parse_tool_calls.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -225,96 +226,126 @@ TEST(StreamingToolCallParserTest, RandomOutputsAreChunkingInvariant) {
       const Streamed bytes = Stream(format, output, cuts, content);
       EXPECT_EQ(bytes.content, content);
       EXPECT_EQ(bytes.calls, calls);
-      // Without early names nothing is abandoned, so the non-streamed parse loses no text.
+      // Nothing of a call goes out early, so streaming is exactly the non-streamed parse.
       const ParsedOutput parsed = ParseToolCalls(format, output, TestTools());
-      if (parsed.calls.size() == calls.size() && parsed.content == content) continue;
-      EXPECT_GE(parsed.content.size(), content.size());
+      EXPECT_EQ(parsed.content, content);
+      EXPECT_EQ(Calls(parsed), calls);
     }
   }
 }
 
-TEST(StreamingToolCallParserTest, NameGoesOutBeforeTheArguments) {
+// Nothing of a call goes out before its JSON closed and validated; then all of it at once.
+TEST(StreamingToolCallParserTest, CallGoesOutWholeOnceItsJsonIsComplete) {
   StreamingToolCallParser parser(ToolCallFormat::kHermes, TestTools());
   StreamDelta delta = parser.Feed("Hi <tool");
   EXPECT_EQ(delta.content, "Hi ");
-  delta = parser.Feed("_call>\n{\"name\": \"get_weather\", \"arguments\": {\"loc");
-  EXPECT_EQ(delta.content, "");
-  ASSERT_EQ(delta.tool_calls.size(), 1u);
-  EXPECT_EQ(delta.tool_calls[0].index, 0);
-  EXPECT_EQ(delta.tool_calls[0].name, "get_weather");
-  EXPECT_EQ(delta.tool_calls[0].arguments, "");
-  EXPECT_TRUE(parser.saw_tool_calls());
+  EXPECT_TRUE(parser.Feed("_call>\n{\"name\": \"get_weather\", \"arguments\": {\"loc").empty());
+  EXPECT_FALSE(parser.saw_tool_calls());
   delta = parser.Feed("ation\": \"Paris\"}}\n</tool_call>");
   ASSERT_EQ(delta.tool_calls.size(), 1u);
-  EXPECT_TRUE(delta.tool_calls[0].id.empty());
+  EXPECT_EQ(delta.tool_calls[0].index, 0);
+  EXPECT_FALSE(delta.tool_calls[0].id.empty());
+  EXPECT_EQ(delta.tool_calls[0].name, "get_weather");
   EXPECT_EQ(delta.tool_calls[0].arguments, R"({"location":"Paris"})");
+  EXPECT_TRUE(parser.saw_tool_calls());
   EXPECT_TRUE(parser.Finish().empty());
 }
 
-TEST(StreamingToolCallParserTest, MistralArrayCallsGoOutAsEachElementCloses) {
+TEST(StreamingToolCallParserTest, MistralArrayCallsGoOutWhenTheArrayCloses) {
   StreamingToolCallParser parser(ToolCallFormat::kMistral, TestTools());
   EXPECT_TRUE(parser.Feed("[TOOL_CALLS][{\"name\": \"search\", \"arguments\": {}").empty());
-  StreamDelta delta = parser.Feed("}, {\"name\": \"get-time_2\"");
-  ASSERT_EQ(delta.tool_calls.size(), 1u);
+  EXPECT_TRUE(parser.Feed("}, {\"name\": \"get-time_2\"").empty());
+  const StreamDelta delta = parser.Feed(", \"arguments\": {\"a\": [1]}}]");
+  ASSERT_EQ(delta.tool_calls.size(), 2u);
+  EXPECT_EQ(delta.tool_calls[0].index, 0);
   EXPECT_EQ(delta.tool_calls[0].name, "search");
   EXPECT_EQ(delta.tool_calls[0].arguments, "{}");
-  delta = parser.Feed(", \"arguments\": {\"a\": [1]}}]");
-  ASSERT_EQ(delta.tool_calls.size(), 1u);
-  EXPECT_EQ(delta.tool_calls[0].index, 1);
-  EXPECT_EQ(delta.tool_calls[0].name, "get-time_2");
-  EXPECT_EQ(delta.tool_calls[0].arguments, R"({"a":[1]})");
+  EXPECT_EQ(delta.tool_calls[1].index, 1);
+  EXPECT_EQ(delta.tool_calls[1].name, "get-time_2");
+  EXPECT_EQ(delta.tool_calls[1].arguments, R"({"a":[1]})");
   EXPECT_TRUE(parser.Finish().empty());
 }
 
-// Sent calls stand; a later element that is not a call ends the array (non-streamed, the whole
-// array is content).
-TEST(StreamingToolCallParserTest, MistralArrayBreakingAfterACallWentOutKeepsIt) {
-  const std::string output =
-      "[TOOL_CALLS][{\"name\": \"search\", \"arguments\": {}}, {\"name\": \"nope\", "
-      "\"arguments\": {}}, {\"name\": \"search\", \"arguments\": {}}] Done.";
-  for (size_t cut = 0; cut <= output.size(); ++cut) {
-    const Streamed streamed = Stream(ToolCallFormat::kMistral, output, {cut}, "");
-    EXPECT_EQ(streamed.content, "");
-    EXPECT_THAT(streamed.calls, ElementsAre(Call("search", "{}")));
-  }
-  EXPECT_EQ(ParseToolCalls(ToolCallFormat::kMistral, output, TestTools()).content, output);
-}
-
-TEST(StreamingToolCallParserTest, MistralNameGoesOutAtArgs) {
-  StreamingToolCallParser parser(ToolCallFormat::kMistral, TestTools());
-  EXPECT_TRUE(parser.Feed("[TOOL_CALLS]sear").empty());
-  const StreamDelta delta = parser.Feed("ch[ARGS]{\"q\"");
-  ASSERT_EQ(delta.tool_calls.size(), 1u);
-  EXPECT_EQ(delta.tool_calls[0].name, "search");
-}
-
-// Once a call's name went out it cannot be taken back: a call cut off by max_tokens (or with
-// broken JSON) keeps its name with arguments "{}", and its text is not content.
-TEST(StreamingToolCallParserTest, CallCutAfterItsNameKeepsTheNameWithEmptyArguments) {
+// A call that is malformed, invalid or cut off (max_tokens) is never a call, streamed or not: its
+// text is content, byte for byte, for any split; other calls of the output still count.
+TEST(StreamingToolCallParserTest, MalformedOrCutCallsAreContentForEverySplit) {
+  const std::string deep = std::string(100, '[') + std::string(100, ']');
   const std::vector<Case> cases = {
-      {ToolCallFormat::kHermes,
-       "Ok.<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": \"ab"},
+      // A literal that is not JSON.
+      {ToolCallFormat::kHermes, "<tool_call>{\"name\": \"search\", \"arguments\": {\"a\": tru}}"},
       {ToolCallFormat::kHermes,
        "<tool_call>{\"name\": \"search\", \"arguments\": {\"q\": }}</tool_call>Later."},
+      // A lone surrogate escape is not a character: the arguments would not be UTF-8.
+      {ToolCallFormat::kHermes,
+       "<tool_call>{\"name\": \"search\", \"arguments\": {\"q\": \"\\ud800\"}}</tool_call>"},
+      {ToolCallFormat::kHermes,
+       "<tool_call>{\"name\": \"search\", \"arguments\": {\"q\": \"a\\udc00b\"}}</tool_call>"},
+      {ToolCallFormat::kHermes,
+       "<tool_call>{\"name\": \"search\", \"arguments\": {\"q\": \"\\ud800\\u0041\"}}"},
+      // Raw bytes that are not UTF-8.
+      {ToolCallFormat::kHermes,
+       "<tool_call>{\"name\": \"search\", \"arguments\": {\"q\": \"\xff\"}}</tool_call>"},
+      // Numbers beyond double's range.
+      {ToolCallFormat::kHermes,
+       "<tool_call>{\"name\": \"search\", \"arguments\": {\"n\": 1e99999}}</tool_call>"},
+      {ToolCallFormat::kLlama3Json, "{\"name\": \"search\", \"parameters\": {\"n\": -1E400}}"},
+      // Deeper than kMaxJsonDepth.
+      {ToolCallFormat::kHermes,
+       "<tool_call>{\"name\": \"search\", \"arguments\": {\"a\": " + deep + "}}</tool_call>"},
+      {ToolCallFormat::kMistral, "[TOOL_CALLS]search[ARGS]{\"a\": " + deep + "}"},
+      // Cut off by max_tokens.
+      {ToolCallFormat::kHermes,
+       "Ok.<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": \"ab"},
+      {ToolCallFormat::kHermes, "<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": 1"},
       {ToolCallFormat::kLlama3Json, "{\"name\": \"search\", \"parameters\": {\"q\""},
       {ToolCallFormat::kMistral, "[TOOL_CALLS]search[ARGS]{\"q\": tru"},
       {ToolCallFormat::kMistral, "[TOOL_CALLS]search[AR"},
+      {ToolCallFormat::kMistral, "[TOOL_CALLS][{\"name\": \"search\", \"arguments\": {}}, {\"na"},
+      // A Mistral array with one element that is not a call is content as a whole.
+      {ToolCallFormat::kMistral,
+       "[TOOL_CALLS][{\"name\": \"search\", \"arguments\": {}}, {\"name\": \"nope\", "
+       "\"arguments\": {}}, {\"name\": \"search\", \"arguments\": {}}] Done."},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.output);
-    const std::string content = c.output.substr(0, c.output.find_first_of("<{["));
-    const std::string tail = c.output.ends_with("Later.") ? "Later." : "";
-    for (size_t cut = 0; cut <= c.output.size(); ++cut) {
-      const Streamed streamed = Stream(c.format, c.output, {cut}, content + tail);
-      EXPECT_EQ(streamed.content, content + tail);
-      EXPECT_THAT(streamed.calls, ElementsAre(Call("search", "{}")));
-      EXPECT_TRUE(streamed.saw_tool_calls);
-    }
-    // The non-streamed parse sent nothing early, so the text stays content there.
     const ParsedOutput whole = ParseToolCalls(c.format, c.output, TestTools());
     EXPECT_EQ(whole.content, c.output);
     EXPECT_THAT(whole.calls, IsEmpty());
+    for (size_t cut = 0; cut <= c.output.size(); ++cut) {
+      const Streamed streamed = Stream(c.format, c.output, {cut}, c.output);
+      EXPECT_EQ(streamed.content, c.output);
+      EXPECT_THAT(streamed.calls, IsEmpty());
+      EXPECT_FALSE(streamed.saw_tool_calls);
+    }
   }
+}
+
+TEST(StreamingToolCallParserTest, ABadCallLeavesTheGoodOnesStanding) {
+  const std::string bad = "<tool_call>{\"name\": \"search\", \"arguments\": {\"n\": 1e99999}}";
+  const std::string output = absl::StrCat(
+      "<tool_call>{\"name\": \"search\", \"arguments\": {\"q\": \"\\ud83d\\ude00\", \"n\": 1e300}}"
+      "</tool_call>",
+      bad);
+  const ParsedOutput whole = ParseToolCalls(ToolCallFormat::kHermes, output, TestTools());
+  EXPECT_EQ(whole.content, bad);
+  EXPECT_THAT(Calls(whole),
+              ElementsAre(Call("search", "{\"q\":\"\xf0\x9f\x98\x80\",\"n\":1e+300}")));
+  for (size_t cut = 0; cut <= output.size(); ++cut)
+    ExpectAgrees({ToolCallFormat::kHermes, output}, {cut});
+}
+
+// The deepest arguments accepted: the call object and kMaxJsonDepth - 1 levels inside it.
+TEST(StreamingToolCallParserTest, DepthBoundIsTheDocumentedOne) {
+  const auto output = [](int levels) {
+    return absl::StrCat("<tool_call>{\"name\": \"search\", \"arguments\": {\"a\": ",
+                        std::string(levels, '['), std::string(levels, ']'), "}}</tool_call>");
+  };
+  // The call object and the arguments object are two levels.
+  EXPECT_EQ(
+      ParseToolCalls(ToolCallFormat::kHermes, output(kMaxJsonDepth - 2), TestTools()).calls.size(),
+      1u);
+  EXPECT_THAT(ParseToolCalls(ToolCallFormat::kHermes, output(kMaxJsonDepth - 1), TestTools()).calls,
+              IsEmpty());
 }
 
 TEST(StreamingToolCallParserTest, HeldBackMarkerPrefixIsFlushedAtTheEnd) {
