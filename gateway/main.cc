@@ -76,6 +76,14 @@ ABSL_FLAG(int64_t, max_queued_requests, 256,
 ABSL_FLAG(int64_t, max_prompt_bytes, 1 << 20, "largest text prompt or rendered chat, in bytes");
 ABSL_FLAG(int, default_max_tokens, 1024, "max_tokens of requests that leave it unset");
 ABSL_FLAG(int, max_attempts, 3, "workers tried for a request that fails before its first token");
+ABSL_FLAG(int, query_of_death_retries, 0,
+          "workers a request is retried on after its worker went away while running it (0: "
+          "none, so one request takes down one worker at most)");
+ABSL_FLAG(absl::Duration, query_of_death_quarantine, absl::Minutes(5),
+          "how long requests identical to one whose worker went away while running it are "
+          "refused (503) without reaching a worker (0: never)");
+ABSL_FLAG(int64_t, query_of_death_quarantine_size, 10000,
+          "request fingerprints kept in quarantine at most (the oldest go first)");
 ABSL_FLAG(absl::Duration, request_timeout, absl::Minutes(10),
           "requests without a client deadline end after this");
 ABSL_FLAG(bool, isolate_cache_per_key, false,
@@ -184,6 +192,19 @@ absl::StatusOr<llmserve::gateway::GatewayServerOptions> OptionsFromFlags() {
   options.inference.limits.max_prompt_bytes = static_cast<size_t>(max_prompt_bytes);
   options.inference.limits.default_max_tokens = static_cast<uint32_t>(default_max_tokens);
   options.inference.max_attempts = max_attempts;
+  const int64_t quarantine_size = absl::GetFlag(FLAGS_query_of_death_quarantine_size);
+  if (quarantine_size < 1 || quarantine_size > 1000000) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--query_of_death_quarantine_size must be in [1, 1000000], got ", quarantine_size));
+  }
+  options.inference.query_of_death = {.crash_retries = absl::GetFlag(FLAGS_query_of_death_retries),
+                                      .quarantine = absl::GetFlag(FLAGS_query_of_death_quarantine),
+                                      .quarantine_size = static_cast<size_t>(quarantine_size)};
+  if (absl::Status guard =
+          llmserve::gateway::ValidateQueryOfDeathOptions(options.inference.query_of_death);
+      !guard.ok()) {
+    return guard;
+  }
   options.inference.request_timeout = absl::GetFlag(FLAGS_request_timeout);
   options.inference.isolate_cache_per_principal = absl::GetFlag(FLAGS_isolate_cache_per_key);
   if (options.inference.request_timeout <= absl::ZeroDuration()) {

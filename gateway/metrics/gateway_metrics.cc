@@ -98,6 +98,29 @@ GatewayMetrics::GatewayMetrics(std::function<LiveState()> live)
                         .Help("Requests refused because their credentials were not accepted.")
                         .Register(*registry_)
                         .Add({});
+  // Both series exist from the start, so that alerts can use rate() without waiting for a crash.
+  prometheus::Family<prometheus::Counter>& crashes =
+      prometheus::BuildCounter()
+          .Name("llmserve_gateway_query_of_death_crashes_total")
+          .Help(
+              "Requests whose worker went away (its connection broke) while running them: "
+              "retried on another worker, or failed (given up on, identical requests "
+              "quarantined).")
+          .Register(*registry_);
+  qod_retried_ = &crashes.Add({{"action", "retried"}});
+  qod_failed_ = &crashes.Add({{"action", "failed"}});
+  qod_refused_ = &prometheus::BuildCounter()
+                      .Name("llmserve_gateway_query_of_death_refused_total")
+                      .Help(
+                          "Requests refused without reaching a worker because an identical "
+                          "request made a worker fail (query-of-death quarantine).")
+                      .Register(*registry_)
+                      .Add({});
+  qod_quarantined_ = &prometheus::BuildGauge()
+                          .Name("llmserve_gateway_query_of_death_quarantined")
+                          .Help("Request fingerprints in quarantine, as of the last worker crash.")
+                          .Register(*registry_)
+                          .Add({});
 }
 
 std::vector<std::shared_ptr<prometheus::Collectable>> GatewayMetrics::collectables() const {
@@ -136,5 +159,13 @@ void GatewayMetrics::OnRoutingDecision(absl::string_view policy, absl::string_vi
 
 void GatewayMetrics::OnRateLimited() { rate_limited_->Increment(); }
 void GatewayMetrics::OnAuthFailure() { auth_failures_->Increment(); }
+
+void GatewayMetrics::OnQueryOfDeathCrash(bool retried) {
+  (retried ? qod_retried_ : qod_failed_)->Increment();
+}
+void GatewayMetrics::OnQueryOfDeathRefused() { qod_refused_->Increment(); }
+void GatewayMetrics::SetQueryOfDeathQuarantined(int64_t fingerprints) {
+  qod_quarantined_->Set(static_cast<double>(fingerprints));
+}
 
 }  // namespace llmserve::gateway

@@ -12,12 +12,19 @@
 //   routing_decisions_total{policy,reason}  which rule picked the worker
 //   rate_limited_total, auth_failures_total  (429s: rate limits, the concurrency and prepare
 //   queues)
+//   query_of_death_crashes_total{action}    requests whose worker went away while running them
+//                                           (action: retried, or failed: given up on and
+//                                           quarantined)
+//   query_of_death_refused_total            requests refused because an identical one made a
+//                                           worker fail (quarantine), without reaching a worker
+//   query_of_death_quarantined              fingerprints in quarantine (as of the last crash)
 //
 // Thread-safe.
 
 #ifndef LLMSERVE_GATEWAY_METRICS_GATEWAY_METRICS_H_
 #define LLMSERVE_GATEWAY_METRICS_GATEWAY_METRICS_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -28,6 +35,7 @@
 #include "prometheus/collectable.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
+#include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 
@@ -65,6 +73,10 @@ class GatewayMetrics {
   void OnRoutingDecision(absl::string_view policy, absl::string_view reason);
   void OnRateLimited();
   void OnAuthFailure();
+  // Query-of-death protection (gateway/pipeline/query_of_death.h).
+  void OnQueryOfDeathCrash(bool retried);
+  void OnQueryOfDeathRefused();
+  void SetQueryOfDeathQuarantined(int64_t fingerprints);
 
  private:
   class LiveCollector;
@@ -78,6 +90,10 @@ class GatewayMetrics {
   prometheus::Family<prometheus::Counter>* routing_;
   prometheus::Counter* rate_limited_;
   prometheus::Counter* auth_failures_;
+  prometheus::Counter* qod_retried_;
+  prometheus::Counter* qod_failed_;
+  prometheus::Counter* qod_refused_;
+  prometheus::Gauge* qod_quarantined_;
 };
 
 }  // namespace llmserve::gateway

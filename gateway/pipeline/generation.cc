@@ -6,17 +6,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "gateway/pipeline/request_fingerprint.h"
+#include "gateway/pipeline/retry_policy.h"
 #include "gateway/pipeline/tool_call_observer.h"
+#include "gateway/router/worker_call_failure.h"
 
 namespace llmserve::gateway {
 namespace {
-
-// Codes after which another worker may well succeed (the request never reached a token).
-bool Retryable(absl::StatusCode code) {
-  return code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kUnknown ||
-         code == absl::StatusCode::kInternal || code == absl::StatusCode::kResourceExhausted ||
-         code == absl::StatusCode::kAborted;
-}
 
 std::atomic<int> live_generations{0};
 
@@ -57,6 +53,15 @@ std::shared_ptr<Generation> Generation::Start(WorkerClient* workers, PreparedReq
   }
   std::shared_ptr<Generation> generation(
       new Generation(workers, std::move(request), options, std::move(observer)));
+  if (options.query_of_death != nullptr) {
+    // Refused before any worker is touched.
+    if (absl::Status refused = options.query_of_death->Check(generation->fingerprint_,
+                                                             generation->request_.request_id);
+        !refused.ok()) {
+      generation->Fail(refused);
+      return generation;
+    }
+  }
   generation->StartAttempt();
   return generation;
 }
@@ -71,6 +76,7 @@ Generation::Generation(WorkerClient* workers, PreparedRequest request,
                                          request_.worker_request.prompt_token_ids_size()),
                      options_.cache_salt),
       observer_(std::move(observer)),
+      fingerprint_(RequestFingerprint(request_.model->name(), request_.worker_request)),
       stop_matcher_(request_.stop_strings) {
   ++live_generations;
   if (request_.model->tokenizer() != nullptr) {
@@ -228,19 +234,41 @@ void Generation::OnWorkerDone(Attempt* attempt, const absl::Status& status) {
     return Fail(absl::UnavailableError(absl::StrCat("the worker ", attempt->address(),
                                                     " ended the stream without a finish reason")));
   }
-  if (!attempt->received_tokens() && attempts_ < options_.max_attempts &&
-      Retryable(status.code())) {
-    if (!absl::IsResourceExhausted(status)) {
-      // Overload is not a failure of the worker; anything else marks it down until probed.
-      workers_->ReportFailure(attempt->address(), std::string(status.message()));
-    }
+  QueryOfDeathGuard* const guard = options_.query_of_death;
+  const bool crashed = IsWorkerConnectionLost(status);
+  if (crashed) ++crashes_;
+  const RetryVerdict verdict =
+      DecideRetry({.status = status,
+                   .received_tokens = attempt->received_tokens(),
+                   .attempts = attempts_,
+                   .crashes = crashes_},
+                  {.max_attempts = options_.max_attempts,
+                   .crash_retries = guard == nullptr ? 0 : guard->crash_retries()});
+  if (verdict.report_failure) {
+    workers_->ReportFailure(attempt->address(), std::string(status.message()));
+  }
+  if (verdict.worker_crashed && guard != nullptr) {
+    guard->OnWorkerCrash(fingerprint_, request_.request_id, attempt->address(),
+                         WorkerConnectionLostCause(status), verdict.retry);
+  }
+  if (verdict.retry) {
     excluded_.insert(attempt->address());
     return StartAttempt();
   }
+  // Said to the client, so that it knows not to resend the request as it is.
+  const std::string crash_note =
+      !verdict.worker_crashed ? std::string()
+      : guard != nullptr      ? absl::StrCat("; ", guard->GiveUpMessage())
+                              : std::string(
+                                    "; the worker failed while running this request (its connection "
+                                         "dropped), so the request is not retried on another worker");
   if (attempt->received_tokens()) {
-    return Fail(absl::UnavailableError(absl::StrCat("the worker ", attempt->address(),
-                                                    " failed after ", completion_tokens_,
-                                                    " generated tokens: ", status.message())));
+    return Fail(absl::UnavailableError(
+        absl::StrCat("the worker ", attempt->address(), " failed after ", completion_tokens_,
+                     " generated tokens: ", status.message(), crash_note)));
+  }
+  if (verdict.worker_crashed) {
+    return Fail(absl::UnavailableError(absl::StrCat(status.message(), crash_note)));
   }
   Fail(status);
 }

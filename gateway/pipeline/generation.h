@@ -3,11 +3,14 @@
 // apply stop strings, and hand text deltas to an observer (the gRPC or HTTP frontend). The
 // prompt's routing hashes are computed once, for every attempt.
 //
-// Failures: a worker that fails or refuses (unavailable, overloaded) before the first token is
-// reported to the worker client and the request is retried on another worker, up to max_attempts;
-// after the first token the observer gets UNAVAILABLE naming how far it got (never a silent
-// truncation). Cancel() (client gone, deadline) cancels the worker call, which frees the
-// request's KV blocks on the worker at once.
+// Failures (retry_policy.h states the rule): a worker that fails or refuses (unavailable,
+// overloaded) before the first token is reported to the worker client and the request is retried
+// on another worker, up to max_attempts; after the first token the observer gets UNAVAILABLE
+// naming how far it got (never a silent truncation). A worker that went away while running the
+// request (its connection broke) may have been killed by it: the request is retried only within
+// the query-of-death guard's crash_retries, then failed and quarantined; a quarantined request
+// fails before reaching any worker (query_of_death.h). Cancel() (client gone, deadline) cancels the
+// worker call, which frees the request's KV blocks on the worker at once.
 //
 // Thread-safe: Cancel may be called from any thread. Observer methods are called one at a time,
 // in order, from gRPC's threads, and must not block.
@@ -28,6 +31,7 @@
 #include "common/tokenizer/incremental_detokenizer.h"
 #include "gateway/metrics/gateway_metrics.h"
 #include "gateway/pipeline/prompt_builder.h"
+#include "gateway/pipeline/query_of_death.h"
 #include "gateway/pipeline/stop_matcher.h"
 #include "gateway/router/prompt_routing_hashes.h"
 #include "gateway/router/worker_client.h"
@@ -72,6 +76,9 @@ struct GenerationOptions {
   // Token latencies and routing decisions go here when set, labelled with `api`.
   GatewayMetrics* metrics = nullptr;
   std::string api;
+  // Query-of-death protection, shared by every generation of the gateway. Null: a request whose
+  // worker went away is not retried and nothing is quarantined.
+  QueryOfDeathGuard* query_of_death = nullptr;
 };
 
 class Generation : public std::enable_shared_from_this<Generation> {
@@ -115,8 +122,13 @@ class Generation : public std::enable_shared_from_this<Generation> {
   bool cancelled_ ABSL_GUARDED_BY(mutex_) = false;
   bool done_ ABSL_GUARDED_BY(mutex_) = false;
 
+  // Identical requests share it (request_fingerprint.h).
+  const uint64_t fingerprint_;
+
   // Touched only from the current call's callbacks (serialized).
   int attempts_ = 0;
+  // Attempts whose worker went away while running the request.
+  int crashes_ = 0;
   absl::flat_hash_set<std::string> excluded_;
   int32_t completion_tokens_ = 0;
   absl::Time first_token_time_ = absl::InfinitePast();

@@ -6,6 +6,7 @@
 #include "absl/time/time.h"
 #include "gateway/metrics/gateway_metrics.h"
 #include "gateway/pipeline/prompt_builder.h"
+#include "gateway/pipeline/query_of_death.h"
 
 namespace llmserve::gateway {
 
@@ -18,6 +19,10 @@ struct RequestOptions {
   bool isolate_cache_per_principal = false;
   // May be null.
   GatewayMetrics* metrics = nullptr;
+  // What the gateway's query-of-death guard is made from (the server makes it).
+  QueryOfDeathOptions query_of_death;
+  // The gateway's guard, shared by both APIs (set by the server; null: none).
+  QueryOfDeathGuard* query_of_death_guard = nullptr;
 };
 
 }  // namespace llmserve::gateway

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "common/status/grpc_status.h"
+#include "gateway/router/worker_call_failure.h"
 #include "gateway/router/worker_pool.h"
 
 namespace llmserve::gateway {
@@ -50,7 +51,14 @@ void GrpcWorkerCall::OnDone(const grpc::Status& status) {
     absl::MutexLock lock(&abort_mutex_);
     aborted = abort_reason_;
   }
-  observer_->OnDone(aborted.ok() ? common::FromGrpcStatus(status) : aborted);
+  absl::Status result = aborted.ok() ? common::FromGrpcStatus(status) : aborted;
+  // The pool's own aborts (a silent worker) are not lost connections; the rule is
+  // worker_call_failure.h's.
+  if (aborted.ok() && status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+      IsBrokenConnectionMessage(status.error_message())) {
+    result = WorkerConnectionLost(address_, status.error_message());
+  }
+  observer_->OnDone(result);
   delete this;
 }
 

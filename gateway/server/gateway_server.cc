@@ -34,6 +34,10 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(
     return absl::InvalidArgumentError(
         absl::StrCat("--grpc_port=", options.grpc_port, " is outside [0, 65535]"));
   }
+  if (absl::Status guard = ValidateQueryOfDeathOptions(options.inference.query_of_death);
+      !guard.ok()) {
+    return guard;
+  }
   if (options.worker_client == nullptr) {
     if (absl::Status pool_options = ValidateWorkerPoolOptions(options.pool); !pool_options.ok()) {
       return pool_options;
@@ -116,6 +120,9 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(
     return state;
   });
   server->options_.inference.metrics = server->metrics_.get();
+  server->query_of_death_ =
+      std::make_unique<QueryOfDeathGuard>(options.inference.query_of_death, server->metrics_.get());
+  server->options_.inference.query_of_death_guard = server->query_of_death_.get();
   server->admission_ =
       std::make_unique<RequestAdmission>(server->authenticator_.get(), server->rate_limiter_.get(),
                                          server->concurrency_.get(), server->metrics_.get());

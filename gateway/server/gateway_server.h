@@ -133,6 +133,8 @@ class GatewayServer {
   std::unique_ptr<RateLimiter> rate_limiter_;
   std::unique_ptr<ConcurrencyLimiter> concurrency_;
   std::unique_ptr<GatewayMetrics> metrics_;
+  // Shared by both APIs' generations, which end before it goes (see the destructor).
+  std::unique_ptr<QueryOfDeathGuard> query_of_death_;
   std::unique_ptr<common::MetricsExposer> exposer_;
   std::unique_ptr<RequestAdmission> admission_;
   // Both APIs' requests in flight, and whether new ones are accepted.

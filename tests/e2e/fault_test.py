@@ -9,7 +9,9 @@
        no finish reason; a gRPC status with a message), promptly, never a hang;
      - the 3 requests waiting in its queue (no token yet) are retried on the other worker and
        succeed, as does everything the other worker had: the survivor's own success counter
-       rises by exactly the 9 requests that succeed;
+       rises by exactly the 9 requests that succeed. The gateway runs with
+       --query_of_death_retries=1 for this: by default a request whose worker dies while running
+       it is not retried (query-of-death protection, query_of_death_test.py covers it);
      - restarted on the same port, the worker is re-admitted: the gateway's
        llmserve_gateway_worker_up for it goes back to 1 and new requests are served by it (its
        own llmserve_request_success_total rises).
@@ -648,8 +650,11 @@ def run(binaries):
             cluster.workers = [
                 cluster.start_worker("worker-0", f"--max_num_seqs={FIRST_WORKER_SEQS}"),
                 cluster.start_worker("worker-1")]
+            # One retry after a worker dies under a request: the killed worker's queue is
+            # retried elsewhere (phase 1).
             cluster.gateway = cluster.start_gateway(cluster.workers, "--routing=round_robin",
-                                                    "--drain_timeout=60s")
+                                                    "--drain_timeout=60s",
+                                                    "--query_of_death_retries=1")
             cluster.wait_ready(cluster.gateway, cluster.workers)
             for phase in (kill_a_worker, sigterm_a_worker, sigterm_the_gateway, overload):
                 phase_start = time.monotonic()

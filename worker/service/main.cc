@@ -4,12 +4,15 @@
 // the rest) and exits 0; a second signal exits at once with status 1.
 
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "common/base/byte_size.h"
@@ -72,7 +75,28 @@ ABSL_FLAG(bool, vllm_metric_names, false,
           "(vllm:num_requests_waiting{model_name=...}, ...), for dashboards, autoscalers and "
           "inference gateways written for vLLM");
 
+ABSL_FLAG(std::string, test_only_crash_on_prompt_tokens, "",
+          "TEST ONLY, never in production: comma-separated token ids; the worker crashes "
+          "(SIGSEGV) on a Generate request whose prompt contains them in a row, standing for a "
+          "request that kills its worker (the gateway's query-of-death tests). Empty: off");
+
 namespace {
+
+// --test_only_crash_on_prompt_tokens: "ID,ID,..." of ids >= 0; no empty element.
+absl::StatusOr<std::vector<int32_t>> ParseCrashTokens(const std::string& text) {
+  std::vector<int32_t> ids;
+  if (text.empty()) return ids;
+  for (absl::string_view piece : absl::StrSplit(text, ',')) {
+    int32_t id = -1;
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(piece), &id) || id < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--test_only_crash_on_prompt_tokens=", text,
+                       ": expected comma-separated token ids >= 0, got \"", piece, "\""));
+    }
+    ids.push_back(id);
+  }
+  return ids;
+}
 
 absl::Status ParseKvCacheMemory(const std::string& text,
                                 llmserve::worker::WorkerServerOptions* options) {
@@ -146,6 +170,10 @@ absl::StatusOr<llmserve::worker::WorkerServerOptions> OptionsFromFlags() {
   options.tls = {.cert_file = absl::GetFlag(FLAGS_tls_cert),
                  .key_file = absl::GetFlag(FLAGS_tls_key),
                  .client_ca_file = absl::GetFlag(FLAGS_tls_client_ca)};
+  absl::StatusOr<std::vector<int32_t>> crash_tokens =
+      ParseCrashTokens(absl::GetFlag(FLAGS_test_only_crash_on_prompt_tokens));
+  if (!crash_tokens.ok()) return crash_tokens.status();
+  options.test_only_crash_on_prompt_tokens = *std::move(crash_tokens);
   LLMSERVE_RETURN_IF_ERROR(llmserve::worker::ValidateWorkerServerOptions(options));
   return options;
 }

@@ -337,6 +337,11 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   server->service_ =
       std::make_unique<WorkerService>(server->engine_.get(), server->metrics_.get(), info,
                                       server->structured_.get(), std::move(structured_error));
+  if (!options.test_only_crash_on_prompt_tokens.empty()) {
+    LLMSERVE_LOG(WARNING) << "--test_only_crash_on_prompt_tokens is set: this worker crashes on "
+                             "purpose on some prompts (a test-only fault; never in production)";
+    server->service_->CrashOnPromptTokensForTesting(options.test_only_crash_on_prompt_tokens);
+  }
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -71,6 +72,9 @@ struct WorkerServerOptions {
   SpeculativeConfig speculative;
   // TLS on the gRPC port (and mutual TLS with a client CA); empty: plaintext.
   common::ServerTlsFiles tls;
+  // TEST ONLY (--test_only_crash_on_prompt_tokens): crash on a prompt holding these ids in a row
+  // (WorkerService::CrashOnPromptTokensForTesting). Empty: off.
+  std::vector<int32_t> test_only_crash_on_prompt_tokens;
 };
 
 // INVALID_ARGUMENT naming the option (with the flag spelling) for values out of range.

@@ -1,9 +1,12 @@
 #include "worker/service/worker_service.h"
 
+#include <algorithm>
+#include <csignal>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/logging.h"
 #include "common/status/grpc_raw_message.h"
 #include "common/status/grpc_status.h"
 #include "worker/service/request_conversion.h"
@@ -45,6 +48,14 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WorkerService::Generate(
     return refuse(status);
   }
   const v1::GenerateRequest* request = &parsed;
+  if (!crash_marker_.empty() &&
+      std::search(request->prompt_token_ids().begin(), request->prompt_token_ids().end(),
+                  crash_marker_.begin(),
+                  crash_marker_.end()) != request->prompt_token_ids().end()) {
+    LLMSERVE_LOG(ERROR) << "request " << request->request_id()
+                        << ": crashing on purpose (--test_only_crash_on_prompt_tokens)";
+    std::raise(SIGSEGV);
+  }
   if (const absl::Status id = ValidateRequestId(request->request_id()); !id.ok()) {
     return refuse(id);
   }

@@ -12,6 +12,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -64,6 +66,13 @@ class WorkerService final : public RawWorkerService {
   // Requests in the engine now (live Generate calls whose request has not finished).
   int live_requests() const;
 
+  // TEST ONLY: from now on, a Generate request whose prompt holds `marker` (non-empty) in a row
+  // crashes the process (SIGSEGV) in the handler, before any answer: a stand-in for a request
+  // that kills its worker, for the gateway's query-of-death tests. Call before serving.
+  void CrashOnPromptTokensForTesting(std::vector<int32_t> marker) {
+    crash_marker_ = std::move(marker);
+  }
+
  private:
   Engine* const engine_;
   WorkerMetrics* const metrics_;
@@ -71,6 +80,8 @@ class WorkerService final : public RawWorkerService {
   StructuredOutputCompiler* const structured_;
   const std::string structured_error_;
   LoadBroadcaster broadcaster_;
+  // Set before serving, read-only after (CrashOnPromptTokensForTesting).
+  std::vector<int32_t> crash_marker_;
 
   mutable absl::Mutex mutex_;
   bool draining_ ABSL_GUARDED_BY(mutex_) = false;

@@ -408,6 +408,7 @@ InferenceService::Started InferenceService::MakeStarted(PreparedRequest request,
       std::min(accepted.client_deadline, arrival + options_.request_timeout);
   started.generation.max_attempts = options_.max_attempts;
   started.generation.metrics = options_.metrics;
+  started.generation.query_of_death = options_.query_of_death_guard;
   started.generation.api = "grpc";
   if (options_.isolate_cache_per_principal) {
     started.generation.cache_salt = started.principal.name;

@@ -556,6 +556,7 @@ void OpenAiApi::StartGeneration(PendingGeneration pending, std::vector<PreparedR
   generation.deadline = pending.lifecycle->arrival() + options_.request_timeout;
   generation.max_attempts = options_.max_attempts;
   generation.metrics = options_.metrics;
+  generation.query_of_death = options_.query_of_death_guard;
   generation.api = "http";
   if (options_.isolate_cache_per_principal) generation.cache_salt = pending.principal.name;
   const std::string id =

@@ -11,6 +11,8 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "gateway/pipeline/query_of_death.h"
+#include "gateway/router/worker_call_failure.h"
 #include "gtest/gtest.h"
 #include "tests/testing/fake_worker_client.h"
 
@@ -280,6 +282,108 @@ TEST_F(GenerationTest, ConcurrentRequestsSpreadOverIdleWorkers) {
   EXPECT_EQ(per_worker["b:1"], 4);
   for (int i = 0; i < 8; ++i) fake_.WaitForCall(i)->Send({}, FINISH_REASON_STOP);
   for (const auto& observer : observers) ASSERT_TRUE(observer->WaitDone());
+}
+
+// Query-of-death protection (query_of_death.h): a worker that went away while running the request
+// (the fake's call ends with WorkerConnectionLost, as WorkerPool's does when the connection
+// breaks) is not tried again, and identical requests are then refused without any worker call.
+class QueryOfDeathGenerationTest : public GenerationTest {
+ protected:
+  std::shared_ptr<Generation> StartGuarded(PreparedRequest request,
+                                           std::shared_ptr<RecordingObserver> observer) {
+    return Generation::Start(&fake_, std::move(request),
+                             {.max_attempts = 3, .query_of_death = &guard_}, observer);
+  }
+  static absl::Status Lost(const std::string& address) {
+    return WorkerConnectionLost(address, "Socket closed");
+  }
+
+  QueryOfDeathOptions options_{.crash_retries = 0, .quarantine = absl::Minutes(5)};
+  QueryOfDeathGuard guard_{options_, nullptr};
+};
+
+TEST_F(QueryOfDeathGenerationTest, ARequestThatKillsItsWorkerIsNotRetriedAndThenRefused) {
+  std::shared_ptr<Generation> generation = StartGuarded(Request(), observer_);
+  std::shared_ptr<FakeCall> call = fake_.WaitForCall(0);
+  ASSERT_NE(call, nullptr);
+  ASSERT_TRUE(call->Finish(Lost(call->address())));
+  ASSERT_TRUE(observer_->WaitDone());
+  EXPECT_EQ(observer_->error().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(observer_->error().message().find("failed while running this request"),
+            absl::string_view::npos)
+      << observer_->error();
+  EXPECT_EQ(fake_.calls_started(), 1u);
+  EXPECT_EQ(fake_.reported_failures(), std::vector<std::string>{call->address()});
+  EXPECT_EQ(guard_.quarantined(), 1u);
+
+  // The same request again (another request id): refused before any worker call.
+  auto again = std::make_shared<RecordingObserver>();
+  PreparedRequest same = Request();
+  same.request_id = "another";
+  std::shared_ptr<Generation> second = StartGuarded(std::move(same), again);
+  ASSERT_TRUE(again->WaitDone());
+  EXPECT_EQ(again->error().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(again->error().message().find("identical request"), absl::string_view::npos)
+      << again->error();
+  EXPECT_EQ(fake_.calls_started(), 1u);
+
+  // A different request still goes to a worker.
+  auto different = std::make_shared<RecordingObserver>();
+  PreparedRequest other = Request();
+  other.worker_request.set_max_tokens(15);
+  std::shared_ptr<Generation> third = StartGuarded(std::move(other), different);
+  std::shared_ptr<FakeCall> served = fake_.WaitForCall(1);
+  ASSERT_NE(served, nullptr);
+  ASSERT_TRUE(served->Send(Ids("ok"), FINISH_REASON_STOP));
+  ASSERT_TRUE(different->WaitDone());
+  EXPECT_TRUE(different->result().has_value());
+}
+
+TEST_F(QueryOfDeathGenerationTest, ADrainingRefusalOrOverloadIsStillRetried) {
+  fake_.AddWorker("c:1", FakeModelInfo("tiny"));
+  std::shared_ptr<Generation> generation = StartGuarded(Request(), observer_);
+  ASSERT_TRUE(fake_.WaitForCall(0)->Finish(absl::UnavailableError(
+      "the worker is draining (shutting down) and accepts no new requests")));
+  ASSERT_TRUE(fake_.WaitForCall(1)->Finish(absl::ResourceExhaustedError("queue full")));
+  std::shared_ptr<FakeCall> third = fake_.WaitForCall(2);
+  ASSERT_NE(third, nullptr);
+  ASSERT_TRUE(third->Send(Ids("ok"), FINISH_REASON_STOP));
+  ASSERT_TRUE(observer_->WaitDone());
+  EXPECT_TRUE(observer_->result().has_value());
+  EXPECT_EQ(guard_.quarantined(), 0u);
+}
+
+TEST_F(QueryOfDeathGenerationTest, AWorkerThatDiesAfterTheFirstTokenQuarantinesTheRequest) {
+  std::shared_ptr<Generation> generation = StartGuarded(Request(), observer_);
+  std::shared_ptr<FakeCall> call = fake_.WaitForCall(0);
+  ASSERT_NE(call, nullptr);
+  ASSERT_TRUE(call->Send(Ids("partial")));
+  ASSERT_TRUE(call->Finish(Lost(call->address())));
+  ASSERT_TRUE(observer_->WaitDone());
+  EXPECT_NE(observer_->error().message().find("failed after"), absl::string_view::npos)
+      << observer_->error();
+  EXPECT_EQ(guard_.quarantined(), 1u);
+}
+
+TEST_F(QueryOfDeathGenerationTest, WithOneCrashRetryTheSecondWorkerIsTheLast) {
+  QueryOfDeathGuard lenient({.crash_retries = 1, .quarantine = absl::Minutes(5)}, nullptr);
+  fake_.AddWorker("c:1", FakeModelInfo("tiny"));
+  std::shared_ptr<Generation> generation = Generation::Start(
+      &fake_, Request(), {.max_attempts = 3, .query_of_death = &lenient}, observer_);
+  std::shared_ptr<FakeCall> first = fake_.WaitForCall(0);
+  ASSERT_NE(first, nullptr);
+  ASSERT_TRUE(first->Finish(Lost(first->address())));
+  std::shared_ptr<FakeCall> second = fake_.WaitForCall(1);
+  ASSERT_NE(second, nullptr);
+  EXPECT_NE(second->address(), first->address());
+  EXPECT_EQ(lenient.quarantined(), 0u);
+  ASSERT_TRUE(second->Finish(Lost(second->address())));
+  ASSERT_TRUE(observer_->WaitDone());
+  EXPECT_EQ(observer_->error().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(observer_->error().message().find("not retried again"), absl::string_view::npos)
+      << observer_->error();
+  EXPECT_EQ(fake_.calls_started(), 2u);
+  EXPECT_EQ(lenient.quarantined(), 1u);
 }
 
 }  // namespace
