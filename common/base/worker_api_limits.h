@@ -29,6 +29,9 @@ inline constexpr size_t kMaxRequestIdLength = 128;
 inline constexpr int kMaxStopTokenIds = 64;
 inline constexpr int32_t kMaxPriority = 1000;
 inline constexpr int32_t kMaxTopLogprobs = 20;
+// logit_bias: at most this many entries (OpenAI's limit), each bias within +-kMaxLogitBias.
+inline constexpr int kMaxLogitBiasEntries = 300;
+inline constexpr float kMaxLogitBias = 100.0f;
 // Worker only: the gateway makes the salt itself.
 inline constexpr size_t kMaxCacheSaltBytes = 256;
 

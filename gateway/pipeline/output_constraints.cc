@@ -93,7 +93,7 @@ absl::StatusOr<std::optional<ToolCalling>> ResolveOutputConstraints(
   calling.tools.assign(chat.tools().begin(), chat.tools().end());
   if (absl::Status tools = tool_calls::ValidateTools(calling.tools); !tools.ok()) return tools;
   absl::StatusOr<tool_calls::ToolChoice> choice =
-      tool_calls::ParseToolChoiceName(chat.tool_choice(), calling.tools);
+      tool_calls::ParseChatToolChoice(chat, calling.tools);
   if (!choice.ok()) return choice.status();
   calling.choice = *std::move(choice);
   calling.format = model_format;
@@ -103,9 +103,10 @@ absl::StatusOr<std::optional<ToolCalling>> ResolveOutputConstraints(
   }
   if (calling.constrained()) {
     if (request.has_structured_output()) {
-      return Invalid("chat.tool_choice",
-                     "\"required\" or a named function constrains the output itself and cannot "
-                     "be combined with a structured output (response_format)");
+      return Invalid(
+          chat.tool_choice_function().empty() ? "chat.tool_choice" : "chat.tool_choice_function",
+          "\"required\" or a named function constrains the output itself and cannot "
+          "be combined with structured_output");
     }
     out->mutable_structured_output()->set_json_schema(
         tool_calls::ToolChoiceSchema(calling.choice, calling.tools, calling.parallel_tool_calls));

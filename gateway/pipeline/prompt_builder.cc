@@ -1,7 +1,9 @@
 #include "gateway/pipeline/prompt_builder.h"
 
 #include <atomic>
+#include <string>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/base/worker_api_limits.h"
@@ -14,6 +16,8 @@ namespace {
 constexpr int kMaxStopStrings = 16;
 constexpr size_t kMaxStopStringBytes = 256;
 constexpr int kMaxChatMessages = 1024;
+using common::kMaxLogitBias;
+using common::kMaxLogitBiasEntries;
 using common::kMaxPriority;
 using common::kMaxRequestIdLength;
 using common::kMaxStopTokenIds;
@@ -38,6 +42,26 @@ absl::Status CheckClosed(absl::string_view field, float value, float low, float 
 absl::Status CheckLeftOpen(absl::string_view field, float value, float low, float high) {
   if (value > low && value <= high) return absl::OkStatus();
   return Invalid(field, absl::StrCat(value, " is outside (", low, ", ", high, "]"));
+}
+
+// The worker's ValidateLogitBias (worker/sampling/sampling_params.h), with the public field names.
+absl::Status ValidateLogitBias(const ::llmserve::v1::SamplingParams& sampling,
+                               uint32_t vocab_size) {
+  if (sampling.logit_bias_size() > kMaxLogitBiasEntries) {
+    return Invalid("sampling.logit_bias", absl::StrCat(sampling.logit_bias_size(),
+                                                       " entries; at most ", kMaxLogitBiasEntries));
+  }
+  absl::flat_hash_set<int32_t> seen;
+  for (const ::llmserve::v1::LogitBias& entry : sampling.logit_bias()) {
+    const std::string field = absl::StrCat("sampling.logit_bias[", entry.token_id(), "]");
+    if (entry.token_id() < 0 || static_cast<uint32_t>(entry.token_id()) >= vocab_size) {
+      return Invalid(field, absl::StrCat("token id ", entry.token_id(),
+                                         " is outside the vocabulary [0, ", vocab_size, ")"));
+    }
+    if (!seen.insert(entry.token_id()).second) return Invalid(field, "token id given twice");
+    LLMSERVE_RETURN_IF_ERROR(CheckClosed(field, entry.bias(), -kMaxLogitBias, kMaxLogitBias));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -92,7 +116,7 @@ absl::Status ValidateSamplingParams(const ::llmserve::v1::SamplingParams& sampli
     return Invalid("sampling.top_logprobs",
                    absl::StrCat(sampling.top_logprobs(), " is outside [0, ", kMaxTopLogprobs, "]"));
   }
-  return absl::OkStatus();
+  return ValidateLogitBias(sampling, vocab_size);
 }
 
 absl::StatusOr<std::string> ResolveRequestId(const std::string& client_id) {

@@ -22,6 +22,17 @@ ToolChoice Default(absl::Span<const llmserve::v1::Tool> tools) {
   return ToolChoice{tools.empty() ? ToolChoice::Mode::kNone : ToolChoice::Mode::kAuto, ""};
 }
 
+// A function the model must call: one of `tools`, whatever its name (a tool may be called "none").
+absl::StatusOr<ToolChoice> FromFunctionName(std::string_view field, std::string_view name,
+                                            absl::Span<const llmserve::v1::Tool> tools) {
+  if (tools.empty()) return Invalid(field, "a named function needs `tools`");
+  if (!IsKnownTool(name, tools)) {
+    return Invalid(field,
+                   absl::StrCat("function \"", std::string(name), "\" is not among `tools`"));
+  }
+  return ToolChoice{ToolChoice::Mode::kFunction, std::string(name)};
+}
+
 // "none" / "auto" / "required" and a function name, checked against `tools`.
 absl::StatusOr<ToolChoice> FromKeyword(std::string_view field, std::string_view value,
                                        absl::Span<const llmserve::v1::Tool> tools,
@@ -37,12 +48,7 @@ absl::StatusOr<ToolChoice> FromKeyword(std::string_view field, std::string_view 
                                        "\": expected \"none\", \"auto\", \"required\" or "
                                        "{\"type\": \"function\", \"function\": {\"name\": ...}}"));
   }
-  if (tools.empty()) return Invalid(field, "a named function needs `tools`");
-  if (!IsKnownTool(value, tools)) {
-    return Invalid(field,
-                   absl::StrCat("function \"", std::string(value), "\" is not among `tools`"));
-  }
-  return ToolChoice{ToolChoice::Mode::kFunction, std::string(value)};
+  return FromFunctionName(field, value, tools);
 }
 
 }  // namespace
@@ -68,13 +74,23 @@ absl::StatusOr<ToolChoice> ParseToolChoice(const nlohmann::json& value,
       name->get_ref<const std::string&>().empty()) {
     return Invalid("tool_choice.function.name", "must be a non-empty string");
   }
-  return FromKeyword("tool_choice.function.name", name->get_ref<const std::string&>(), tools, true);
+  // The object form names a function, never a mode: a tool may be called "none" or "auto".
+  return FromFunctionName("tool_choice.function.name", name->get_ref<const std::string&>(), tools);
 }
 
 absl::StatusOr<ToolChoice> ParseToolChoiceName(std::string_view value,
                                                absl::Span<const llmserve::v1::Tool> tools) {
   if (value.empty()) return Default(tools);
   return FromKeyword("chat.tool_choice", value, tools, true);
+}
+
+absl::StatusOr<ToolChoice> ParseChatToolChoice(const llmserve::v1::ChatPrompt& chat,
+                                               absl::Span<const llmserve::v1::Tool> tools) {
+  if (chat.tool_choice_function().empty()) return ParseToolChoiceName(chat.tool_choice(), tools);
+  if (!chat.tool_choice().empty()) {
+    return Invalid("chat.tool_choice_function", "cannot be combined with chat.tool_choice");
+  }
+  return FromFunctionName("chat.tool_choice_function", chat.tool_choice_function(), tools);
 }
 
 std::string ToolChoiceSchema(const ToolChoice& choice, absl::Span<const llmserve::v1::Tool> tools,

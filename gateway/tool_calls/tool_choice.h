@@ -27,7 +27,8 @@ struct ToolChoice {
 };
 
 // OpenAI's tool_choice: "none" | "auto" | "required" |
-// {"type": "function", "function": {"name": ...}}; null means the default (auto with tools, none
+// {"type": "function", "function": {"name": ...}} (any tool's name, even "none"); null means the
+// default (auto with tools, none
 // without). INVALID_ARGUMENT naming `tool_choice` for an unknown string, a missing name, a name
 // not among `tools`, or required/a function with no tools.
 absl::StatusOr<ToolChoice> ParseToolChoice(const nlohmann::json& value,
@@ -36,6 +37,12 @@ absl::StatusOr<ToolChoice> ParseToolChoice(const nlohmann::json& value,
 // The gRPC API's string form: "none" | "auto" | "required" | "<function name>"; "" is the default
 // (auto with tools, none without). Errors name `chat.tool_choice`.
 absl::StatusOr<ToolChoice> ParseToolChoiceName(std::string_view value,
+                                               absl::Span<const llmserve::v1::Tool> tools);
+
+// A chat's choice: `chat.tool_choice_function` (a function name, any name, "none" included)
+// when set, else ParseToolChoiceName(chat.tool_choice). Setting both is INVALID_ARGUMENT naming
+// chat.tool_choice_function.
+absl::StatusOr<ToolChoice> ParseChatToolChoice(const llmserve::v1::ChatPrompt& chat,
                                                absl::Span<const llmserve::v1::Tool> tools);
 
 // The JSON Schema (text) that constrains the output for `choice`:

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -424,6 +425,67 @@ TEST_F(GatewayBinaryTest, ARollingRestartOfOneWorkerUnderLoadLosesNoRequest) {
   EXPECT_EQ(replacement.WaitForExit(kPatience), 0);
   worker_b->Signal(SIGTERM);
   EXPECT_EQ(worker_b->WaitForExit(kPatience), 0);
+}
+
+// logit_bias end to end: the gateway carries it to the worker's sampler, where it decides even a
+// greedy request; a token id outside the vocabulary is a 400 naming the field and the key.
+TEST_F(GatewayBinaryTest, LogitBiasReachesTheWorkersSampler) {
+  int worker_port = -1, grpc_port = -1, http_port = -1;
+  std::unique_ptr<Subprocess> worker = StartWorker(&worker_port);
+  ASSERT_GT(worker_port, 0);
+  std::unique_ptr<Subprocess> gateway =
+      StartGateway({absl::StrCat("--workers=127.0.0.1:", worker_port)}, &grpc_port, &http_port);
+  ASSERT_GT(grpc_port, 0);
+  auto stub = v1::Inference::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", grpc_port),
+                                                         grpc::InsecureChannelCredentials()));
+  const auto greedy = [&](const std::vector<std::pair<int32_t, float>>& bias) {
+    v1::GenerateRequest request;
+    request.set_text("bias");
+    request.mutable_sampling()->set_temperature(0.0f);
+    for (const auto& [token, value] : bias) {
+      v1::LogitBias* entry = request.mutable_sampling()->add_logit_bias();
+      entry->set_token_id(token);
+      entry->set_bias(value);
+    }
+    request.mutable_stopping()->set_max_tokens(3);
+    request.mutable_stopping()->set_ignore_eos(true);
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
+    v1::GenerateResponse response;
+    const grpc::Status status = stub->Generate(&context, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    std::vector<int32_t> tokens;
+    for (const v1::GeneratedToken& token : response.tokens()) tokens.push_back(token.token_id());
+    return tokens;
+  };
+  const std::vector<int32_t> plain = greedy({});
+  ASSERT_EQ(plain.size(), 3u);
+  const int32_t forced = plain[0] == 7 ? 8 : 7;
+  EXPECT_EQ(greedy({{forced, 100.0f}}), std::vector<int32_t>(3, forced));
+  EXPECT_NE(greedy({{plain[0], -100.0f}})[0], plain[0]);
+
+  // The same through the OpenAI API, and its errors.
+  const std::string http = ::llmserve::testing::HttpExchange(
+      http_port,
+      HttpPostRequest("/v1/completions",
+                      absl::StrCat(R"({"model": "tiny", "prompt": "bias", "max_tokens": 3,
+                                       "temperature": 0, "ignore_eos": true,
+                                       "logit_bias": {")",
+                                   forced, R"(": 100}})")),
+      60);
+  EXPECT_EQ(HttpStatus(http), 200) << http;
+  const std::string too_big = ::llmserve::testing::HttpExchange(
+      http_port,
+      HttpPostRequest("/v1/completions",
+                      R"({"model": "tiny", "prompt": "x", "logit_bias": {"100000000": 5}})"),
+      60);
+  EXPECT_EQ(HttpStatus(too_big), 400) << too_big;
+  EXPECT_NE(too_big.find("logit_bias[100000000]"), std::string::npos) << too_big;
+  const std::string best_of = ::llmserve::testing::HttpExchange(
+      http_port,
+      HttpPostRequest("/v1/completions", R"({"model": "tiny", "prompt": "x", "best_of": 2})"), 60);
+  EXPECT_EQ(HttpStatus(best_of), 400) << best_of;
+  EXPECT_NE(best_of.find("best_of"), std::string::npos) << best_of;
 }
 
 TEST_F(GatewayBinaryTest, HttpHeaderTimeoutFlagClosesASilentConnection) {

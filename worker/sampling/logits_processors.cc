@@ -53,4 +53,14 @@ void ApplyPenalties(absl::Span<float> logits, const SamplingState& state,
   }
 }
 
+void ApplyLogitBias(absl::Span<float> logits, const SamplingState& state,
+                    std::vector<std::pair<int32_t, float>>* original) {
+  for (const auto& [token_id, bias] : state.params().logit_bias) {
+    LLMSERVE_CHECK(token_id >= 0 && static_cast<size_t>(token_id) < logits.size())
+        << "logit_bias token " << token_id << " outside logits of size " << logits.size();
+    if (original != nullptr) original->emplace_back(token_id, logits[token_id]);
+    logits[token_id] = ClampPositiveInfinity(logits[token_id] + bias);
+  }
+}
+
 }  // namespace llmserve::worker

@@ -1,5 +1,6 @@
-// The repetition, frequency and presence penalties, applied in place to one request's logits.
-// They run first, on the raw logits; temperature and the filters (candidate_filters.h) follow.
+// The logit bias and the repetition, frequency and presence penalties, applied in place to one
+// request's logits. The bias runs first, on the raw logits, then the penalties; temperature and
+// the filters (candidate_filters.h) follow.
 //
 // Thread-safe: pure functions over caller-owned memory.
 
@@ -26,6 +27,13 @@ namespace llmserve::worker {
 // logprobs. Token ids of `state` must be < logits.size() (CHECKed; SamplingState::Create validated
 // them).
 void ApplyPenalties(absl::Span<float> logits, const SamplingState& state,
+                    std::vector<std::pair<int32_t, float>>* original = nullptr);
+
+// Adds each (token_id, bias) of `state.params().logit_bias` to its logit, as OpenAI's logit_bias
+// does. -inf (a token a structured-output mask removed) stays -inf, so a bias never brings back a
+// masked token; +inf becomes the largest float. Saves the previous values into `original` as
+// ApplyPenalties does. Token ids must be < logits.size() (CHECKed; validated at creation).
+void ApplyLogitBias(absl::Span<float> logits, const SamplingState& state,
                     std::vector<std::pair<int32_t, float>>* original = nullptr);
 
 }  // namespace llmserve::worker

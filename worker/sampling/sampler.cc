@@ -58,14 +58,17 @@ SampleResult Sampler::Sample(absl::Span<float> logits, const SamplingState& stat
   SanitizeLogits(logits);
   SampleResult result;
   const bool wants_logprobs = params.wants_logprobs();
-  // Logprobs describe the raw logits, so they are read before the penalties change them; the
-  // penalized tokens' raw values are kept for the chosen token's logprob.
+  // Logprobs describe the raw logits, so they are read before the bias and the penalties change
+  // them; the changed tokens' raw values are kept for the chosen token's logprob (the bias saves
+  // first, so a token both biased and penalized finds its raw value first).
   LogSoftmaxNormalizer normalizer;
   std::vector<std::pair<int32_t, float>> original;
   if (wants_logprobs) {
     normalizer = ComputeLogSoftmaxNormalizer(logits);
     result.top_logprobs = TopLogprobs(logits, params.top_logprobs, normalizer);
   }
+  // The bias before anything else, greedy included: +100 must win an argmax, -100 lose it.
+  ApplyLogitBias(logits, state, wants_logprobs ? &original : nullptr);
   ApplyPenalties(logits, state, wants_logprobs ? &original : nullptr);
   result.token_id =
       params.temperature < kGreedyTemperature ? Argmax(logits) : SampleRandom(logits, state);

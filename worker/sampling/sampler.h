@@ -1,5 +1,7 @@
-// Turns a request's next-token logits into a token: penalties -> temperature -> min-p / top-k /
-// top-p -> a draw from the softmax of what remains (greedy when temperature is ~0), as vLLM does.
+// Turns a request's next-token logits into a token: logit bias -> penalties -> temperature ->
+// min-p / top-k / top-p -> a draw from the softmax of what remains (greedy when temperature is
+// ~0), as vLLM does. Speculative verification samples every row through this same function, so
+// the bias keeps its outputs exact.
 // docs/sampling.md gives the exact semantics, the determinism guarantee and the logprobs.
 //
 // Determinism: a request's draw at output step s is Philox(seed, s) (random.h), and every other

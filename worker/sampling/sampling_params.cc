@@ -1,5 +1,8 @@
 #include "worker/sampling/sampling_params.h"
 
+#include <string>
+
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/base/worker_api_limits.h"
@@ -38,6 +41,28 @@ absl::Status ValidateSamplingParams(const SamplingParams& params, int64_t vocab_
   if (params.top_logprobs < 0 || params.top_logprobs > common::kMaxTopLogprobs) {
     return absl::InvalidArgumentError(absl::StrCat("top_logprobs is ", params.top_logprobs,
                                                    ", outside [0, ", common::kMaxTopLogprobs, "]"));
+  }
+  return ValidateLogitBias(params.logit_bias, vocab_size);
+}
+
+absl::Status ValidateLogitBias(absl::Span<const std::pair<int32_t, float>> logit_bias,
+                               int64_t vocab_size) {
+  if (logit_bias.size() > static_cast<size_t>(common::kMaxLogitBiasEntries)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "logit_bias has ", logit_bias.size(), " entries, at most ", common::kMaxLogitBiasEntries));
+  }
+  absl::flat_hash_set<int32_t> seen;
+  for (const auto& [token_id, bias] : logit_bias) {
+    const std::string field = absl::StrCat("logit_bias[", token_id, "]");
+    if (token_id < 0 || token_id >= vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": token id ", token_id, " is outside the vocabulary [0, ", vocab_size, ")"));
+    }
+    if (!seen.insert(token_id).second) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": token id given twice"));
+    }
+    LLMSERVE_RETURN_IF_ERROR(
+        CheckClosed(field, bias, -common::kMaxLogitBias, common::kMaxLogitBias));
   }
   return absl::OkStatus();
 }

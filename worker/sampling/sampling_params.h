@@ -9,8 +9,11 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 
 namespace llmserve::worker {
 
@@ -40,6 +43,9 @@ struct SamplingParams {
   int32_t top_logprobs = 0;
   // Return the chosen token's log probability.
   bool return_logprobs = false;
+  // (token_id, bias) pairs added to the logits before anything else; token ids distinct and in
+  // [0, vocab_size), biases in [-100, 100], at most 300 pairs.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 
   // Logprobs cost a pass over the vocabulary, so they are computed only when asked for: asking
   // for alternatives implies the chosen token's logprob too.
@@ -53,6 +59,11 @@ inline constexpr float kGreedyTemperature = 1e-5f;
 // OK when every field is in the range above (NaN is never in range) and top_k <= vocab_size;
 // otherwise INVALID_ARGUMENT naming the first bad field, its value and the allowed range.
 absl::Status ValidateSamplingParams(const SamplingParams& params, int64_t vocab_size);
+
+// The logit_bias part of ValidateSamplingParams: "logit_bias[<id>]: ..." for an id outside
+// [0, vocab_size) or given twice, or a bias outside [-100, 100] (NaN included); too many entries.
+absl::Status ValidateLogitBias(absl::Span<const std::pair<int32_t, float>> logit_bias,
+                               int64_t vocab_size);
 
 }  // namespace llmserve::worker
 

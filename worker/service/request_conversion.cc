@@ -26,6 +26,10 @@ SamplingParams ToSamplingParams(const ::llmserve::v1::SamplingParams& proto) {
   if (proto.has_seed()) params.seed = proto.seed();
   params.top_logprobs = proto.top_logprobs();
   params.return_logprobs = proto.return_logprobs();
+  params.logit_bias.reserve(proto.logit_bias_size());
+  for (const ::llmserve::v1::LogitBias& entry : proto.logit_bias()) {
+    params.logit_bias.emplace_back(entry.token_id(), entry.bias());
+  }
   return params;
 }
 

@@ -10,8 +10,11 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/base/worker_api_limits.h"
 #include "common/json/ordered_json.h"
+#include "common/status/status_macros.h"
 #include "gateway/frontends/openai/openai_json.h"
 #include "gateway/frontends/openai/openai_structured.h"
 
@@ -77,6 +80,39 @@ absl::StatusOr<std::string> MessageContent(const Json& content, int index) {
   return text;
 }
 
+// OpenAI's logit_bias: {"<token id>": bias, ...}. Keys are decimal token ids, biases finite
+// numbers in [-100, 100], at most 300 entries; the vocabulary's range is checked with the other
+// sampling fields against the served model (prompt_builder.h).
+absl::Status ParseLogitBias(const Json& value, ::llmserve::v1::SamplingParams* sampling) {
+  if (!value.is_object()) {
+    return Invalid("logit_bias", "must be an object mapping token ids to biases");
+  }
+  if (value.size() > static_cast<size_t>(common::kMaxLogitBiasEntries)) {
+    return Invalid("logit_bias", absl::StrCat("has ", value.size(), " entries; at most ",
+                                              common::kMaxLogitBiasEntries));
+  }
+  for (const auto& [key, bias] : value.items()) {
+    int64_t token_id = 0;
+    const bool digits = !key.empty() && key.size() <= 10 &&
+                        key.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || !absl::SimpleAtoi(key, &token_id) ||
+        token_id > std::numeric_limits<int32_t>::max()) {
+      return Invalid("logit_bias", absl::StrCat("key \"", key.substr(0, 64),
+                                                "\" is not a token id (a decimal integer)"));
+    }
+    const std::string field = absl::StrCat("logit_bias[\"", key, "\"]");
+    if (!bias.is_number() || !std::isfinite(bias.get<double>()) ||
+        std::fabs(bias.get<double>()) > common::kMaxLogitBias) {
+      return Invalid(field, absl::StrCat("must be a number in [-", common::kMaxLogitBias, ", ",
+                                         common::kMaxLogitBias, "]"));
+    }
+    ::llmserve::v1::LogitBias* entry = sampling->add_logit_bias();
+    entry->set_token_id(static_cast<int32_t>(token_id));
+    entry->set_bias(static_cast<float>(bias.get<double>()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseSampling(const Json& body, OpenAiEndpoint endpoint, OpenAiRequest* out) {
   ::llmserve::v1::SamplingParams& sampling = *out->request.mutable_sampling();
   absl::Status status;
@@ -102,6 +138,9 @@ absl::Status ParseSampling(const Json& body, OpenAiEndpoint endpoint, OpenAiRequ
                                             std::numeric_limits<int64_t>::max());
     if (!value.ok()) return value.status();
     sampling.set_seed(static_cast<uint64_t>(*value));
+  }
+  if (const Json* bias = Find(body, "logit_bias")) {
+    LLMSERVE_RETURN_IF_ERROR(ParseLogitBias(*bias, &sampling));
   }
   if (endpoint == OpenAiEndpoint::kCompletions) {
     if (const Json* logprobs = Find(body, "logprobs")) {
@@ -186,7 +225,9 @@ absl::Status ParsePrompt(const Json& body, OpenAiEndpoint endpoint, OpenAiReques
         return Invalid(absl::StrCat("messages[", i, "]"), "must be an object with a 'role'");
       }
       ::llmserve::v1::ChatMessage* added = chat.add_messages();
-      added->set_role(message["role"].get<std::string>());
+      // OpenAI's newer clients send instructions as "developer"; chat templates know "system".
+      const std::string& role = message["role"].get_ref<const std::string&>();
+      added->set_role(role == "developer" ? "system" : role);
       absl::StatusOr<std::string> content =
           MessageContent(message.contains("content") ? message["content"] : Json(), i);
       if (!content.ok()) return content.status();
@@ -243,8 +284,29 @@ constexpr absl::string_view kReadFields[] = {
     "top_logprobs", "max_completion_tokens", "max_tokens", "stop", "stop_token_ids", "ignore_eos",
     "min_tokens", "n", "stream", "stream_options", "skip_special_tokens", "echo", "user",
     "response_format", "guided_json", "guided_regex", "guided_choice", "guided_grammar",
-    "structured_outputs", "tools", "tool_choice", "parallel_tool_calls"};
+    "structured_outputs", "tools", "tool_choice", "parallel_tool_calls", "logit_bias", "best_of",
+    "prompt_logprobs", "suffix"};
 // clang-format on
+
+// Fields we do not implement are refused rather than ignored, except for the values that ask for
+// nothing: best_of equal to n (each choice is then its own best), an empty suffix.
+absl::Status RefuseUnsupported(const Json& body, int n) {
+  if (const Json* best_of = Find(body, "best_of")) {
+    if (!best_of->is_number_integer() || best_of->get<int64_t>() != n) {
+      return Invalid("best_of", absl::StrCat("is not supported (only best_of equal to n, ", n,
+                                             ", is accepted)"));
+    }
+  }
+  if (Find(body, "prompt_logprobs") != nullptr) {
+    return Invalid("prompt_logprobs", "is not supported");
+  }
+  if (const Json* suffix = Find(body, "suffix")) {
+    if (!suffix->is_string() || !suffix->get_ref<const std::string&>().empty()) {
+      return Invalid("suffix", "is not supported (insertion after a suffix)");
+    }
+  }
+  return absl::OkStatus();
+}
 
 bool IsReadField(absl::string_view key) {
   return std::find(std::begin(kReadFields), std::end(kReadFields), key) != std::end(kReadFields);
@@ -306,6 +368,7 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, absl::
     if (const Json* echo = Find(json, "echo")) {
       if (echo->is_boolean() && echo->get<bool>()) return Invalid("echo", "is not supported");
     }
+    LLMSERVE_RETURN_IF_ERROR(RefuseUnsupported(json, out.n));
     if (const Json* user = Find(json, "user")) {
       if (!user->is_string()) return Invalid("user", "must be a string");
       out.user = user->get<std::string>();

@@ -2,10 +2,11 @@
 // public API's GenerateRequest, with the parameters OpenAI and vLLM name: max_tokens /
 // max_completion_tokens, temperature, top_p, top_k, min_p, presence_penalty, frequency_penalty,
 // repetition_penalty, seed, stop, stop_token_ids, ignore_eos, min_tokens, logprobs /
-// top_logprobs, n, stream, stream_options.include_usage, user, skip_special_tokens, and the
-// structured-output and tool fields of openai_structured.h. Unknown
-// fields are ignored (as OpenAI's clients send extras); known ones with a wrong type are
-// INVALID_ARGUMENT naming the field.
+// top_logprobs, logit_bias, n, stream, stream_options.include_usage, user, skip_special_tokens,
+// and the structured-output and tool fields of openai_structured.h; the "developer" role is
+// "system". Unknown fields are ignored (as OpenAI's clients send extras); known ones with a wrong
+// type are INVALID_ARGUMENT naming the field, and known ones we do not implement (echo: true,
+// best_of other than n, prompt_logprobs, a non-empty suffix) are INVALID_ARGUMENT naming them.
 //
 // Thread-safe: pure functions.
 

@@ -171,6 +171,14 @@ absl::Status ParseOpenAiStructuredOutput(const Json& body,
     return Invalid(given[1], absl::StrCat("cannot be combined with '", given[0],
                                           "': give one output constraint"));
   }
+  // Said here, where the fields' OpenAI names are known (the pipeline sees only the proto).
+  const ::llmserve::v1::ChatPrompt& chat = request->chat();
+  if (!given.empty() &&
+      (chat.tool_choice() == "required" || !chat.tool_choice_function().empty())) {
+    return Invalid(given[0],
+                   "cannot be combined with 'tool_choice' \"required\" or a named function, "
+                   "which constrains the output to the call itself");
+  }
   if (!given.empty()) *request->mutable_structured_output() = std::move(constraint);
   return absl::OkStatus();
 }
@@ -197,7 +205,8 @@ absl::Status ParseOpenAiTools(const Json& body, ::llmserve::v1::ChatPrompt* chat
         chat->set_tool_choice("required");
         break;
       case tool_calls::ToolChoice::Mode::kFunction:
-        chat->set_tool_choice(parsed->function);
+        // Its own field: a tool called "none" or "auto" is still that tool.
+        chat->set_tool_choice_function(parsed->function);
         break;
     }
   }

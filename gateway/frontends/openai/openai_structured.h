@@ -16,8 +16,9 @@
 
 namespace llmserve::gateway {
 
-// At most one constraint per request; INVALID_ARGUMENT naming the field otherwise, or for a
-// malformed one. `response_format: {"type": "text"}` is no constraint.
+// At most one constraint per request, and none with a tool_choice that forces a call (already
+// parsed into request->chat()); INVALID_ARGUMENT naming the field otherwise, or for a malformed
+// one. `response_format: {"type": "text"}` is no constraint.
 absl::Status ParseOpenAiStructuredOutput(const nlohmann::ordered_json& body,
                                          ::llmserve::v1::GenerateRequest* request);
 

@@ -88,6 +88,87 @@ TEST(OpenAiRequestTest, ChatMessagesWithParts) {
   EXPECT_FALSE(parsed->request.chat().add_generation_prompt());
 }
 
+// What a body's parse error says ("" when it parses).
+std::string ParseError(OpenAiEndpoint endpoint, const std::string& body) {
+  absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(endpoint, body);
+  if (parsed.ok()) return "";
+  EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << body;
+  return std::string(parsed.status().message());
+}
+
+TEST(OpenAiRequestTest, LogitBiasIsCarriedAsTokenIdsAndBiases) {
+  absl::StatusOr<OpenAiRequest> parsed =
+      ParseOpenAiRequest(OpenAiEndpoint::kChatCompletions,
+                         R"({"messages": [{"role": "user", "content": "hi"}],
+          "logit_bias": {"50256": -100, "7": 100, "0": 0.5}})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  const auto& bias = parsed->request.sampling().logit_bias();
+  ASSERT_EQ(bias.size(), 3);
+  EXPECT_EQ(bias[0].token_id(), 50256);
+  EXPECT_FLOAT_EQ(bias[0].bias(), -100.0f);
+  EXPECT_EQ(bias[1].token_id(), 7);
+  EXPECT_FLOAT_EQ(bias[1].bias(), 100.0f);
+  EXPECT_EQ(bias[2].token_id(), 0);
+  // null is unset, as OpenAI clients send it.
+  parsed =
+      ParseOpenAiRequest(OpenAiEndpoint::kCompletions, R"({"prompt": "hi", "logit_bias": null})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->request.sampling().logit_bias_size(), 0);
+}
+
+TEST(OpenAiRequestTest, BadLogitBiasIsRefusedNamingTheKey) {
+  const auto error = [](const std::string& bias) {
+    return ParseError(OpenAiEndpoint::kCompletions,
+                      absl::StrCat(R"({"prompt": "hi", "logit_bias": )", bias, "}"));
+  };
+  EXPECT_EQ(error("[1]"), "'logit_bias' must be an object mapping token ids to biases");
+  EXPECT_EQ(error(R"({"abc": 1})"),
+            "'logit_bias' key \"abc\" is not a token id (a decimal integer)");
+  EXPECT_EQ(error(R"({"-1": 1})"), "'logit_bias' key \"-1\" is not a token id (a decimal integer)");
+  EXPECT_EQ(error(R"({"1.5": 1})"),
+            "'logit_bias' key \"1.5\" is not a token id (a decimal integer)");
+  EXPECT_EQ(error(R"({"99999999999": 1})"),
+            "'logit_bias' key \"99999999999\" is not a token id (a decimal integer)");
+  EXPECT_EQ(error(R"({"5": 100.5})"), "'logit_bias[\"5\"]' must be a number in [-100, 100]");
+  EXPECT_EQ(error(R"({"5": -101})"), "'logit_bias[\"5\"]' must be a number in [-100, 100]");
+  EXPECT_EQ(error(R"({"5": "1"})"), "'logit_bias[\"5\"]' must be a number in [-100, 100]");
+  std::string many = "{";
+  for (int i = 0; i < 301; ++i) absl::StrAppend(&many, i == 0 ? "" : ",", "\"", i, "\": 1");
+  EXPECT_EQ(error(many + "}"), "'logit_bias' has 301 entries; at most 300");
+}
+
+// Fields we do not implement are refused naming them, never ignored.
+TEST(OpenAiRequestTest, UnsupportedFieldsAreRefusedNamingThem) {
+  EXPECT_EQ(ParseError(OpenAiEndpoint::kCompletions, R"({"prompt": "hi", "best_of": 3})"),
+            "'best_of' is not supported (only best_of equal to n, 1, is accepted)");
+  EXPECT_EQ(ParseError(OpenAiEndpoint::kCompletions, R"({"prompt": "hi", "n": 2, "best_of": 4})"),
+            "'best_of' is not supported (only best_of equal to n, 2, is accepted)");
+  EXPECT_EQ(ParseError(OpenAiEndpoint::kCompletions, R"({"prompt": "hi", "n": 2, "best_of": 2})"),
+            "");
+  EXPECT_EQ(ParseError(OpenAiEndpoint::kCompletions, R"({"prompt": "hi", "best_of": 1})"), "");
+  EXPECT_EQ(ParseError(OpenAiEndpoint::kCompletions, R"({"prompt": "hi", "best_of": null})"), "");
+  EXPECT_EQ(ParseError(OpenAiEndpoint::kCompletions, R"({"prompt": "hi", "prompt_logprobs": 1})"),
+            "'prompt_logprobs' is not supported");
+  EXPECT_EQ(ParseError(OpenAiEndpoint::kCompletions, R"({"prompt": "hi", "prompt_logprobs": 0})"),
+            "'prompt_logprobs' is not supported");
+  EXPECT_EQ(ParseError(OpenAiEndpoint::kCompletions, R"({"prompt": "hi", "suffix": "end"})"),
+            "'suffix' is not supported (insertion after a suffix)");
+  EXPECT_EQ(ParseError(OpenAiEndpoint::kCompletions, R"({"prompt": "hi", "suffix": ""})"), "");
+  EXPECT_EQ(ParseError(OpenAiEndpoint::kChatCompletions,
+                       R"({"messages": [{"role": "user", "content": "hi"}], "best_of": 2})"),
+            "'best_of' is not supported (only best_of equal to n, 1, is accepted)");
+}
+
+TEST(OpenAiRequestTest, DeveloperRoleIsSystem) {
+  absl::StatusOr<OpenAiRequest> parsed =
+      ParseOpenAiRequest(OpenAiEndpoint::kChatCompletions,
+                         R"({"messages": [{"role": "developer", "content": "be brief"},
+                                          {"role": "user", "content": "hi"}]})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->request.chat().messages(0).role(), "system");
+  EXPECT_EQ(parsed->request.chat().messages(1).role(), "user");
+}
+
 TEST(OpenAiRequestTest, DuplicateKeysKeepTheLastValue) {
   absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(
       OpenAiEndpoint::kCompletions, R"({"prompt": "a", "prompt": "b", "n": 1, "n": 3})");

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gateway/frontends/openai/openai_request.h"
 #include "gtest/gtest.h"
 
@@ -113,7 +114,8 @@ TEST(OpenAiStructuredTest, ToolsToolChoiceAndHistory) {
   const ::llmserve::v1::ChatPrompt& chat = parsed->request.chat();
   ASSERT_EQ(chat.tools_size(), 1);
   EXPECT_EQ(chat.tools(0).name(), "get_weather");
-  EXPECT_EQ(chat.tool_choice(), "get_weather");
+  EXPECT_EQ(chat.tool_choice(), "");
+  EXPECT_EQ(chat.tool_choice_function(), "get_weather");
   EXPECT_FALSE(chat.parallel_tool_calls());
   ASSERT_EQ(chat.messages(1).tool_calls_size(), 1);
   EXPECT_EQ(chat.messages(1).tool_calls(0).id(), "call_1");
@@ -124,6 +126,37 @@ TEST(OpenAiStructuredTest, ToolsToolChoiceAndHistory) {
                   "tool_choice": "required")");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(parsed->request.chat().tool_choice(), "required");
+}
+
+// A tool may be called "none", "auto" or "required": the object form names it, not a mode.
+TEST(OpenAiStructuredTest, ToolNamedLikeAModeCanBeChosen) {
+  for (const char* name : {"none", "auto", "required"}) {
+    SCOPED_TRACE(name);
+    absl::StatusOr<OpenAiRequest> parsed = Chat(
+        absl::StrCat(R"(, "tools": [{"type": "function", "function": {"name": ")", name, R"("}}],
+            "tool_choice": {"type": "function", "function": {"name": ")",
+                     name, R"("}})"));
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(parsed->request.chat().tool_choice(), "");
+    EXPECT_EQ(parsed->request.chat().tool_choice_function(), name);
+  }
+}
+
+// A constraint with a tool_choice that forces a call names the fields the client wrote.
+TEST(OpenAiStructuredTest, ConstraintWithAForcedCallNamesTheRightFields) {
+  const std::string tools = R"(, "tools": [{"type": "function", "function": {"name": "f"}}])";
+  EXPECT_EQ(Refused(tools + R"(, "tool_choice": "required", "guided_regex": "a+")"),
+            "'guided_regex' cannot be combined with 'tool_choice' \"required\" or a named "
+            "function, which constrains the output to the call itself");
+  EXPECT_EQ(Refused(tools + R"(, "tool_choice": {"type": "function", "function": {"name": "f"}},
+                               "structured_outputs": {"choice": ["a"]})"),
+            "'structured_outputs.choice' cannot be combined with 'tool_choice' \"required\" or a "
+            "named function, which constrains the output to the call itself");
+  EXPECT_NE(Refused(tools + R"(, "tool_choice": "required",
+                               "response_format": {"type": "json_object"})")
+                .find("'response_format' cannot be combined with 'tool_choice'"),
+            std::string::npos);
+  EXPECT_TRUE(Chat(tools + R"(, "tool_choice": "auto", "guided_regex": "a+")").ok());
 }
 
 TEST(OpenAiStructuredTest, MalformedToolFieldsNameTheField) {

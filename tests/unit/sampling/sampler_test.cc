@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -74,6 +75,40 @@ TEST(SamplerTest, GreedySeesThePenalties) {
   params.repetition_penalty = 2.0f;
   std::vector<float> logits = {2.0f, 1.5f};
   EXPECT_EQ(Sampler().Sample(absl::MakeSpan(logits), MakeState(params, 2, {0})).token_id, 1);
+}
+
+// OpenAI's logit_bias at temperature 0: +100 makes a token the argmax, -100 removes it.
+TEST(SamplerTest, LogitBiasDecidesGreedy) {
+  SamplingParams params;
+  params.temperature = 0.0f;
+  params.logit_bias = {{2, 100.0f}};
+  std::vector<float> logits = {5.0f, 9.0f, -3.0f, 1.0f};
+  EXPECT_EQ(Sampler().Sample(absl::MakeSpan(logits), MakeState(params, 4)).token_id, 2);
+  params.logit_bias = {{1, -100.0f}};
+  logits = {5.0f, 9.0f, -3.0f, 1.0f};
+  EXPECT_EQ(Sampler().Sample(absl::MakeSpan(logits), MakeState(params, 4)).token_id, 0);
+  // A token a structured-output mask removed (-inf) stays removed.
+  params.logit_bias = {{3, 100.0f}};
+  logits = {5.0f, 9.0f, -3.0f, -std::numeric_limits<float>::infinity()};
+  EXPECT_EQ(Sampler().Sample(absl::MakeSpan(logits), MakeState(params, 4)).token_id, 1);
+}
+
+// Sampled, -100 bans a token and +100 forces one, for every seed; logprobs stay the raw model's.
+TEST(SamplerTest, LogitBiasBansAndForcesWhenSampling) {
+  SamplingParams params;
+  params.temperature = 1.0f;
+  params.logit_bias = {{0, -100.0f}};
+  const std::vector<float> logits = {3.0f, 1.0f, 1.0f, 1.0f};
+  EXPECT_EQ(SampledAcrossSeeds(logits, params, 200).count(0), 0u);
+  params.logit_bias = {{3, 100.0f}};
+  EXPECT_EQ(SampledAcrossSeeds(logits, params, 200), std::set<int32_t>{3});
+  params.return_logprobs = true;
+  params.seed = 1;
+  std::vector<float> scratch = logits;
+  const SampleResult result = Sampler().Sample(absl::MakeSpan(scratch), MakeState(params, 4));
+  EXPECT_EQ(result.token_id, 3);
+  const double normalizer = std::log(std::exp(3.0) + 3 * std::exp(1.0));
+  EXPECT_NEAR(result.logprob, 1.0 - normalizer, 1e-5);
 }
 
 TEST(SamplerTest, TopKOneIsGreedy) {

@@ -76,6 +76,34 @@ TEST(SamplingParamsTest, NanIsRejected) {
   EXPECT_NE(ErrorAfter([](SamplingParams& p) { p.presence_penalty = std::nanf(""); }), "");
 }
 
+TEST(SamplingParamsTest, LogitBiasIsValidatedPerEntry) {
+  EXPECT_EQ(ErrorAfter([](SamplingParams& p) {
+              p.logit_bias = {{0, -100.0f}, {kVocabSize - 1, 100.0f}, {7, 0.5f}};
+            }),
+            "");
+  EXPECT_EQ(ErrorAfter([](SamplingParams& p) {
+              p.logit_bias = {{kVocabSize, 1.0f}};
+            }),
+            "logit_bias[1000]: token id 1000 is outside the vocabulary [0, 1000)");
+  EXPECT_EQ(ErrorAfter([](SamplingParams& p) {
+              p.logit_bias = {{-1, 1.0f}};
+            }),
+            "logit_bias[-1]: token id -1 is outside the vocabulary [0, 1000)");
+  EXPECT_EQ(ErrorAfter([](SamplingParams& p) {
+              p.logit_bias = {{3, 100.5f}};
+            }),
+            "logit_bias[3] is 100.5, outside [-100, 100]");
+  EXPECT_NE(ErrorAfter([](SamplingParams& p) { p.logit_bias = {{3, std::nanf("")}}; }), "");
+  EXPECT_EQ(ErrorAfter([](SamplingParams& p) {
+              p.logit_bias = {{3, 1.0f}, {3, 2.0f}};
+            }),
+            "logit_bias[3]: token id given twice");
+  EXPECT_EQ(ErrorAfter([](SamplingParams& p) {
+              for (int i = 0; i < 301; ++i) p.logit_bias.emplace_back(i, 1.0f);
+            }),
+            "logit_bias has 301 entries, at most 300");
+}
+
 TEST(SamplingParamsTest, WantsLogprobs) {
   SamplingParams params;
   EXPECT_FALSE(params.wants_logprobs());

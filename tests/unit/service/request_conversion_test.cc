@@ -53,6 +53,24 @@ TEST(RequestConversionTest, ConvertsEveryField) {
   EXPECT_EQ(converted->cache_salt, "tenant");
 }
 
+// A worker checks logit_bias itself for clients that reach it directly.
+TEST(RequestConversionTest, LogitBiasIsCarriedAndChecked) {
+  v1::GenerateRequest request = Valid();
+  ::llmserve::v1::LogitBias* entry = request.mutable_sampling()->add_logit_bias();
+  entry->set_token_id(99);
+  entry->set_bias(-100.0f);
+  const absl::StatusOr<EngineRequest> converted = ToEngineRequest(request, kLimits);
+  ASSERT_TRUE(converted.ok()) << converted.status();
+  ASSERT_EQ(converted->sampling.logit_bias.size(), 1u);
+  EXPECT_EQ(converted->sampling.logit_bias[0].first, 99);
+  EXPECT_FLOAT_EQ(converted->sampling.logit_bias[0].second, -100.0f);
+  entry->set_token_id(100);
+  ExpectInvalid(request, "logit_bias[100]: token id 100 is outside the vocabulary [0, 100)");
+  entry->set_token_id(5);
+  entry->set_bias(101.0f);
+  ExpectInvalid(request, "logit_bias[5] is 101, outside [-100, 100]");
+}
+
 TEST(RequestConversionTest, MaxTokensZeroMeansUpToTheContextEnd) {
   const absl::StatusOr<EngineRequest> converted = ToEngineRequest(Valid(), kLimits);
   ASSERT_TRUE(converted.ok());

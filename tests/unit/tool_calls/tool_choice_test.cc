@@ -73,6 +73,34 @@ TEST(ParseToolChoiceNameTest, GrpcForms) {
   EXPECT_FALSE(ParseToolChoiceName("search", {}).ok());
 }
 
+// Over gRPC, chat.tool_choice_function reaches a tool whatever its name.
+TEST(ParseToolChoiceNameTest, ChatToolChoiceFunctionReachesAToolNamedLikeAMode) {
+  const std::vector<llmserve::v1::Tool> tools = {
+      ::llmserve::gateway::tool_calls::testing::MakeTool("none"),
+      ::llmserve::gateway::tool_calls::testing::MakeTool("auto"),
+      ::llmserve::gateway::tool_calls::testing::MakeTool("required")};
+  for (const char* name : {"none", "auto", "required"}) {
+    llmserve::v1::ChatPrompt chat;
+    chat.set_tool_choice_function(name);
+    absl::StatusOr<ToolChoice> choice = ParseChatToolChoice(chat, tools);
+    ASSERT_TRUE(choice.ok()) << choice.status();
+    EXPECT_EQ(choice->mode, Mode::kFunction);
+    EXPECT_EQ(choice->function, name);
+  }
+  llmserve::v1::ChatPrompt chat;
+  chat.set_tool_choice("none");
+  EXPECT_EQ(ParseChatToolChoice(chat, tools)->mode, Mode::kNone);
+  chat.set_tool_choice_function("auto");
+  EXPECT_THAT(ParseChatToolChoice(chat, tools).status().message(),
+              HasSubstr("chat.tool_choice_function: cannot be combined with chat.tool_choice"));
+  chat.clear_tool_choice();
+  chat.set_tool_choice_function("nope");
+  EXPECT_THAT(ParseChatToolChoice(chat, tools).status().message(),
+              HasSubstr("chat.tool_choice_function: function \"nope\" is not among `tools`"));
+  EXPECT_THAT(ParseChatToolChoice(chat, {}).status().message(),
+              HasSubstr("chat.tool_choice_function: a named function needs"));
+}
+
 TEST(ToolChoiceSchemaTest, NamedFunctionIsItsParameters) {
   const auto tools = TestTools();
   EXPECT_EQ(nlohmann::json::parse(ToolChoiceSchema({Mode::kFunction, "get_weather"}, tools, true)),
