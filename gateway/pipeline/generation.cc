@@ -262,6 +262,11 @@ void Generation::OnWorkerDone(Attempt* attempt, const absl::Status& status) {
                               : std::string(
                                     "; the worker failed while running this request (its connection "
                                          "dropped), so the request is not retried on another worker");
+  if (attempt->received_tokens() && absl::IsInvalidArgument(status)) {
+    // The worker judged the request itself at fault mid-generation (a constraint past its
+    // per-token work budget): the client's error, said as such, not the worker's.
+    return Fail(status);
+  }
   if (attempt->received_tokens()) {
     return Fail(absl::UnavailableError(
         absl::StrCat("the worker ", attempt->address(), " failed after ", completion_tokens_,

@@ -4,7 +4,8 @@
 // answer OK or INVALID_ARGUMENT, never crash or hang; a compiled grammar is then walked for up
 // to 48 tokens of a small vocabulary (single bytes, some multi-byte pieces, EOS, a special token)
 // choosing only tokens its mask allows, and the mask must agree with the matcher: every chosen
-// token is accepted, EOS is allowed exactly when the output can end, the special token never.
+// token is accepted, EOS is allowed exactly when the output can end, the special token never. A
+// matcher past its per-token work budget must fail cleanly (INVALID_ARGUMENT, an empty mask).
 
 #include <cstddef>
 #include <cstdint>
@@ -87,7 +88,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<uint32_t> bits((vocab + 31) / 32);
   for (int step = 0; step < 48 && !matcher.IsTerminated(); ++step) {
     std::fill(bits.begin(), bits.end(), 0u);
-    matcher.FillNextTokenBitmask(absl::MakeSpan(bits));
+    if (!matcher.FillNextTokenBitmask(absl::MakeSpan(bits))) {
+      // Past the per-token work budget: refused as the client's constraint, nothing allowed.
+      if (!absl::IsInvalidArgument(matcher.status()))
+        Fail("a budget failure that is not INVALID_ARGUMENT");
+      for (const uint32_t word : bits) {
+        if (word != 0) Fail("a failed matcher's mask allows tokens");
+      }
+      if (matcher.AcceptToken('a')) Fail("a failed matcher accepted a token");
+      return 0;
+    }
     if (Allowed(bits, kSpecial)) Fail("the mask allows a special token");
     if (Allowed(bits, kEos) != matcher.CanTerminate()) Fail("EOS disagrees with CanTerminate");
     std::vector<int32_t> allowed;

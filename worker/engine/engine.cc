@@ -128,6 +128,11 @@ absl::StatusOr<RequestId> Engine::AddRequest(EngineRequest request) {
           "decides where the output ends");
     }
     live->matcher = std::make_unique<structured::GrammarMatcher>(std::move(request.grammar));
+    // The initial state is expanded here, on the caller's thread, within the matcher's budget.
+    if (!live->matcher->status().ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("structured_output: ", live->matcher->status().message()));
+    }
     live->bitmask.resize(TokenBitmaskWords(backend_->config().vocab_size));
   }
   absl::MutexLock lock(&mutex_);
@@ -342,17 +347,24 @@ void Engine::ProposeDraftModelDrafts(absl::Span<const DraftQuery> queries) {
 }
 
 void Engine::MaskLogits(Live& live, absl::Span<float> logits) {
-  live.matcher->FillNextTokenBitmask(absl::MakeSpan(live.bitmask));
-  if (!AnyTokenAllowed(live.bitmask, static_cast<int64_t>(logits.size()))) {
-    // A dead end: no token of this vocabulary continues the output (a character no token spells,
-    // or the nesting limit). Let the request end rather than sample from nothing.
+  const bool filled = live.matcher->FillNextTokenBitmask(absl::MakeSpan(live.bitmask));
+  if (!filled && live.constraint_error.ok()) {
+    // Over the matcher's per-token work budget: the request ends here with the error, and no
+    // other request waits longer than one budget's worth for it.
+    live.constraint_error = absl::InvalidArgumentError(
+        absl::StrCat("structured_output: ", live.matcher->status().message()));
+  }
+  if (!filled || !AnyTokenAllowed(live.bitmask, static_cast<int64_t>(logits.size()))) {
+    // A failed matcher, or a dead end: no token of this vocabulary continues the output (a
+    // character no token spells, or the nesting limit). Let the request end rather than sample
+    // from nothing.
     for (int32_t eos : scheduler_config_.eos_token_ids) {
       if (eos >= 0 && eos < static_cast<int32_t>(logits.size())) {
         live.bitmask[eos / 32] |= 1u << (eos % 32);
       }
     }
     static common::LogThrottle throttle(absl::Seconds(10));
-    if (std::optional<int64_t> skipped = throttle.Record(absl::Now())) {
+    if (std::optional<int64_t> skipped = throttle.Record(absl::Now()); skipped && filled) {
       LLMSERVE_LOG(WARNING) << "a constrained request reached a state no token continues; it "
                                "ends here ("
                             << *skipped << " more not logged)";
@@ -417,6 +429,12 @@ void Engine::RunStep() {
     }
     output.finish =
         out.status == RequestStatus::kFinishedStopped ? FinishReason::kStop : FinishReason::kLength;
+    if (!live.constraint_error.ok()) {
+      // The EOS that ended it was forced, not generated.
+      output.tokens.clear();
+      output.finish = FinishReason::kError;
+      output.error = live.constraint_error;
+    }
     output.prompt_tokens = out.num_prompt_tokens;
     output.cached_prompt_tokens = out.num_cached_prompt_tokens;
     output.output_tokens = out.num_output_tokens;

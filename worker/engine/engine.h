@@ -204,6 +204,8 @@ class Engine {
     // Constrained requests only: the grammar's state, and the mask it fills every step.
     std::unique_ptr<structured::GrammarMatcher> matcher;
     std::vector<uint32_t> bitmask;
+    // Set when the matcher ran out of work budget: the request ends with it this step.
+    absl::Status constraint_error;
     // How many drafts to propose next (speculation on only).
     DraftLengthController draft_length;
     OutputCallback on_output;

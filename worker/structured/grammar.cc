@@ -340,6 +340,8 @@ absl::StatusOr<Grammar> GrammarBuilder::Build(absl::string_view root, absl::stri
     }
   }
   std::vector<uint8_t> color(num_rules, 0);  // 0 new, 1 on stack, 2 done
+  std::vector<int32_t> post_order;           // a rule after every rule it can start with
+  post_order.reserve(num_rules);
   for (size_t start = 0; start < num_rules; ++start) {
     if (color[start] != 0) continue;
     std::vector<std::pair<int32_t, size_t>> stack = {{static_cast<int32_t>(start), 0}};
@@ -348,6 +350,7 @@ absl::StatusOr<Grammar> GrammarBuilder::Build(absl::string_view root, absl::stri
       auto& [rule, next] = stack.back();
       if (next == left[rule].size()) {
         color[rule] = 2;
+        post_order.push_back(rule);
         stack.pop_back();
         continue;
       }
@@ -363,6 +366,51 @@ absl::StatusOr<Grammar> GrammarBuilder::Build(absl::string_view root, absl::stri
         stack.push_back({to, 0});
       }
     }
+  }
+
+  // Expansion work: how many stacks the matcher may visit when it expands one position without
+  // consuming input. Entering a nullable rule continues after it, so nested repetitions of
+  // something that can be empty multiply: ((a?){0,256}){0,256} visits 65k stacks at its start.
+  // rule_cost[r] counts the positions reachable when r is entered (its alternatives' nullable
+  // prefixes, recursively); the worst position anywhere bounds a single expansion.
+  constexpr int64_t kSaturated = int64_t{1} << 40;
+  std::vector<int64_t> rule_cost(num_rules, 1);
+  for (const int32_t rule : post_order) {
+    int64_t total = 1;
+    for (const Sequence& seq : rules_[rule]) {
+      for (const Symbol& sym : seq) {
+        total += 1 + (sym.is_rule ? rule_cost[sym.id] : 0);
+        if (!sym.is_rule || !nullable[sym.id] || total >= kSaturated) break;
+      }
+    }
+    rule_cost[rule] = std::min(total, kSaturated);
+  }
+  int64_t worst = 0;
+  int32_t worst_rule = 0;
+  for (size_t a = 0; a < alts.size(); ++a) {
+    if (!keep[a]) continue;
+    const Sequence& seq = *alts[a].seq;
+    int64_t after = 0;  // the cost of expanding from the next position
+    for (size_t i = seq.size(); i-- > 0;) {
+      const Symbol& sym = seq[i];
+      int64_t cost = 1;
+      if (sym.is_rule) cost += rule_cost[sym.id] + (nullable[sym.id] ? after : 0);
+      after = std::min(cost, kSaturated);
+      if (after > worst) {
+        worst = after;
+        worst_rule = sym.is_rule ? sym.id : alts[a].rule;
+      }
+    }
+  }
+  if (worst > kMaxExpansion) {
+    const std::string& name = names_[worst_rule];
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": too complex: matching it may expand ",
+        worst >= kSaturated ? absl::StrCat("more than ", kSaturated) : absl::StrCat(worst),
+        " grammar positions at one point of the output (the limit is ", kMaxExpansion,
+        "); repetitions of something that can be empty multiply when nested (x{0,256} inside "
+        "{0,256} is 65536-fold)",
+        name.find('~') == std::string::npos ? absl::StrCat(", at rule \"", name, "\"") : ""));
   }
 
   Grammar g;

@@ -8,7 +8,8 @@
 // complete (so every live matcher state can still reach a complete sentence).
 //
 // Bounds: at most kMaxGrammarSymbols symbols and kMaxGrammarRules rules in all (repetitions are
-// expanded, so x{m,n} costs O(n) symbols); repetition counts are at most kMaxRepetition.
+// expanded, so x{m,n} costs O(n) symbols); repetition counts are at most kMaxRepetition; the
+// stacks one expansion may visit at most kMaxExpansion (Build computes the bound statically).
 //
 // Thread-safety: a built Grammar is immutable and safe to share; a GrammarBuilder is not.
 #ifndef LLMSERVE_WORKER_STRUCTURED_GRAMMAR_H_
@@ -29,6 +30,9 @@ namespace llmserve::worker::structured {
 inline constexpr int64_t kMaxGrammarSymbols = 1 << 20;
 inline constexpr int64_t kMaxGrammarRules = 1 << 18;
 inline constexpr int kMaxRepetition = 4096;
+// The most grammar positions one expansion (the stacks reachable without consuming input) may
+// visit, by a static bound computed in Build: nested repetitions of nullable items multiply.
+inline constexpr int64_t kMaxExpansion = 1 << 15;
 
 struct ByteSet {
   uint64_t bits[4] = {0, 0, 0, 0};

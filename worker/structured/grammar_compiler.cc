@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/utf8/utf8.h"
 #include "worker/structured/gbnf_parser.h"
+#include "worker/structured/grammar_matcher.h"
 #include "worker/structured/json_schema_converter.h"
 #include "worker/structured/regex_converter.h"
 
@@ -20,10 +21,43 @@ std::string CacheKey(const Constraint& c) {
   return key;
 }
 
+const char* KindName(Constraint::Kind kind) {
+  switch (kind) {
+    case Constraint::Kind::kJsonSchema:
+      return "json_schema";
+    case Constraint::Kind::kJsonObject:
+      return "json_object";
+    case Constraint::Kind::kRegex:
+      return "regex";
+    case Constraint::Kind::kChoice:
+      return "choice";
+    case Constraint::Kind::kGrammar:
+      return "grammar";
+  }
+  return "constraint";
+}
+
+size_t GrammarBytes(const Grammar& g) {
+  size_t bytes = sizeof(Grammar) + g.elements.capacity() * sizeof(Element) +
+                 g.byte_sets.capacity() * sizeof(ByteSet);
+  for (const std::vector<int32_t>& alts : g.alternatives) {
+    bytes += sizeof(alts) + alts.capacity() * sizeof(int32_t);
+  }
+  for (const std::string& name : g.rule_names) bytes += sizeof(name) + name.capacity();
+  return bytes;
+}
+
 }  // namespace
 
 CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocabulary> vocab)
     : grammar_(std::move(grammar)), vocab_(std::move(vocab)) {}
+
+size_t CompiledGrammar::MemoryBound() const {
+  // The grammar, and its shared mask cache when full (each mask a bit per token; the
+  // uncertain-subtree lists are small beside it).
+  const size_t mask_bytes = (static_cast<size_t>(vocab_->size()) + 31) / 32 * sizeof(uint32_t);
+  return GrammarBytes(grammar_) + kMaxSharedMasks * (mask_bytes + 256);
+}
 
 std::shared_ptr<const CachedMask> CompiledGrammar::FindMask(const std::string& state_key) const {
   absl::MutexLock lock(&mu_);
@@ -39,8 +73,18 @@ void CompiledGrammar::StoreMask(const std::string& state_key,
 }
 
 GrammarCompiler::GrammarCompiler(std::shared_ptr<const TokenVocabulary> vocab,
-                                 size_t cache_capacity)
-    : vocab_(std::move(vocab)), capacity_(cache_capacity) {}
+                                 size_t cache_capacity, size_t cache_bytes)
+    : vocab_(std::move(vocab)), capacity_(cache_capacity), cache_bytes_(cache_bytes) {}
+
+size_t GrammarCompiler::cached_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return bytes_;
+}
+
+size_t GrammarCompiler::cached_grammars() const {
+  absl::MutexLock lock(&mu_);
+  return lru_.size();
+}
 
 absl::StatusOr<Grammar> GrammarCompiler::BuildGrammar(const Constraint& c) const {
   if (c.text.size() > kMaxConstraintBytes) {
@@ -95,7 +139,7 @@ absl::StatusOr<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::Compile(
     const auto it = index_.find(key);
     if (it != index_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second);
-      return it->second->second;
+      return it->second->grammar;
     }
   }
   // Compiled outside the lock: two threads may compile the same constraint; the first stored
@@ -103,14 +147,29 @@ absl::StatusOr<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::Compile(
   absl::StatusOr<Grammar> grammar = BuildGrammar(constraint);
   if (!grammar.ok()) return grammar.status();
   auto compiled = std::make_shared<const CompiledGrammar>(*std::move(grammar), vocab_);
+  {
+    // The probe: the initial state and its mask, within the matcher's per-token work budget,
+    // here on the caller's thread rather than on the engine thread. A constraint whose start is
+    // too expensive is refused now; the mask lands in the grammar's shared cache.
+    GrammarMatcher probe(compiled);
+    std::vector<uint32_t> bits((static_cast<size_t>(vocab_->size()) + 31) / 32);
+    if (!probe.FillNextTokenBitmask(absl::MakeSpan(bits))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(KindName(constraint.kind), ": ", probe.status().message()));
+    }
+  }
+  const size_t bytes = key.size() + compiled->MemoryBound();
   absl::MutexLock lock(&mu_);
   const auto it = index_.find(key);
-  if (it != index_.end()) return it->second->second;
-  if (capacity_ == 0) return compiled;
-  lru_.emplace_front(key, compiled);
+  if (it != index_.end()) return it->second->grammar;
+  // One grammar larger than the whole budget is used but not kept.
+  if (capacity_ == 0 || bytes > cache_bytes_) return compiled;
+  lru_.push_front({key, compiled, bytes});
   index_[key] = lru_.begin();
-  while (lru_.size() > capacity_) {
-    index_.erase(lru_.back().first);
+  bytes_ += bytes;
+  while (lru_.size() > capacity_ || bytes_ > cache_bytes_) {
+    bytes_ -= lru_.back().bytes;
+    index_.erase(lru_.back().key);
     lru_.pop_back();
   }
   return compiled;

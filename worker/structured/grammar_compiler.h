@@ -52,6 +52,8 @@ class CompiledGrammar {
 
   const Grammar& grammar() const { return grammar_; }
   const TokenVocabulary& vocab() const { return *vocab_; }
+  // What this grammar can hold in memory: its tables and a full shared mask cache.
+  size_t MemoryBound() const;
 
   // Masks shared by every matcher of this grammar, keyed by the canonical matcher state.
   // At most kMaxSharedMasks are kept (the cache is cleared when full).
@@ -69,22 +71,36 @@ class CompiledGrammar {
 
 class GrammarCompiler {
  public:
+  // The cache keeps at most cache_capacity grammars and cache_bytes of them (each counted at its
+  // CompiledGrammar::MemoryBound), evicting the least recently used.
+  static constexpr size_t kDefaultCacheBytes = size_t{256} << 20;
   explicit GrammarCompiler(std::shared_ptr<const TokenVocabulary> vocab,
-                           size_t cache_capacity = 128);
+                           size_t cache_capacity = 128, size_t cache_bytes = kDefaultCacheBytes);
 
   // Cached by (kind, text, choices). INVALID_ARGUMENT naming what is wrong; for schemas the
-  // JSON path ("response_format schema: properties.age.type: ...").
+  // JSON path ("response_format schema: properties.age.type: ..."). Compiling includes a probe:
+  // the initial mask, computed within GrammarMatcher's per-token work budget (refused past it).
   absl::StatusOr<std::shared_ptr<const CompiledGrammar>> Compile(const Constraint& constraint);
+
+  size_t cached_bytes() const;
+  size_t cached_grammars() const;
 
  private:
   absl::StatusOr<Grammar> BuildGrammar(const Constraint& constraint) const;
 
+  struct Entry {
+    std::string key;
+    std::shared_ptr<const CompiledGrammar> grammar;
+    size_t bytes;
+  };
+
   std::shared_ptr<const TokenVocabulary> vocab_;
-  size_t capacity_;
-  absl::Mutex mu_;
+  const size_t capacity_;
+  const size_t cache_bytes_;
+  mutable absl::Mutex mu_;
   // LRU: most recent at the front.
-  std::list<std::pair<std::string, std::shared_ptr<const CompiledGrammar>>> lru_
-      ABSL_GUARDED_BY(mu_);
+  std::list<Entry> lru_ ABSL_GUARDED_BY(mu_);
+  size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<std::string, decltype(lru_)::iterator> index_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
 namespace llmserve::worker::structured {
 
 GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar)
@@ -11,6 +13,7 @@ GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar)
   trie_states_.resize(vocab_->trie_max_depth() + 1);
   trie_path_.resize(vocab_->trie_max_depth() + 1);
   ResetTables();
+  work_ = 0;
   current_ = InitialState();
 }
 
@@ -37,36 +40,57 @@ int32_t GrammarMatcher::Intern(int32_t pos, int32_t parent) {
 }
 
 // Collects the stacks reachable from `node` without consuming input whose top is a byte set (or
-// the accept node). Terminates because left recursion is rejected at compile time.
-void GrammarMatcher::Expand(int32_t node, std::vector<int32_t>* out) {
-  if (node < 0 || !expand_seen_.insert(node).second) return;
-  const Node n = nodes_[node];
-  if (n.pos < 0) {  // accept, or a cut: the stack continues in an unknown context
-    out->push_back(node);
-    return;
-  }
-  const Element& e = g_->elements[n.pos];
-  if (e.kind == ElementKind::kBytes) {
-    out->push_back(node);
-    return;
-  }
-  if (e.kind == ElementKind::kEnd) {
-    Expand(n.parent, out);
-    return;
-  }
-  // A rule: continue after it (a tail call needs no frame), then enter each alternative.
-  int32_t ret = n.parent;
-  if (g_->elements[n.pos + 1].kind != ElementKind::kEnd) {
-    ret = Intern(n.pos + 1, n.parent);
-    if (ret < 0) return;
-  }
-  for (const int32_t alt : g_->alternatives[e.value]) {
-    if (g_->elements[alt].kind == ElementKind::kEnd) {
-      Expand(ret, out);
-    } else {
-      Expand(Intern(alt, ret), out);
+// the accept node). Iterative: chains of nullable rules can be as long as the grammar's static
+// expansion bound, far deeper than a thread's stack. Terminates because left recursion is
+// rejected at compile time; each visit is charged to the work budget.
+void GrammarMatcher::Expand(int32_t start, std::vector<int32_t>* out) {
+  expand_stack_.clear();
+  expand_stack_.push_back(start);
+  while (!expand_stack_.empty()) {
+    const int32_t node = expand_stack_.back();
+    expand_stack_.pop_back();
+    if (node < 0 || !expand_seen_.insert(node).second) continue;
+    if (!Charge(kExpandCost)) return;
+    const Node n = nodes_[node];
+    if (n.pos < 0) {  // accept, or a cut: the stack continues in an unknown context
+      out->push_back(node);
+      continue;
+    }
+    const Element& e = g_->elements[n.pos];
+    if (e.kind == ElementKind::kBytes) {
+      out->push_back(node);
+      continue;
+    }
+    if (e.kind == ElementKind::kEnd) {
+      expand_stack_.push_back(n.parent);
+      continue;
+    }
+    // A rule: continue after it (a tail call needs no frame), then enter each alternative. Pushed
+    // in reverse so that alternatives are visited in order.
+    int32_t ret = n.parent;
+    if (g_->elements[n.pos + 1].kind != ElementKind::kEnd) {
+      ret = Intern(n.pos + 1, n.parent);
+      if (ret < 0) continue;
+    }
+    const std::vector<int32_t>& alts = g_->alternatives[e.value];
+    for (auto it = alts.rbegin(); it != alts.rend(); ++it) {
+      expand_stack_.push_back(g_->elements[*it].kind == ElementKind::kEnd ? ret : Intern(*it, ret));
     }
   }
+}
+
+bool GrammarMatcher::Charge(int64_t units) {
+  work_ += units;
+  stats_.max_call_work = std::max(stats_.max_call_work, work_);
+  if (work_ <= kMaxWorkPerCall) return true;
+  if (status_.ok()) {
+    // The constraint's fault, not the worker's: never retried elsewhere.
+    status_ = absl::InvalidArgumentError(absl::StrCat(
+        "the constraint needs more than ", kMaxWorkPerCall,
+        " units of matching work for one token (the limit; a unit is 10-16 ns on a 2-core EPYC): "
+        "simplify it, e.g. fewer nested or counted repetitions of optional items"));
+  }
+  return false;
 }
 
 int32_t GrammarMatcher::InternState(const std::vector<int32_t>& nodes) {
@@ -115,6 +139,7 @@ int32_t GrammarMatcher::Step(int32_t state, uint8_t byte) {
   expand_seen_.clear();
   const size_t count = states_[state].nodes.size();
   for (size_t i = 0; i < count; ++i) {
+    if (!Charge(1)) return kOverBudget;
     const int32_t id = states_[state].nodes[i];
     const Node n = nodes_[id];
     if (n.pos < 0) continue;
@@ -124,6 +149,7 @@ int32_t GrammarMatcher::Step(int32_t state, uint8_t byte) {
     } else {
       Expand(Intern(n.pos + 1, n.parent), &scratch_);
     }
+    if (!status_.ok()) return kOverBudget;  // a partial expansion is never memoized
   }
   int32_t next = kDead;
   if (!scratch_.empty()) {
@@ -219,6 +245,7 @@ void GrammarMatcher::Walk(int32_t state, int32_t begin, int32_t end, int32_t bas
     ++visited;
     const int32_t depth = depths[i];
     const int32_t next = Step(trie_states_[depth - 1], bytes[i]);
+    if (next == kOverBudget || !Charge(1)) break;
     if (next < 0) {
       i = ends[i];
       continue;
@@ -256,6 +283,7 @@ std::shared_ptr<const CachedMask> GrammarMatcher::ContextFreeMask(int32_t state,
   entry->bits.assign((vocab_->size() + 31) / 32, 0);
   entry->max_depth = states_[context_free].max_depth;
   Walk(context_free, 1, vocab_->trie_size(), 0, entry->bits.data(), entry.get());
+  if (!status_.ok()) return nullptr;  // cut short: not a mask
   compiled_->StoreMask(key, entry);
   return entry;
 }
@@ -263,10 +291,11 @@ std::shared_ptr<const CachedMask> GrammarMatcher::ContextFreeMask(int32_t state,
 std::shared_ptr<const TokenMask> GrammarMatcher::ComputeMask(int32_t state) {
   int32_t cut_depth = 0;
   std::shared_ptr<const CachedMask> cached = ContextFreeMask(state, false, &cut_depth);
-  if (cut_depth + cached->max_depth > kMaxStackDepth) {
+  if (cached != nullptr && cut_depth + cached->max_depth > kMaxStackDepth) {
     // Near the depth bound the cut's depth matters: key it by the real depth.
     cached = ContextFreeMask(state, true, &cut_depth);
   }
+  if (cached == nullptr) return nullptr;
   auto mask = std::make_shared<TokenMask>(cached->bits);
   const int32_t* ends = vocab_->trie_subtree_ends().data();
   const int32_t* depths = vocab_->trie_depths().data();
@@ -277,10 +306,12 @@ std::shared_ptr<const TokenMask> GrammarMatcher::ComputeMask(int32_t state) {
       s = Step(s, static_cast<uint8_t>(c));
       if (s < 0) break;
     }
+    if (s == kOverBudget) return nullptr;
     if (s < 0) continue;
     const int32_t root = cached->uncertain_roots[u];
     Walk(s, root, ends[root], depths[root] - 1, mask->data(), nullptr);
   }
+  if (!status_.ok()) return nullptr;
   const std::vector<int32_t>& nodes = states_[state].nodes;
   if (!nodes.empty() && nodes[0] == 0) SetEos(absl::MakeSpan(*mask));
   return mask;
@@ -307,19 +338,22 @@ std::string GrammarMatcher::StateKey(int32_t state) const {
   return key;
 }
 
-void GrammarMatcher::FillNextTokenBitmask(absl::Span<uint32_t> bitmask) {
+bool GrammarMatcher::FillNextTokenBitmask(absl::Span<uint32_t> bitmask) {
   std::fill(bitmask.begin(), bitmask.end(), 0);
+  if (!status_.ok()) return false;
   if (terminated_) {
     SetEos(bitmask);
-    return;
+    return true;
   }
   ++stats_.fills;
+  work_ = 0;
   State& s = states_[current_];
   std::shared_ptr<const TokenMask> mask = s.mask;
   if (mask != nullptr) {
     ++stats_.local_hits;
   } else {
     mask = ComputeMask(current_);
+    if (mask == nullptr) return false;
     // Masks kept per state are bounded; past the bound they are dropped (the shared cache and
     // the memoized transitions still make a recompute cheap).
     if (++masks_held_ > kMaxMasksPerMatcher) {
@@ -330,6 +364,7 @@ void GrammarMatcher::FillNextTokenBitmask(absl::Span<uint32_t> bitmask) {
   }
   const size_t n = std::min(bitmask.size(), mask->size());
   std::copy(mask->begin(), mask->begin() + n, bitmask.begin());
+  return true;
 }
 
 int32_t GrammarMatcher::RebuildState(const std::vector<std::vector<int32_t>>& stacks) {
@@ -355,8 +390,9 @@ void GrammarMatcher::MaybeCompact() {
 }
 
 bool GrammarMatcher::AcceptString(absl::string_view bytes) {
-  if (terminated_) return false;
+  if (terminated_ || !status_.ok()) return false;
   MaybeCompact();
+  work_ = 0;
   int32_t state = current_;
   for (const char c : bytes) {
     state = Step(state, static_cast<uint8_t>(c));
@@ -369,7 +405,7 @@ bool GrammarMatcher::AcceptString(absl::string_view bytes) {
 }
 
 bool GrammarMatcher::AcceptToken(int32_t token_id) {
-  if (terminated_ || token_id < 0 || token_id >= vocab_->size()) return false;
+  if (terminated_ || !status_.ok() || token_id < 0 || token_id >= vocab_->size()) return false;
   if (vocab_->is_eos(token_id)) {
     if (!CanTerminate()) return false;
     history_.push_back(current_);
@@ -383,7 +419,7 @@ bool GrammarMatcher::AcceptToken(int32_t token_id) {
 }
 
 bool GrammarMatcher::Rollback(int n) {
-  if (n < 0 || static_cast<size_t>(n) > history_.size()) return false;
+  if (!status_.ok() || n < 0 || static_cast<size_t>(n) > history_.size()) return false;
   for (int i = 0; i < n; ++i) {
     current_ = history_.back();
     history_.pop_back();

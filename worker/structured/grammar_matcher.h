@@ -34,6 +34,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "worker/structured/grammar_compiler.h"
@@ -48,13 +49,25 @@ class GrammarMatcher {
   static constexpr size_t kMaxNodes = 1 << 18;
   static constexpr size_t kMaxRollback = 256;
   static constexpr size_t kMaxMasksPerMatcher = 32;
+  // The work one call (the constructor, a mask, a token) may do, so that one request's mask
+  // delays the others' step by a bounded amount. Units: a trie node walked or a stack tested
+  // costs 1, a stack expanded kExpandCost (10-16 ns a unit on a 2-core EPYC; a cold mask of a
+  // 128k vocabulary is ~340k units; docs/structured-outputs.md has the figures).
+  static constexpr int64_t kMaxWorkPerCall = int64_t{1} << 22;
+  static constexpr int64_t kExpandCost = 16;
 
+  // Computes the initial state within the work budget; status() says when it could not.
   explicit GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar);
+
+  // OK until a call ran past kMaxWorkPerCall; then INVALID_ARGUMENT naming the limit, and the
+  // matcher refuses everything (FillNextTokenBitmask and AcceptToken return false).
+  const absl::Status& status() const { return status_; }
 
   // Sets bit t (bitmask[t / 32] >> (t % 32) & 1) for every token t that keeps the output a
   // prefix of the language; EOS ids iff the output so far is complete. Words past the
-  // vocabulary are cleared. After termination only the EOS ids are set.
-  void FillNextTokenBitmask(absl::Span<uint32_t> bitmask);
+  // vocabulary are cleared. After termination only the EOS ids are set. false, with nothing set,
+  // when the matcher failed (status()), now or before.
+  bool FillNextTokenBitmask(absl::Span<uint32_t> bitmask);
   // Advances by the token. false (and no change) when the token is not allowed. Accepting an
   // EOS id where the grammar may end terminates the matcher.
   bool AcceptToken(int32_t token_id);
@@ -74,6 +87,7 @@ class GrammarMatcher {
     int64_t uncertain_checked = 0;  // trie subtrees checked against the real stacks
     int64_t trie_nodes_visited = 0;
     int64_t dfa_states = 0;
+    int64_t max_call_work = 0;  // the most work units any one call took
   };
   Stats stats() const;
 
@@ -95,9 +109,12 @@ class GrammarMatcher {
   };
   static constexpr int32_t kDead = -1;
   static constexpr int32_t kUnknown = -2;
+  static constexpr int32_t kOverBudget = -3;  // Step ran out of work budget (not memoized)
 
   int32_t Intern(int32_t pos, int32_t parent);
-  void Expand(int32_t node, std::vector<int32_t>* out);
+  void Expand(int32_t start, std::vector<int32_t>* out);
+  // Adds to this call's work; false (and status_ set) past the budget.
+  bool Charge(int64_t units);
   int32_t InternState(const std::vector<int32_t>& nodes);
   int32_t InitialState();
   int32_t Transition(int32_t state, uint8_t byte);  // kUnknown when not memoized yet
@@ -136,6 +153,9 @@ class GrammarMatcher {
   // Scratch of Step and ComputeMask.
   std::vector<int32_t> scratch_;
   absl::flat_hash_set<int32_t> expand_seen_;
+  std::vector<int32_t> expand_stack_;
+  int64_t work_ = 0;  // this call's
+  absl::Status status_;
   std::vector<int32_t> trie_states_;
   std::string trie_path_;
   Stats stats_;

@@ -131,6 +131,73 @@ bool MatchesType(const Json& value, const std::string& type) {
   return false;
 }
 
+// Keywords that VisitEnum checks on each value.
+bool IsValueCheck(const std::string& key) {
+  for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength",
+                        "maxLength", "minItems", "maxItems", "required"}) {
+    if (key == k) return true;
+  }
+  return false;
+}
+
+// Whether `value` satisfies the keyword (which applies to one instance type and holds for the
+// others). INVALID_ARGUMENT when the keyword's own value is malformed.
+absl::StatusOr<bool> ValueSatisfies(const Json& value, const std::string& key, const Json& bound) {
+  if (key == "required") {
+    if (!bound.is_array()) return absl::InvalidArgumentError("must be an array of strings");
+    for (const Json& name : bound) {
+      if (!name.is_string()) return absl::InvalidArgumentError("must be an array of strings");
+      if (value.is_object() && !value.contains(name.get<std::string>())) return false;
+    }
+    return true;
+  }
+  if (!bound.is_number() || !std::isfinite(bound.get<double>())) {
+    return absl::InvalidArgumentError("must be a finite number");
+  }
+  const double b = bound.get<double>();
+  if (key == "minimum" || key == "maximum" || key == "exclusiveMinimum" ||
+      key == "exclusiveMaximum") {
+    if (!value.is_number()) return true;
+    // Compared exactly for integers (doubles lose precision past 2^53).
+    if (value.is_number_integer() && bound.is_number_integer()) {
+      const bool neg = value.is_number_unsigned() ? false : value.get<int64_t>() < 0;
+      const bool bneg = bound.is_number_unsigned() ? false : bound.get<int64_t>() < 0;
+      int cmp;
+      if (neg != bneg) {
+        cmp = neg ? -1 : 1;
+      } else if (neg) {
+        const int64_t v = value.get<int64_t>(), w = bound.get<int64_t>();
+        cmp = v < w ? -1 : (v > w ? 1 : 0);
+      } else {
+        const uint64_t v = value.get<uint64_t>(), w = bound.get<uint64_t>();
+        cmp = v < w ? -1 : (v > w ? 1 : 0);
+      }
+      if (key == "minimum") return cmp >= 0;
+      if (key == "maximum") return cmp <= 0;
+      if (key == "exclusiveMinimum") return cmp > 0;
+      return cmp < 0;
+    }
+    const double v = value.get<double>();
+    if (key == "minimum") return v >= b;
+    if (key == "maximum") return v <= b;
+    if (key == "exclusiveMinimum") return v > b;
+    return v < b;
+  }
+  if (b < 0 || std::floor(b) != b)
+    return absl::InvalidArgumentError("must be a non-negative integer");
+  if (key == "minLength" || key == "maxLength") {
+    if (!value.is_string()) return true;
+    const std::string text = value.get<std::string>();
+    double code_points = 0;
+    for (const char c : text) code_points += (static_cast<uint8_t>(c) & 0xC0) != 0x80;
+    return key == "minLength" ? code_points >= b : code_points <= b;
+  }
+  // minItems / maxItems
+  if (!value.is_array()) return true;
+  const double n = static_cast<double>(value.size());
+  return key == "minItems" ? n >= b : n <= b;
+}
+
 class Converter {
  public:
   explicit Converter(const Json& root) : root_(root) {}
@@ -280,16 +347,43 @@ class Converter {
       }
       for (const Json& v : schema["enum"]) values.push_back(&v);
     }
+    // The sibling keywords still apply to each value (JSON Schema: all keywords hold at once).
+    // Those that can be checked on a value here filter the list; the rest are refused.
+    std::vector<std::pair<std::string, const Json*>> checks;
+    for (const auto& [key, value] : schema.items()) {
+      if (IsAnnotation(key) || key == "enum" || key == "const" || key == "type" ||
+          key == "nullable") {
+        continue;
+      }
+      if (!IsValueCheck(key)) {
+        return Error(
+            Join(path, key),
+            absl::StrCat("not supported next to \"", schema.contains("const") ? "const" : "enum",
+                         "\" (supported there: type, minimum, maximum, exclusiveMinimum, "
+                         "exclusiveMaximum, minLength, maxLength, minItems, maxItems, "
+                         "required)"));
+      }
+      checks.push_back({key, &value});
+    }
     std::vector<std::string> alts;
     for (const Json* value : values) {
       bool typed = types.empty();
       for (const std::string& t : types) typed = typed || MatchesType(*value, t);
       if (!typed) continue;
+      bool valid = true;
+      for (const auto& [key, bound] : checks) {
+        absl::StatusOr<bool> holds = ValueSatisfies(*value, key, *bound);
+        if (!holds.ok()) return Error(Join(path, key), holds.status().message());
+        valid = valid && *holds;
+      }
+      if (!valid) continue;
       std::string text;
       if (!Serialize(*value, &text)) return Error(where, "value cannot be serialized");
       alts.push_back(GbnfLiteral(text));
     }
-    if (alts.empty()) return Error(where, "no value matches the schema's type");
+    if (alts.empty()) {
+      return Error(where, "no value satisfies the schema's other keywords (type, bounds)");
+    }
     return NewRule(absl::StrJoin(alts, " | "));
   }
 

@@ -10,6 +10,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "common/status/status_macros.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/unit/engine/test_vocabulary.h"
 #include "worker/engine/engine.h"
@@ -166,6 +167,54 @@ TEST(ConstrainedEngineTest, ARegexAndAJsonSchemaEndWhereTheirLanguageEnds) {
         << text;
     EXPECT_EQ(results[i].finish, FinishReason::kStop);
   }
+}
+
+TEST(ConstrainedEngineTest, AConstraintPastItsWorkBudgetEndsWithAnErrorWhileOthersGoOn) {
+  // Cheap until its literal prefix is behind it, then every mask would cost more than the
+  // matcher's per-token budget: the request ends with an error naming the limit, its forced EOS
+  // is not sent, and the unconstrained request beside it runs to its end.
+  std::shared_ptr<const structured::CompiledGrammar> grammar =
+      Compile({.kind = structured::Constraint::Kind::kRegex, .text = "abc(.?){2000}"});
+  ASSERT_NE(grammar, nullptr);
+  auto engine = Engine::Create(std::make_unique<TemptingBackend>(), {});
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const std::vector<std::string> texts = TokenTexts();
+  struct Seen {
+    std::string text;
+    int tokens = 0;
+    FinishReason finish = FinishReason::kNone;
+    absl::Status error;
+  };
+  Seen constrained, plain;
+  auto collect = [&texts](Seen* seen) {
+    return [seen, &texts](const EngineOutput& output) {
+      for (const GeneratedToken& token : output.tokens) {
+        ++seen->tokens;
+        if (token.token_id != kEos) seen->text += texts[token.token_id];
+      }
+      if (output.finish != FinishReason::kNone) {
+        seen->finish = output.finish;
+        seen->error = output.error;
+      }
+    };
+  };
+  EngineRequest heavy = Request(grammar, std::nullopt);
+  heavy.on_output = collect(&constrained);
+  ASSERT_TRUE((*engine)->AddRequest(std::move(heavy)).ok());
+  EngineRequest other = Request(nullptr, std::nullopt);
+  other.stopping.max_tokens = 12;
+  other.stopping.ignore_eos = true;
+  other.on_output = collect(&plain);
+  ASSERT_TRUE((*engine)->AddRequest(std::move(other)).ok());
+  while ((*engine)->StepOnce()) {
+  }
+  EXPECT_EQ(constrained.finish, FinishReason::kError);
+  EXPECT_TRUE(absl::IsInvalidArgument(constrained.error)) << constrained.error;
+  EXPECT_THAT(std::string(constrained.error.message()),
+              ::testing::HasSubstr("structured_output: the constraint needs more than"));
+  EXPECT_EQ(constrained.text, "abc");
+  EXPECT_EQ(plain.finish, FinishReason::kLength);
+  EXPECT_EQ(plain.tokens, 12);
 }
 
 TEST(ConstrainedEngineTest, IgnoreEosAndMinTokensAreRefusedWithAConstraint) {

@@ -109,6 +109,7 @@ nlohmann::json Run(const std::shared_ptr<const TokenVocabulary>& vocab, const Co
     auto start = Clock::now();
     m.FillNextTokenBitmask(absl::MakeSpan(mask));
     out["worst_cold_string_ms"] = Ms(Clock::now() - start);
+    out["worst_cold_string_work_units"] = m.stats().max_call_work;
     int allowed = 0;
     for (int32_t t = 0; t < vocab->size(); ++t) allowed += (mask[t / 32] >> (t % 32)) & 1;
     out["worst_cold_string_allowed_tokens"] = allowed;
@@ -275,6 +276,27 @@ int main(int argc, char** argv) {
     report[name]["trie_nodes"] = (*vocab)->trie_size();
     report[name]["json_schema"] = Run(*vocab, schema, steps);
     report[name]["json_mode"] = Run(*vocab, json_mode, steps);
+  }
+  // The per-call work budget (GrammarMatcher::kMaxWorkPerCall): how long a call that exhausts
+  // it takes, for a constraint whose cost is expansion (nullable chains) and one whose cost is
+  // walking the trie through memoized transitions.
+  for (const auto& [name, vocab] : {std::pair{std::string("deepseek_100k"), *real},
+                                    std::pair{std::string("synthetic_128k"), *synthetic}}) {
+    GrammarCompiler compiler(vocab);
+    Constraint expensive;
+    expensive.kind = Constraint::Kind::kRegex;
+    expensive.text = "abc(.?){2000}";
+    auto g = compiler.Compile(expensive);
+    if (!g.ok()) continue;
+    GrammarMatcher m(*g);
+    std::vector<uint32_t> mask((vocab->size() + 31) / 32);
+    m.AcceptString("abc");
+    const auto start = Clock::now();
+    const bool filled = m.FillNextTokenBitmask(absl::MakeSpan(mask));
+    report[name]["budget_exhausted"] = {{"ms", Ms(Clock::now() - start)},
+                                        {"filled", filled},
+                                        {"work_units", m.stats().max_call_work},
+                                        {"budget", GrammarMatcher::kMaxWorkPerCall}};
   }
   std::printf("%s\n", report.dump(2).c_str());
   return 0;
