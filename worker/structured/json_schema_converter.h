@@ -7,7 +7,9 @@
 // skipped), required, additionalProperties (absent = false, as OpenAI's strict mode: the output
 // then has exactly the declared shape; with declared properties, true or a schema also produce
 // only the declared ones — valid, not complete; with no properties, true/a schema give a map),
-// items / prefixItems (and draft-7 array items) / minItems / maxItems, enum, const,
+// items / prefixItems (and draft-7 array items) / minItems / maxItems, enum, const (values
+// filtered by the minimum / maximum / exclusive* / min/maxLength / min/maxItems / required beside
+// them; any other validation keyword beside them is refused),
 // minimum / maximum / exclusiveMinimum / exclusiveMaximum (integers: exact; numbers: exact for
 // integer bounds, no exponent then; non-integer bounds of numbers are tightened inward to
 // integers — valid output, not every valid number), minLength / maxLength (code points),
