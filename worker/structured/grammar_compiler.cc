@@ -21,6 +21,7 @@ std::string CacheKey(const Constraint& c) {
   return key;
 }
 
+// The name every error of a constraint starts with (the parser's and the probe's alike).
 const char* KindName(Constraint::Kind kind) {
   switch (kind) {
     case Constraint::Kind::kJsonSchema:
@@ -94,16 +95,16 @@ absl::StatusOr<Grammar> GrammarCompiler::BuildGrammar(const Constraint& c) const
   }
   switch (c.kind) {
     case Constraint::Kind::kJsonObject:
-      return ParseGbnf(JsonObjectGbnf(), "json_object");
+      return ParseGbnf(JsonObjectGbnf(), KindName(c.kind));
     case Constraint::Kind::kJsonSchema: {
       absl::StatusOr<std::string> gbnf = JsonSchemaToGbnf(c.text);
       if (!gbnf.ok()) return gbnf.status();
-      return ParseGbnf(*gbnf, "json_schema");
+      return ParseGbnf(*gbnf, KindName(c.kind));
     }
     case Constraint::Kind::kRegex: {
       absl::StatusOr<std::string> expr = RegexToGbnf(c.text, {});
       if (!expr.ok()) return expr.status();
-      return ParseGbnf(absl::StrCat("root ::= ", *expr), "regex");
+      return ParseGbnf(absl::StrCat("root ::= ", *expr), KindName(c.kind));
     }
     case Constraint::Kind::kChoice: {
       if (c.choices.empty()) return absl::InvalidArgumentError("choice: no choices given");
@@ -123,10 +124,10 @@ absl::StatusOr<Grammar> GrammarCompiler::BuildGrammar(const Constraint& c) const
         }
         absl::StrAppend(&gbnf, i > 0 ? " | " : "", GbnfLiteral(c.choices[i]));
       }
-      return ParseGbnf(gbnf, "choice");
+      return ParseGbnf(gbnf, KindName(c.kind));
     }
     case Constraint::Kind::kGrammar:
-      return ParseGbnf(c.text, "grammar");
+      return ParseGbnf(c.text, KindName(c.kind));
   }
   return absl::InvalidArgumentError("unknown constraint kind");
 }
