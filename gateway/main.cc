@@ -15,6 +15,7 @@
 #include "common/base/flag_names.h"
 #include "common/base/protobuf_log.h"
 #include "common/base/serve_until_signal.h"
+#include "gateway/pipeline/logprob_budget.h"
 #include "gateway/server/gateway_server.h"
 
 ABSL_FLAG(std::string, host, "127.0.0.1",
@@ -75,6 +76,10 @@ ABSL_FLAG(int64_t, max_queued_requests, 256,
           "with --max_concurrency: requests that may wait for a slot before 429");
 ABSL_FLAG(int64_t, max_prompt_bytes, 1 << 20, "largest text prompt or rendered chat, in bytes");
 ABSL_FLAG(int, default_max_tokens, 1024, "max_tokens of requests that leave it unset");
+ABSL_FLAG(int64_t, max_logprob_entries, llmserve::gateway::kDefaultMaxLogprobEntries,
+          "logprob entries one request may return, n * max_tokens * (top_logprobs + 1) over all "
+          "its choices (400 beyond): bounds the gateway's memory per request, about 100 bytes an "
+          "entry at the peak of a chat response (docs/gateway.md)");
 ABSL_FLAG(int, max_attempts, 3, "workers tried for a request that fails before its first token");
 ABSL_FLAG(int, query_of_death_retries, 0,
           "workers a request is retried on after its worker went away while running it (0: "
@@ -191,6 +196,13 @@ absl::StatusOr<llmserve::gateway::GatewayServerOptions> OptionsFromFlags() {
   }
   options.inference.limits.max_prompt_bytes = static_cast<size_t>(max_prompt_bytes);
   options.inference.limits.default_max_tokens = static_cast<uint32_t>(default_max_tokens);
+  const int64_t max_logprob_entries = absl::GetFlag(FLAGS_max_logprob_entries);
+  if (max_logprob_entries < 1 || max_logprob_entries > llmserve::gateway::kMaxMaxLogprobEntries) {
+    return absl::InvalidArgumentError(absl::StrCat("--max_logprob_entries must be in [1, ",
+                                                   llmserve::gateway::kMaxMaxLogprobEntries,
+                                                   "], got ", max_logprob_entries));
+  }
+  options.inference.limits.max_logprob_entries = max_logprob_entries;
   options.inference.max_attempts = max_attempts;
   const int64_t quarantine_size = absl::GetFlag(FLAGS_query_of_death_quarantine_size);
   if (quarantine_size < 1 || quarantine_size > 1000000) {

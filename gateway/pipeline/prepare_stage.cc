@@ -39,6 +39,13 @@ absl::StatusOr<std::vector<PreparedRequest>> PrepareChoices(
   absl::StatusOr<PreparedRequest> first =
       PrepareRequest(request, std::move(model), limits, render_chat);
   if (!first.ok()) return first.status();
+  // Here, where n is known, for both APIs alike; after PrepareRequest, which resolves max_tokens.
+  if (absl::Status budget =
+          CheckLogprobBudget(first->worker_request, n, !request.stopping().has_max_tokens(),
+                             limits.max_logprob_entries);
+      !budget.ok()) {
+    return budget;
+  }
   std::vector<PreparedRequest> choices;
   choices.reserve(n);
   choices.push_back(*std::move(first));

@@ -48,7 +48,8 @@ struct PrepareStageOptions {
 
 // `n` >= 1 choices of `request`: the prompt is prepared once (PrepareRequest) and copied into
 // each choice; choice i > 0 gets a fresh request id and, when the request has a seed, seed + i
-// (distinct but reproducible choices). PrepareRequest's errors.
+// (distinct but reproducible choices). PrepareRequest's errors, and INVALID_ARGUMENT for choices
+// that together exceed limits.max_logprob_entries (CheckLogprobBudget).
 absl::StatusOr<std::vector<PreparedRequest>> PrepareChoices(
     const ::llmserve::v1::GenerateRequest& request, std::shared_ptr<const ServedModel> model, int n,
     const PromptLimits& limits, const ChatRenderer& render_chat);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "gateway/pipeline/logprob_budget.h"
 #include "gateway/pipeline/output_constraints.h"
 #include "gateway/pipeline/served_model.h"
 #include "llmserve/v1/inference.pb.h"
@@ -29,6 +30,9 @@ struct PromptLimits {
   size_t max_prompt_bytes = 1 << 20;
   // max_tokens when the request leaves it unset (capped by the context).
   uint32_t default_max_tokens = 1024;
+  // Logprob entries (each token's own and its alternatives) a request may return, over all its
+  // choices (logprob_budget.h).
+  int64_t max_logprob_entries = kDefaultMaxLogprobEntries;
 };
 
 // Renders a chat with the model's template into prompt text; UNIMPLEMENTED/INVALID_ARGUMENT

@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "common/status/grpc_raw_message.h"
 #include "common/status/grpc_status.h"
+#include "gateway/frontends/grpc/unary_response.h"
 
 namespace llmserve::gateway {
 namespace {
@@ -286,9 +287,9 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public AdmittedCall<Una
     void OnDelta(GenerationDelta delta) override {
       absl::MutexLock lock(&mutex_);
       if (call_ == nullptr) return;
-      call_->response_.mutable_text()->append(delta.text);
-      for (::llmserve::v1::GeneratedToken& token : delta.tokens) {
-        *call_->response_.add_tokens() = std::move(token);
+      call_->collected_.AppendText(delta.text);
+      for (const ::llmserve::v1::GeneratedToken& token : delta.tokens) {
+        call_->collected_.AppendToken(token);
       }
     }
     void OnFinish(const GenerationResult& result) override {
@@ -306,7 +307,7 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public AdmittedCall<Una
       *call->response_.mutable_usage() = result.usage;
       *call->response_.mutable_timing() = result.timing;
       call->Ended(&result, absl::StatusCode::kOk);
-      common::SerializeRawResponse(call->response_, call->raw_response_);
+      *call->raw_response_ = call->collected_.Build(std::move(call->response_));
       call->Finish(grpc::Status::OK);
     }
     void OnError(const absl::Status& status) override {
@@ -353,7 +354,9 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public AdmittedCall<Una
   void OnDone() override { Unref(); }
 
  private:
+  // Everything but the text and tokens, which collected_ holds serialized.
   ::llmserve::v1::GenerateResponse response_;
+  UnaryResponse collected_;
   grpc::ByteBuffer* const raw_response_;
   const std::shared_ptr<Observer> observer_ = std::make_shared<Observer>(this);
   absl::Mutex mutex_;

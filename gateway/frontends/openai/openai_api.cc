@@ -8,6 +8,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/status/http_error.h"
+#include "gateway/frontends/openai/openai_logprobs.h"
 #include "gateway/http/sse.h"
 
 namespace llmserve::gateway {
@@ -30,12 +31,6 @@ const char* FinishReasonName(::llmserve::v1::FinishReason reason) {
   }
 }
 
-Json Bytes(const std::string& text) {
-  Json bytes = Json::array();
-  for (unsigned char c : text) bytes.push_back(static_cast<int>(c));
-  return bytes;
-}
-
 // A streamed piece of a call, as OpenAI sends it: id, type and name with the first piece only.
 Json ToolCallDeltaJson(const tool_calls::ToolCallDelta& delta) {
   Json function = {{"arguments", delta.arguments}};
@@ -53,12 +48,6 @@ Json ToolCallJson(const ::llmserve::v1::ToolCall& call) {
   return {{"id", call.id()},
           {"type", "function"},
           {"function", {{"name", call.name()}, {"arguments", call.arguments()}}}};
-}
-
-// Token texts may hold part of a UTF-8 character: the serializer replaces bad bytes with U+FFFD
-// (as OpenAI does) instead of throwing.
-std::string Dump(const Json& json) {
-  return json.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 // One OpenAI request: n generations, their results, and the response (whole or streamed).
@@ -145,49 +134,13 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
  private:
   struct Choice {
     std::string text;
-    Json logprobs = Json::array();  // chat: content entries; completions: built at the end
-    std::vector<::llmserve::v1::GeneratedToken> tokens;
+    // Not streamed, with logprobs: every token's, until the response is rendered.
+    TokenLogprobs logprobs;
     const char* finish_reason = nullptr;
     std::vector<::llmserve::v1::ToolCall> tool_calls;
     int64_t completion_tokens = 0;
     bool done = false;
   };
-
-  Json ChatLogprob(const ::llmserve::v1::GeneratedToken& token) const {
-    const std::string text = (model_->TokenText(token.token_id()));
-    Json top = Json::array();
-    for (const ::llmserve::v1::TokenLogprob& alternative : token.top_logprobs()) {
-      top.push_back({{"token", (alternative.text())},
-                     {"logprob", alternative.logprob()},
-                     {"bytes", Bytes(alternative.text())}});
-    }
-    return {{"token", text},
-            {"logprob", token.logprob()},
-            {"bytes", Bytes(model_->TokenText(token.token_id()))},
-            {"top_logprobs", top}};
-  }
-
-  // The completions API's logprobs object for `tokens`.
-  Json CompletionLogprobs(const std::vector<::llmserve::v1::GeneratedToken>& tokens,
-                          size_t text_offset) const {
-    Json out = {{"tokens", Json::array()},
-                {"token_logprobs", Json::array()},
-                {"top_logprobs", Json::array()},
-                {"text_offset", Json::array()}};
-    for (const ::llmserve::v1::GeneratedToken& token : tokens) {
-      const std::string text = (model_->TokenText(token.token_id()));
-      out["tokens"].push_back(text);
-      out["token_logprobs"].push_back(token.logprob());
-      Json top = Json::object();
-      for (const ::llmserve::v1::TokenLogprob& alternative : token.top_logprobs()) {
-        top[(alternative.text())] = alternative.logprob();
-      }
-      out["top_logprobs"].push_back(top);
-      out["text_offset"].push_back(text_offset);
-      text_offset += text.size();
-    }
-    return out;
-  }
 
   Json Chunk(int index, const Json& delta_or_text, const char* finish_reason,
              const Json& logprobs) const {
@@ -224,7 +177,7 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
     if (endpoint_ == OpenAiEndpoint::kChatCompletions) {
       for (int i = 0; i < parsed_.n; ++i) {
         Json delta = {{"role", "assistant"}, {"content", ""}};
-        writer_->Write(http::FormatSseEvent(Dump(Chunk(i, delta, nullptr, Json()))));
+        writer_->Write(http::FormatSseEvent(DumpJson(Chunk(i, delta, nullptr, Json()))));
       }
     }
     return true;
@@ -238,21 +191,23 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
 
   void OnDelta(int index, GenerationDelta delta) {
     absl::MutexLock lock(&mutex_);
+    if (completed_) return;  // choices_ is gone with the response
     Choice& choice = choices_[index];
     choice.completion_tokens += static_cast<int64_t>(delta.tokens.size());
     if (!parsed_.stream) {
       choice.text += delta.text;
-      for (auto& token : delta.tokens) choice.tokens.push_back(std::move(token));
+      if (parsed_.logprobs) {
+        for (const auto& token : delta.tokens) choice.logprobs.Add(token);
+      }
       return;
     }
     Json logprobs;
     if (parsed_.logprobs && !delta.tokens.empty()) {
-      if (endpoint_ == OpenAiEndpoint::kChatCompletions) {
-        logprobs = {{"content", Json::array()}};
-        for (const auto& token : delta.tokens) logprobs["content"].push_back(ChatLogprob(token));
-      } else {
-        logprobs = CompletionLogprobs(delta.tokens, choice.text.size());
-      }
+      TokenLogprobs tokens;
+      for (const auto& token : delta.tokens) tokens.Add(token);
+      logprobs = endpoint_ == OpenAiEndpoint::kChatCompletions
+                     ? ChatLogprobsJson(*model_, tokens)
+                     : CompletionLogprobsJson(*model_, tokens, choice.text.size());
     }
     choice.text += delta.text;  // kept for text offsets
     if (delta.text.empty() && logprobs.is_null() && delta.tool_calls.empty()) return;
@@ -267,7 +222,7 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
       }
       content["tool_calls"] = std::move(calls);
     }
-    writer_->Write(http::FormatSseEvent(Dump(Chunk(index, content, nullptr, logprobs))));
+    writer_->Write(http::FormatSseEvent(DumpJson(Chunk(index, content, nullptr, logprobs))));
   }
 
   void OnFinish(int index, const GenerationResult* result, const absl::Status& error) {
@@ -275,6 +230,7 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
     bool failed = false;
     {
       absl::MutexLock lock(&mutex_);
+      if (completed_) return;  // choices_ is gone with the response
       Choice& choice = choices_[index];
       choice.done = true;
       if (result != nullptr) {
@@ -290,7 +246,7 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
             const Json empty =
                 endpoint_ == OpenAiEndpoint::kChatCompletions ? Json::object() : Json("");
             writer_->Write(
-                http::FormatSseEvent(Dump(Chunk(index, empty, choice.finish_reason, Json()))));
+                http::FormatSseEvent(DumpJson(Chunk(index, empty, choice.finish_reason, Json()))));
           }
         } else if (stream_started_) {
           // Past the first byte an error can only be an event of the stream.
@@ -322,27 +278,54 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
         Json usage_chunk = Chunk(0, Json(), nullptr, Json());
         usage_chunk["choices"] = Json::array();
         usage_chunk["usage"] = Usage(completion_tokens);
-        writer_->Write(http::FormatSseEvent(Dump(usage_chunk)));
+        writer_->Write(http::FormatSseEvent(DumpJson(usage_chunk)));
       }
       writer_->Write(std::string(http::kSseDone));
       writer_->Finish();
       return;
     }
-    Json choices = Json::array();
+    std::string body = RenderResponseLocked(completion_tokens);
+    // The response is all in `body` now: what built it goes before the body is sent.
+    choices_.clear();
+    choices_.shrink_to_fit();
+    writer_->Send(200, {{"content-type", "application/json"}}, std::move(body));
+  }
+
+  // The whole response of a request that is not streamed, written straight into one string: each
+  // logprob entry is rendered from the choice's compact form and appended, never held as a JSON
+  // tree of the whole response. Keys in the order a JSON object writes them (sorted), as before.
+  std::string RenderResponseLocked(int64_t completion_tokens)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    const bool chat = endpoint_ == OpenAiEndpoint::kChatCompletions;
+    int64_t tokens_left = 0;
+    for (const Choice& choice : choices_) tokens_left += choice.completion_tokens;
+    const int64_t all_tokens = tokens_left;
+    std::string body = R"({"choices":[)";
     for (int i = 0; i < parsed_.n; ++i) {
-      const Choice& choice = choices_[i];
-      Json entry = {{"index", i}, {"finish_reason", choice.finish_reason}};
-      Json logprobs;
-      if (parsed_.logprobs) {
-        if (endpoint_ == OpenAiEndpoint::kChatCompletions) {
-          logprobs = {{"content", Json::array()}};
-          for (const auto& token : choice.tokens) logprobs["content"].push_back(ChatLogprob(token));
-        } else {
-          logprobs = CompletionLogprobs(choice.tokens, 0);
+      Choice& choice = choices_[i];
+      if (i > 0) {
+        body.push_back(',');
+        // The rest at the rate so far, with room: growing a body of tens of MB by doubling would
+        // hold the old copy and the new one at once (capacity never written costs no memory).
+        const int64_t done = all_tokens - tokens_left;
+        if (done > 0) {
+          const size_t rest = body.size() / done * tokens_left;
+          if (body.capacity() < body.size() + rest) body.reserve(body.size() + rest / 4 * 5);
         }
       }
-      entry["logprobs"] = logprobs;
-      if (endpoint_ == OpenAiEndpoint::kChatCompletions) {
+      tokens_left -= choice.completion_tokens;
+      absl::StrAppend(&body, R"({"finish_reason":)",
+                      DumpJson(choice.finish_reason ? Json(choice.finish_reason) : Json()),
+                      R"(,"index":)", i, R"(,"logprobs":)");
+      if (!parsed_.logprobs) {
+        body.append("null");
+      } else if (chat) {
+        AppendChatLogprobs(*model_, choice.logprobs, &body);
+      } else {
+        AppendCompletionLogprobs(*model_, choice.logprobs, 0, &body);
+      }
+      choice.logprobs = TokenLogprobs();  // rendered: let it go at once
+      if (chat) {
         Json message = {{"role", "assistant"}, {"content", choice.text}};
         if (!choice.tool_calls.empty()) {
           // OpenAI's shape: null content when the turn is only calls.
@@ -353,21 +336,16 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
           }
           message["tool_calls"] = std::move(calls);
         }
-        entry["message"] = std::move(message);
+        absl::StrAppend(&body, R"(,"message":)", DumpJson(message), "}");
       } else {
-        entry["text"] = choice.text;
+        absl::StrAppend(&body, R"(,"text":)", DumpJson(Json(choice.text)), "}");
       }
-      choices.push_back(std::move(entry));
     }
-    const Json response = {
-        {"id", id_},
-        {"object",
-         endpoint_ == OpenAiEndpoint::kChatCompletions ? "chat.completion" : "text_completion"},
-        {"created", created_},
-        {"model", model_->name()},
-        {"choices", choices},
-        {"usage", Usage(completion_tokens)}};
-    writer_->Send(200, {{"content-type", "application/json"}}, Dump(response));
+    absl::StrAppend(&body, R"(],"created":)", created_, R"(,"id":)", DumpJson(Json(id_)),
+                    R"(,"model":)", DumpJson(Json(model_->name())), R"(,"object":)",
+                    chat ? R"("chat.completion")" : R"("text_completion")", R"(,"usage":)",
+                    DumpJson(Usage(completion_tokens)), "}");
+    return body;
   }
 
   const OpenAiEndpoint endpoint_;
@@ -445,11 +423,11 @@ void OpenAiApi::Handle(http::HttpRequest request, std::shared_ptr<http::Response
   if (known) {
     return writer->Send(
         405, {{"content-type", "application/json"}},
-        Dump({{"error",
-               {{"message", absl::StrCat(request.method, " is not allowed on ", path)},
-                {"type", "invalid_request_error"},
-                {"param", nullptr},
-                {"code", "method_not_allowed"}}}}));
+        DumpJson({{"error",
+                   {{"message", absl::StrCat(request.method, " is not allowed on ", path)},
+                    {"type", "invalid_request_error"},
+                    {"param", nullptr},
+                    {"code", "method_not_allowed"}}}}));
   }
   SendOpenAiError(*writer, absl::NotFoundError(absl::StrCat("no such endpoint: ", path)));
 }
@@ -468,7 +446,7 @@ void OpenAiApi::HandleModels(const http::HttpRequest& request, http::ResponseWri
                     {"max_model_len", summary.info->max_model_len()}});
   }
   writer.Send(200, {{"content-type", "application/json"}},
-              Dump({{"object", "list"}, {"data", data}}));
+              DumpJson({{"object", "list"}, {"data", data}}));
 }
 
 void OpenAiApi::HandleGeneration(OpenAiEndpoint endpoint, http::HttpRequest request,

@@ -113,6 +113,81 @@ TEST(PrepareStageTest, ChoicesWithoutASeedStayWithoutOne) {
   EXPECT_FALSE((*choices)[1].worker_request.sampling().has_seed());
 }
 
+// Logprobs asked with `top` alternatives, `max_tokens` each.
+::llmserve::v1::GenerateRequest WithLogprobs(int top, int max_tokens) {
+  ::llmserve::v1::GenerateRequest request = Chat("Hi");
+  request.mutable_sampling()->set_return_logprobs(true);
+  request.mutable_sampling()->set_top_logprobs(top);
+  request.mutable_stopping()->set_max_tokens(max_tokens);
+  return request;
+}
+
+TEST(PrepareStageTest, LogprobEntriesUpToTheLimitAreAcceptedAndOneTokenMoreIsRefused) {
+  Renderer renderer;
+  PromptLimits limits;
+  limits.max_logprob_entries = 100;
+  // 2 choices x 10 tokens x (4 alternatives + the token's own) = 100.
+  EXPECT_TRUE(PrepareChoices(WithLogprobs(4, 10), TestModel(), 2, limits, renderer.Get()).ok());
+  absl::StatusOr<std::vector<PreparedRequest>> over =
+      PrepareChoices(WithLogprobs(4, 11), TestModel(), 2, limits, renderer.Get());
+  ASSERT_TRUE(absl::IsInvalidArgument(over.status())) << over.status();
+  const std::string message(over.status().message());
+  EXPECT_NE(message.find("n * max_tokens * (top_logprobs + 1) = 2 * 11 * (4 + 1) = 110"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("limit of 100"), std::string::npos) << message;
+  EXPECT_NE(message.find("--max_logprob_entries"), std::string::npos) << message;
+}
+
+TEST(PrepareStageTest, OnlyRequestsAskingForLogprobsAreCounted) {
+  Renderer renderer;
+  PromptLimits limits;
+  limits.max_logprob_entries = 10;
+  // The chosen tokens' logprobs alone count one entry a token: 16 x 4000.
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      PrepareChoices(WithLogprobs(0, 4000), TestModel(), 16, limits, renderer.Get()).status()));
+  // No logprobs: 16 choices of 4000 tokens cost no entries.
+  ::llmserve::v1::GenerateRequest plain = WithLogprobs(0, 4000);
+  plain.mutable_sampling()->set_return_logprobs(false);
+  EXPECT_TRUE(PrepareChoices(plain, TestModel(), 16, limits, renderer.Get()).ok());
+  // Alternatives alone carry the token's own logprob too (the worker's rule): 1 x 4 x 3 = 12.
+  ::llmserve::v1::GenerateRequest top_only = WithLogprobs(2, 4);
+  top_only.mutable_sampling()->set_return_logprobs(false);
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      PrepareChoices(top_only, TestModel(), 1, limits, renderer.Get()).status()));
+}
+
+TEST(PrepareStageTest, AnUnsetMaxTokensIsCountedAtItsDefaultAndSaysSo) {
+  Renderer renderer;
+  PromptLimits limits;
+  limits.default_max_tokens = 50;
+  limits.max_logprob_entries = 49;
+  ::llmserve::v1::GenerateRequest request = WithLogprobs(0, 1);
+  request.mutable_stopping()->clear_max_tokens();
+  absl::StatusOr<std::vector<PreparedRequest>> over =
+      PrepareChoices(request, TestModel(), 1, limits, renderer.Get());
+  ASSERT_TRUE(absl::IsInvalidArgument(over.status())) << over.status();
+  EXPECT_NE(over.status().message().find("1 * 50 (max_tokens unset: the default) * (0 + 1) = 50"),
+            std::string::npos)
+      << over.status();
+}
+
+TEST(PrepareStageTest, TheDefaultLimitRefusesTheRequestOfIssue28) {
+  Renderer renderer;
+  // n: 16, top_logprobs: 20, max_tokens: 2000 made a 45 MB response and took the gateway from
+  // 78 MB to 895 MB: 672,000 entries.
+  absl::StatusOr<std::vector<PreparedRequest>> issue =
+      PrepareChoices(WithLogprobs(20, 2000), TestModel(), 16, PromptLimits(), renderer.Get());
+  ASSERT_TRUE(absl::IsInvalidArgument(issue.status())) << issue.status();
+  EXPECT_NE(issue.status().message().find("= 672000 logprob entries"), std::string::npos)
+      << issue.status();
+  // The largest of its shape within the default: 16 x 780 x 21 = 262,080 <= 262,144.
+  absl::StatusOr<std::vector<PreparedRequest>> largest =
+      PrepareChoices(WithLogprobs(20, 780), TestModel(), 16, PromptLimits(), renderer.Get());
+  ASSERT_TRUE(largest.ok()) << largest.status();
+  EXPECT_EQ(LogprobEntries(largest->front().worker_request, 16), 262080);
+}
+
 TEST(PrepareStageTest, PreparesOnAPoolThreadAndReturnsErrorsThroughDone) {
   Renderer renderer;
   std::unique_ptr<PrepareStage> stage = MakeStage(renderer, 2, 8);
