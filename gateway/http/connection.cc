@@ -31,6 +31,10 @@ constexpr absl::Duration kLingerTimeout = absl::Seconds(2);
 constexpr size_t kTlsWaitReadBytes = 16 * 1024;
 // The most a request read asks for at once, as Beast's own reads.
 constexpr size_t kReadBytes = 64 * 1024;
+// Sent to an HTTP/1.1 client that half-closed while its response is being produced: an interim
+// response every client must accept before the final one (RFC 9110, 15.2), whose only purpose is
+// that a client that closed its socket entirely answers it with a reset.
+constexpr absl::string_view kHalfCloseProbe = "HTTP/1.1 100 Continue\r\n\r\n";
 
 std::string FormatRemoteAddress(const Connection::Socket& socket) {
   error_code ec;
@@ -171,6 +175,13 @@ asio::awaitable<bool> Connection::ServeOneRequest() {
   read_stage_ = ReadStage::kHeader;
   ArmReadDeadline();
   ec = co_await ReadHeader(parser, refusal);
+  if (ec == bhttp::error::end_of_stream && response_pending_ && !Closing()) {
+    // The client's end after a whole request, before the response is done.
+    read_stage_ = ReadStage::kOther;
+    DisarmReadDeadline();
+    co_await FinishAfterHalfClose();
+    co_return false;
+  }
   if (const bool go_on = co_await FinishRead(ec); !go_on) co_return false;
   ++requests_started_;
 
@@ -327,6 +338,31 @@ asio::awaitable<void> Connection::OnReadError(const error_code& ec) {
     SendServerError(
         400, absl::InvalidArgumentError(absl::StrCat("malformed HTTP request: ", ec.message())));
   }
+}
+
+asio::awaitable<void> Connection::FinishAfterHalfClose() {
+  // EOF is all a socket shows both of a client that closed entirely (it left: its request should
+  // stop) and of one that only shut down its sending side and still reads (shutdown(SHUT_WR), as
+  // `nc -N` does). Only a write tells them apart: the first answers it with a reset. So the
+  // response goes on, preceded by a probe, unless no probe can be written: HTTP/1.0 takes no 1xx,
+  // a stream already started cannot take one, and a TLS client ends with close_notify, past which
+  // TLS 1.2 peers do not read. Those still count as leaving.
+  if (response_state_ != ResponseState::kNone || !chunked_ || stream_.is_tls()) {
+    Close();
+    co_return;
+  }
+  keep_alive_ = false;  // nothing more can come: the connection closes after this response
+  // Watched before the probe goes out, so that the reset it provokes is not missed: a reset (or
+  // our own shutdown after the response, with the client's end already read) closes the
+  // connection, and runs on_close if the response is still pending.
+  stream_.socket().async_wait(Socket::wait_error,
+                              [self = shared_from_this()](const error_code& ec) {
+                                if (!ec) self->Close();
+                              });
+  Enqueue(std::string(kHalfCloseProbe));
+  co_await WaitUntilResponseDone();
+  // The response ended (a lingering close, finished here) or the connection closed.
+  co_await StopIfClosing();
 }
 
 asio::awaitable<void> Connection::WaitUntilResponseDone() {

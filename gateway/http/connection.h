@@ -132,6 +132,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // end_of_stream when nothing of a request has arrived).
   boost::asio::awaitable<boost::system::error_code> ReadMore(const Parser& parser);
   boost::asio::awaitable<void> WaitUntilResponseDone();
+  // After the client's EOF following a whole request whose response is pending: finishes that
+  // response when the client may still read it (a half-close), else closes (it left).
+  boost::asio::awaitable<void> FinishAfterHalfClose();
   boost::asio::awaitable<void> DrainUntilClosed();
   // Hands the request to the handler, with the first `header_fields` fields as its headers (the
   // rest are trailers, which are dropped).

@@ -3,9 +3,11 @@
 // Generate refuses; /metrics stays off the public port when a metrics port is set.
 
 #include <grpcpp/grpcpp.h>
+#include <sys/socket.h>
 
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -163,6 +165,36 @@ TEST_F(GatewayServerTest, TokenizeRefusesTheChatsGenerateRefuses) {
 }
 
 // /metrics names every worker's address: with a metrics port it is served there only.
+// Issue 28: a whole completion request followed at once by a half-close (shutdown(SHUT_WR)) gets
+// its response, streamed or not, after the interim 100 the server probes the client with.
+TEST_F(GatewayServerTest, AHalfClosedClientGetsItsCompletion) {
+  StartGateway();
+  for (const bool stream : {false, true}) {
+    auto client = http::testing::TestHttpClient::Connect(gateway_->http_port());
+    ASSERT_NE(client, nullptr);
+    const std::string body =
+        absl::StrCat(R"({"model": "tiny", "prompt": "Hi", "max_tokens": 4, "ignore_eos": true, )",
+                     R"("stream": )", stream ? "true" : "false", "}");
+    ASSERT_TRUE(client->Send(absl::StrCat(
+        "POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n",
+        "content-length: ", body.size(), "\r\n\r\n", body)));
+    ASSERT_EQ(::shutdown(client->fd(), SHUT_WR), 0);
+    std::optional<http::testing::TestResponse> response = client->ReadResponse();
+    ASSERT_TRUE(response.has_value()) << "stream " << stream;
+    EXPECT_EQ(response->status, 200) << response->body;
+    if (stream) {
+      const std::vector<std::string> events = SseEvents(response->body);
+      ASSERT_FALSE(events.empty());
+      EXPECT_EQ(events.back(), "[DONE]");
+    } else {
+      const nlohmann::json json = nlohmann::json::parse(response->body, nullptr, false);
+      ASSERT_TRUE(json.is_object()) << response->body;
+      EXPECT_EQ(json["usage"]["completion_tokens"], 4) << response->body;
+    }
+    EXPECT_TRUE(client->WaitForClose());
+  }
+}
+
 TEST_F(GatewayServerTest, MetricsStayOffTheHttpPortWhenAMetricsPortIsSet) {
   StartGateway({.metrics_port = 0});
   ASSERT_GT(gateway_->metrics_port(), 0);

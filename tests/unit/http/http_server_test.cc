@@ -215,6 +215,65 @@ TEST_F(HttpServerTest, HalfCloseAfterAPipelinedPartialRequestClosesAtOnce) {
   EXPECT_LT(absl::Now() - half_closed, absl::Milliseconds(500));
 }
 
+// Issue 28: a client that sends a whole request and then shuts down its sending side
+// (shutdown(SHUT_WR), `nc -N`) still reads: it gets an interim 100 (the probe that tells it from a
+// client that closed entirely), then its response, and the connection closes after it.
+TEST_F(HttpServerTest, AHalfClosedClientStillGetsItsResponse) {
+  StartServer();
+  auto client = Connect();
+  ASSERT_TRUE(client->Send("POST /held HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi"));
+  ASSERT_EQ(::shutdown(client->fd(), SHUT_WR), 0);
+  std::vector<std::shared_ptr<ResponseWriter>> writers = box_.WaitFor(1);
+  ASSERT_EQ(writers.size(), 1u);
+  CloseCounter counter;
+  writers[0]->SetOnClose([&counter] { counter.Increment(); });
+  // The probe comes once the server has read the client's end; the response is still pending.
+  std::optional<TestResponse> interim = client->ReadHead(/*keep_informational=*/true);
+  ASSERT_TRUE(interim.has_value());
+  EXPECT_EQ(interim->status, 100);
+  EXPECT_FALSE(writers[0]->closed());
+  writers[0]->Send(200, {{"content-type", "text/plain"}}, "done");
+  std::optional<TestResponse> response = client->ReadResponse();
+  ASSERT_TRUE(response.has_value());
+  EXPECT_EQ(response->status, 200);
+  EXPECT_EQ(response->body, "done");
+  EXPECT_EQ(response->Header("connection"), "close");
+  EXPECT_TRUE(client->WaitForClose());
+  EXPECT_TRUE(WaitForActiveConnections(0));
+  EXPECT_EQ(counter.Calls(), 0);
+}
+
+// The same EOF from a client that closed its socket entirely: the probe draws a reset, so the
+// server still notices at once that the client left and runs on_close.
+TEST_F(HttpServerTest, AClientThatClosesWhileItsResponseIsPendingIsStillNoticed) {
+  StartServer();
+  auto client = Connect();
+  ASSERT_TRUE(client->Send("GET /held HTTP/1.1\r\nHost: x\r\n\r\n"));
+  std::vector<std::shared_ptr<ResponseWriter>> writers = box_.WaitFor(1);
+  ASSERT_EQ(writers.size(), 1u);
+  CloseCounter counter;
+  writers[0]->SetOnClose([&counter] { counter.Increment(); });
+  client->Close();
+  ASSERT_TRUE(counter.WaitForCalls(1));
+  EXPECT_TRUE(writers[0]->closed());
+  EXPECT_TRUE(WaitForActiveConnections(0));
+}
+
+// HTTP/1.0 takes no interim response, so nothing can tell a half-close from a client that left:
+// it counts as leaving, as before.
+TEST_F(HttpServerTest, AnHttp10HalfCloseCountsAsLeaving) {
+  StartServer();
+  auto client = Connect();
+  ASSERT_TRUE(client->Send("GET /held HTTP/1.0\r\nHost: x\r\n\r\n"));
+  ASSERT_EQ(::shutdown(client->fd(), SHUT_WR), 0);
+  std::vector<std::shared_ptr<ResponseWriter>> writers = box_.WaitFor(1);
+  ASSERT_EQ(writers.size(), 1u);
+  CloseCounter counter;
+  writers[0]->SetOnClose([&counter] { counter.Increment(); });
+  ASSERT_TRUE(counter.WaitForCalls(1));
+  EXPECT_TRUE(client->WaitForClose());
+}
+
 TEST_F(HttpServerTest, HeadRequestGetsHeadersWithoutBody) {
   StartServer();
   auto client = Connect();
