@@ -2,8 +2,6 @@
 """The gateway's memory per request with logprobs (issue 28, item 5), against the real gateway
 and a worker on loopback with the gateway's default --max_logprob_entries (262,144):
 
-  0. A bad --max_logprob_entries (0, past 2^30) stops the gateway at start: exit 2, naming the
-     flag and its range.
   1. Over the bound: chat and completions, streamed or not, and gRPC Generate, one entry past
      the limit (16 x 781 x 21, and 1 x 12,484 x 21 on gRPC), each refused in under
      REFUSAL_BOUND_S with 400 invalid_request_error / INVALID_ARGUMENT naming the fields, the
@@ -22,7 +20,6 @@ Exit 0 on success, 1 on failure.
 """
 
 import json
-import subprocess
 import sys
 import time
 
@@ -153,20 +150,8 @@ def completion_entries(response):
             sum(len(top) for l in logprobs for top in l["top_logprobs"]))
 
 
-def check_bad_flags(gateway_bin):
-    for value in ("0", "2000000000"):
-        result = subprocess.run([gateway_bin, f"--max_logprob_entries={value}", "--grpc_port=0",
-                                 "--http_port=0"], capture_output=True, text=True, timeout=30)
-        output = result.stdout + result.stderr
-        log(f"--max_logprob_entries={value}: exit {result.returncode}: {output.strip()[-120:]}")
-        expect(result.returncode == 2 and "--max_logprob_entries must be in [1, 1073741824]"
-               in output, f"--max_logprob_entries={value} is a usage error naming the flag and "
-               f"its range: exit {result.returncode}, {output[-300:]!r}")
-
-
 def run(binaries):
     summary = {}
-    check_bad_flags(binaries[0])
     with Cluster(*binaries, prefix="logprobs") as cluster:
         try:
             # A context past 12,484 tokens, so that the gRPC refusal is the bound's.

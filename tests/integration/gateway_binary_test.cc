@@ -532,6 +532,13 @@ TEST_F(GatewayBinaryTest, BadFlagsFailWithAClearMessage) {
               std::string::npos)
         << gateway.output();
   }
+  for (const char* entries : {"--max_logprob_entries=0", "--max-logprob-entries=2000000000"}) {
+    Subprocess gateway({LLMSERVE_GATEWAY_BINARY, "--workers=a:1", entries});
+    EXPECT_EQ(gateway.WaitForExit(kPatience), 2) << entries;
+    EXPECT_NE(gateway.output().find("--max_logprob_entries must be in [1, 1073741824]"),
+              std::string::npos)
+        << gateway.output();
+  }
   {
     Subprocess gateway({LLMSERVE_GATEWAY_BINARY, "--workers=a:1", "--host=0.0.0.0", "--grpc-port=0",
                         "--http-port=0"});
