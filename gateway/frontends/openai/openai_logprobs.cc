@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
 namespace llmserve::gateway {
 namespace {
 
@@ -37,15 +39,43 @@ Json CompletionTop(const ServedModel& model, const TokenLogprobs& tokens, size_t
   return top;
 }
 
+// Appends what ChatEntry's JSON writes for one token, up to the brace that closes it, without
+// building it: the keys in the order the JSON object writes them (sorted), each value written as
+// the JSON value writes it. A tree per entry cost several allocations; this is most of a large
+// response's rendering time.
+void AppendChatToken(const std::string& text, float logprob, std::string* out) {
+  out->append(R"({"bytes":[)");
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (i > 0) out->push_back(',');
+    absl::StrAppend(out, static_cast<int>(static_cast<unsigned char>(text[i])));
+  }
+  absl::StrAppend(out, R"(],"logprob":)", DumpJson(Json(logprob)), R"(,"token":)",
+                  DumpJson(Json(text)));
+}
+
+void AppendChatEntry(const ServedModel& model, const TokenLogprobs& tokens, size_t i,
+                     std::string* out) {
+  AppendChatToken(model.TokenText(tokens.chosen(i).token_id), tokens.chosen(i).logprob, out);
+  out->append(R"(,"top_logprobs":[)");
+  bool first = true;
+  for (const LogprobEntry& alternative : tokens.alternatives(i)) {
+    if (!first) out->push_back(',');
+    first = false;
+    AppendChatToken(model.TokenText(alternative.token_id), alternative.logprob, out);
+    out->push_back('}');
+  }
+  out->append("]}");
+}
+
 // Elements rendered before the rest of an array is reserved at their rate.
 constexpr size_t kSampleElements = 64;
 
-// Appends `[f(0),f(1),...]` for the tokens, each element dumped on its own: no tree of them all.
-// Once a sample is rendered, the rest of the array is reserved at its rate with room, because a
-// body of megabytes grown by doubling holds its old copy and the new one at once (capacity that
-// is never written costs no memory).
-template <typename Element>
-void AppendArray(size_t size, Element element, std::string* out) {
+// Appends `[e(0),e(1),...]` for the tokens, `append_element(i, out)` writing each: no tree of
+// them all. Once a sample is rendered, the rest of the array is reserved at its rate with room,
+// because a body of megabytes grown by doubling holds its old copy and the new one at once
+// (capacity that is never written costs no memory).
+template <typename AppendElement>
+void AppendArray(size_t size, AppendElement append_element, std::string* out) {
   const size_t start = out->size();
   out->push_back('[');
   for (size_t i = 0; i < size; ++i) {
@@ -54,9 +84,16 @@ void AppendArray(size_t size, Element element, std::string* out) {
       if (out->capacity() < out->size() + rest) out->reserve(out->size() + rest / 4 * 5);
     }
     if (i > 0) out->push_back(',');
-    out->append(DumpJson(element(i)));
+    append_element(i, out);
   }
   out->push_back(']');
+}
+
+// AppendArray of elements rendered as JSON values.
+template <typename Element>
+void AppendJsonArray(size_t size, Element element, std::string* out) {
+  AppendArray(
+      size, [&](size_t i, std::string* to) { to->append(DumpJson(element(i))); }, out);
 }
 
 }  // namespace
@@ -83,7 +120,8 @@ Json ChatLogprobsJson(const ServedModel& model, const TokenLogprobs& tokens) {
 void AppendChatLogprobs(const ServedModel& model, const TokenLogprobs& tokens, std::string* out) {
   out->append(R"({"content":)");
   AppendArray(
-      tokens.size(), [&](size_t i) { return ChatEntry(model, tokens, i); }, out);
+      tokens.size(), [&](size_t i, std::string* to) { AppendChatEntry(model, tokens, i, to); },
+      out);
   out->push_back('}');
 }
 
@@ -108,7 +146,7 @@ void AppendCompletionLogprobs(const ServedModel& model, const TokenLogprobs& tok
                               size_t text_offset, std::string* out) {
   // The keys in the order the JSON value above is written in (sorted), one array after another.
   out->append(R"({"text_offset":)");
-  AppendArray(
+  AppendJsonArray(
       tokens.size(),
       [&](size_t i) {
         const size_t offset = text_offset;
@@ -117,14 +155,14 @@ void AppendCompletionLogprobs(const ServedModel& model, const TokenLogprobs& tok
       },
       out);
   out->append(R"(,"token_logprobs":)");
-  AppendArray(
+  AppendJsonArray(
       tokens.size(), [&](size_t i) { return Json(tokens.chosen(i).logprob); }, out);
   out->append(R"(,"tokens":)");
-  AppendArray(
+  AppendJsonArray(
       tokens.size(), [&](size_t i) { return Json(model.TokenText(tokens.chosen(i).token_id)); },
       out);
   out->append(R"(,"top_logprobs":)");
-  AppendArray(
+  AppendJsonArray(
       tokens.size(), [&](size_t i) { return CompletionTop(model, tokens, i); }, out);
   out->push_back('}');
 }
