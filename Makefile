@@ -2,6 +2,7 @@
 #   make test     install deps, configure, build, run every test (ctest), print the summary
 #   make build    install deps, configure, build
 #   make format   clang-format every C++ file we own
+#   make lint     install deps, configure, check formatting and script syntax (no build)
 #   make clean    remove the build directory
 #   make run      install deps, build, start the stack on the default model (foreground)
 #   make images   build the container images (needs a Docker engine; deploy/docker/Dockerfile)
@@ -24,7 +25,7 @@ IMAGE_PREFIX ?= llmserve
 # Tests that need shared data (tokenizer vocabularies) find it here; CI sets it when it exists.
 export LLMSERVE_TESTDATA ?= $(if $(wildcard ../shared/testdata),$(abspath ../shared/testdata),)
 
-.PHONY: all deps configure build test format clean run images bench
+.PHONY: all deps configure build test format lint clean run images bench
 
 all: build
 
@@ -46,6 +47,9 @@ test: build
 format:
 	@git ls-files '*.h' '*.cc' '*.cu' '*.cuh' | xargs -r clang-format -i
 	@echo "formatted"
+
+lint: configure
+	@bash scripts/lint.sh
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -1,6 +1,7 @@
 #include "common/tokenizer/added_vocabulary.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/base/string_views.h"
 #include "common/status/status_macros.h"
 #include "common/tokenizer/unicode_categories.h"
 #include "common/utf8/utf8.h"
@@ -9,8 +10,6 @@ namespace llmserve::common::tokenizer {
 namespace {
 
 // Debian's Abseil has its own string_view; heterogeneous lookup needs that type.
-absl::string_view AsAbsl(std::string_view s) { return absl::string_view(s.data(), s.size()); }
-
 absl::StatusOr<AddedToken> ParseToken(const Json& json, size_t index) {
   const std::string where = absl::StrCat("added_tokens[", index, "]");
   if (!json.is_object()) return absl::InvalidArgumentError(where + ": must be an object");

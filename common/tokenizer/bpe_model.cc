@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/string_views.h"
 #include "common/status/status_macros.h"
 #include "common/utf8/utf8.h"
 
@@ -12,8 +13,6 @@ namespace llmserve::common::tokenizer {
 namespace {
 
 // Debian's Abseil has its own string_view; heterogeneous lookup needs that type.
-absl::string_view AsAbsl(std::string_view s) { return absl::string_view(s.data(), s.size()); }
-
 constexpr char32_t kDirectCharLimit = 0x10000;
 // The per-thread word cache: words up to kMaxCachedWordBytes, at most kMaxCachedWords of them
 // (then it is cleared), so its memory stays bounded (about 1 MiB per thread).

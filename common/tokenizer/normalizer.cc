@@ -154,7 +154,7 @@ class SequenceNormalizer : public Normalizer {
   std::vector<std::unique_ptr<Normalizer>> steps_;
 };
 
-absl::StatusOr<std::unique_ptr<Normalizer>> ReplaceFromJson(const Json& json) {
+absl::StatusOr<std::unique_ptr<Normalizer>> ReplaceNormalizerFromJson(const Json& json) {
   const Json& pattern = json.contains("pattern") ? json["pattern"] : Json();
   std::string content;
   LLMSERVE_ASSIGN_OR_RETURN(content, GetString(json, "content", "normalizer Replace"));
@@ -173,7 +173,7 @@ absl::StatusOr<std::unique_ptr<Normalizer>> ReplaceFromJson(const Json& json) {
   return absl::InvalidArgumentError("normalizer Replace: pattern must be {String} or {Regex}");
 }
 
-absl::StatusOr<std::unique_ptr<Normalizer>> SequenceFromJson(const Json& json) {
+absl::StatusOr<std::unique_ptr<Normalizer>> SequenceNormalizerFromJson(const Json& json) {
   const auto it = json.find("normalizers");
   if (it == json.end() || !it->is_array()) {
     return absl::InvalidArgumentError("normalizer Sequence: \"normalizers\" must be an array");
@@ -219,8 +219,8 @@ absl::StatusOr<std::unique_ptr<Normalizer>> NormalizerFromJson(const Json& json)
     LLMSERVE_ASSIGN_OR_RETURN(prefix, GetString(json, "prepend", "normalizer Prepend"));
     return std::make_unique<PrependNormalizer>(prefix);
   }
-  if (type == "Replace") return ReplaceFromJson(json);
-  if (type == "Sequence") return SequenceFromJson(json);
+  if (type == "Replace") return ReplaceNormalizerFromJson(json);
+  if (type == "Sequence") return SequenceNormalizerFromJson(json);
   return absl::InvalidArgumentError(absl::StrCat("unsupported normalizer type \"", type, "\""));
 }
 

@@ -11,16 +11,18 @@
 namespace llmserve::gateway {
 namespace {
 
-absl::Status Invalid(absl::string_view field, absl::string_view problem) {
+absl::Status InvalidConstraint(absl::string_view field, absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", problem));
 }
 
 absl::Status CheckText(absl::string_view field, const std::string& text) {
-  if (text.empty()) return Invalid(field, "must not be empty");
+  if (text.empty()) return InvalidConstraint(field, "must not be empty");
   if (text.size() > kMaxConstraintBytes) {
-    return Invalid(field, absl::StrCat(text.size(), " bytes; at most ", kMaxConstraintBytes));
+    return InvalidConstraint(field,
+                             absl::StrCat(text.size(), " bytes; at most ", kMaxConstraintBytes));
   }
-  if (!common::utf8::IsValid(std::string_view(text))) return Invalid(field, "is not valid UTF-8");
+  if (!common::utf8::IsValid(std::string_view(text)))
+    return InvalidConstraint(field, "is not valid UTF-8");
   return absl::OkStatus();
 }
 
@@ -33,7 +35,7 @@ absl::Status ValidateStructuredOutput(const ::llmserve::v1::StructuredOutput& ou
       return absl::OkStatus();
     case Kind::kJsonObject:
       if (!output.json_object()) {
-        return Invalid("structured_output.json_object", "must be true when set");
+        return InvalidConstraint("structured_output.json_object", "must be true when set");
       }
       return absl::OkStatus();
     case Kind::kJsonSchema: {
@@ -43,8 +45,8 @@ absl::Status ValidateStructuredOutput(const ::llmserve::v1::StructuredOutput& ou
       }
       const nlohmann::json schema = nlohmann::json::parse(output.json_schema(), nullptr, false);
       if (schema.is_discarded() || !(schema.is_object() || schema.is_boolean())) {
-        return Invalid("structured_output.json_schema",
-                       "must be a JSON Schema: a JSON object (or true/false)");
+        return InvalidConstraint("structured_output.json_schema",
+                                 "must be a JSON Schema: a JSON object (or true/false)");
       }
       return absl::OkStatus();
     }
@@ -55,7 +57,7 @@ absl::Status ValidateStructuredOutput(const ::llmserve::v1::StructuredOutput& ou
     case Kind::kChoice: {
       const auto& choices = output.choice().choices();
       if (choices.empty() || choices.size() > kMaxConstraintChoices) {
-        return Invalid(
+        return InvalidConstraint(
             "structured_output.choice",
             absl::StrCat("needs 1 to ", kMaxConstraintChoices, " choices, got ", choices.size()));
       }
@@ -63,14 +65,15 @@ absl::Status ValidateStructuredOutput(const ::llmserve::v1::StructuredOutput& ou
       for (int i = 0; i < choices.size(); ++i) {
         const std::string field = absl::StrCat("structured_output.choice[", i, "]");
         if (!common::utf8::IsValid(std::string_view(choices[i]))) {
-          return Invalid(field, "is not valid UTF-8");
+          return InvalidConstraint(field, "is not valid UTF-8");
         }
-        if (choices[i].empty()) return Invalid(field, "must not be empty");
+        if (choices[i].empty()) return InvalidConstraint(field, "must not be empty");
         total += choices[i].size();
       }
       if (total > kMaxConstraintBytes) {
-        return Invalid("structured_output.choice",
-                       absl::StrCat(total, " bytes in all; at most ", kMaxConstraintBytes));
+        return InvalidConstraint(
+            "structured_output.choice",
+            absl::StrCat(total, " bytes in all; at most ", kMaxConstraintBytes));
       }
       return absl::OkStatus();
     }
@@ -103,7 +106,7 @@ absl::StatusOr<std::optional<ToolCalling>> ResolveOutputConstraints(
   }
   if (calling.constrained()) {
     if (request.has_structured_output()) {
-      return Invalid(
+      return InvalidConstraint(
           chat.tool_choice_function().empty() ? "chat.tool_choice" : "chat.tool_choice_function",
           "\"required\" or a named function constrains the output itself and cannot "
           "be combined with structured_output");

@@ -76,17 +76,23 @@ final_stat() {  # final_stat NAME LOG: the value of libFuzzer's final "stat::NAM
   sed -n "s/^stat::$1: *//p" "$2" | tail -n 1
 }
 
-for target in "${built[@]}"; do
+# run_target TARGET: fuzzes one target; its JSON line goes to logs/TARGET.result, and what it found
+# to logs/TARGET.finding (printed on stderr after every target ended); fails on a finding.
+run_target() {
+  local target=$1 name corpus artifacts log marker status executions exec_per_s new_units
+  local peak_rss_mb coverage corpus_files artifact
+  local result="$build_dir/logs/$target.result" finding="$build_dir/logs/$target.finding"
+  rm -f "$result" "$finding"
   name=${target%_fuzz}
   corpus="$build_dir/corpus/$name"
   artifacts="$build_dir/artifacts/$name/"
   log="$build_dir/logs/$target.log"
   mkdir -p "$corpus" "$artifacts"
-  seeds=()
+  local seeds=()
   [[ -d "tests/fuzz/seeds/$name" ]] && seeds+=("tests/fuzz/seeds/$name")
   # A dictionary of the format's words lets mutations insert a whole "Transfer-Encoding: " or
   # "{%" where bit flips would take long to find one.
-  dict=()
+  local dict=()
   [[ -f "tests/fuzz/dicts/$name.dict" ]] && dict=(-dict="tests/fuzz/dicts/$name.dict")
   marker="$build_dir/logs/$target.started"
   touch "$marker"
@@ -107,14 +113,30 @@ for target in "${built[@]}"; do
   if [[ $status -eq 0 ]]; then
     printf '{"target": "%s", "seconds": %s, "executions": %s, "exec_per_s": %s, "coverage": %s, "new_units": %s, "corpus_files": %s, "peak_rss_mb": %s}\n' \
       "$target" "$seconds" "${executions:-0}" "${exec_per_s:-0}" "${coverage:-0}" \
-      "${new_units:-0}" "$corpus_files" "${peak_rss_mb:-0}"
-  else
-    failed=1
-    artifact=$(find "$artifacts" -type f -newer "$marker" | head -n 1)
-    printf '{"target": "%s", "error": "libFuzzer exited with %s", "executions": %s, "artifact": "%s", "log": "%s"}\n' \
-      "$target" "$status" "${executions:-0}" "$artifact" "$log"
-    grep -m 1 -A 30 -E '^==[0-9]+==|runtime error|^[a-z_]+_fuzz: ' "$log" >&2 ||
-      tail -n 30 "$log" >&2
+      "${new_units:-0}" "$corpus_files" "${peak_rss_mb:-0}" >"$result"
+    return 0
   fi
+  artifact=$(find "$artifacts" -type f -newer "$marker" | head -n 1)
+  printf '{"target": "%s", "error": "libFuzzer exited with %s", "executions": %s, "artifact": "%s", "log": "%s"}\n' \
+    "$target" "$status" "${executions:-0}" "$artifact" "$log" >"$result"
+  grep -m 1 -A 30 -E '^==[0-9]+==|runtime error|^[a-z_]+_fuzz: ' "$log" >"$finding" ||
+    tail -n 30 "$log" >"$finding"
+  return 1
+}
+
+# Each libFuzzer run is one process on one core: FUZZ_PARALLEL of them at a time (the number of
+# cores by default) take the stage's time down by as much, each still fuzzing for SECONDS.
+parallel=${FUZZ_PARALLEL:-$(nproc)}
+pids=()
+for target in "${built[@]}"; do
+  while (($(jobs -rp | wc -l) >= parallel)); do wait -n || true; done
+  run_target "$target" &
+  pids+=($!)
+done
+for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+for target in "${built[@]}"; do
+  cat "$build_dir/logs/$target.result" 2>/dev/null ||
+    printf '{"target": "%s", "error": "no result"}\n' "$target"
+  if [[ -f "$build_dir/logs/$target.finding" ]]; then cat "$build_dir/logs/$target.finding" >&2; fi
 done
 exit "$failed"

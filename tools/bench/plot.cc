@@ -18,7 +18,7 @@ std::string Quoted(const std::string& text) {
   return absl::StrCat("'", absl::StrReplaceAll(text, {{"'", "''"}}), "'");
 }
 
-double Millis(const Json& report, const char* metric, const char* field) {
+double PlotMillis(const Json& report, const char* metric, const char* field) {
   return report[metric][field].get<double>() * 1000;
 }
 
@@ -35,8 +35,8 @@ std::string SweepPlotScript(const std::vector<Json>& reports, const std::string&
         rate.is_string() ? rate.get<std::string>() : absl::StrFormat("%g/s", rate.get<double>());
     absl::StrAppendFormat(&data, "\"%s\" %.3f %.3f %.3f %.3f %.3f\n", label,
                           report["output_tokens_per_s"].get<double>(),
-                          Millis(report, "ttft_s", "p50"), Millis(report, "ttft_s", "p99"),
-                          Millis(report, "tpot_s", "p50"), Millis(report, "tpot_s", "p99"));
+                          PlotMillis(report, "ttft_s", "p50"), PlotMillis(report, "ttft_s", "p99"),
+                          PlotMillis(report, "tpot_s", "p50"), PlotMillis(report, "tpot_s", "p99"));
   }
   absl::StrAppend(&data, "EOD\n");
   return absl::StrCat(

@@ -7,10 +7,10 @@
 namespace llmserve::worker {
 namespace {
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
-constexpr float kMaxFinite = std::numeric_limits<float>::max();
+constexpr float kInfinity = std::numeric_limits<float>::infinity();
+constexpr float kLargestFinite = std::numeric_limits<float>::max();
 
-float ClampPositiveInfinity(float logit) { return logit == kInf ? kMaxFinite : logit; }
+float ClampPositiveInfinity(float logit) { return logit == kInfinity ? kLargestFinite : logit; }
 
 float RepetitionPenalized(float logit, float penalty) {
   return logit > 0.0f ? logit / penalty : logit * penalty;

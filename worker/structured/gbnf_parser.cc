@@ -5,23 +5,16 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/string_views.h"
 #include "common/utf8/utf8.h"
+#include "worker/structured/hex_digit.h"
 
 namespace llmserve::worker::structured {
 namespace {
 
-std::string_view Std(absl::string_view s) { return std::string_view(s.data(), s.size()); }
-
 bool IsNameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
          c == '-';
-}
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
 }
 
 class Parser {
@@ -29,8 +22,8 @@ class Parser {
   Parser(absl::string_view src, absl::string_view what) : src_(src), what_(what) {}
 
   absl::StatusOr<Grammar> Parse() {
-    if (!common::utf8::IsValid(Std(src_))) {
-      pos_ = common::utf8::FindFirstInvalid(Std(src_));
+    if (!common::utf8::IsValid(common::AsStd(src_))) {
+      pos_ = common::utf8::FindFirstInvalid(common::AsStd(src_));
       return Error("invalid UTF-8");
     }
     SkipSpace();
@@ -198,7 +191,7 @@ class Parser {
     if (pos_ >= src_.size()) return Error("unexpected end");
     if (src_[pos_] != '\\') {
       char32_t cp = 0;
-      const int n = common::utf8::DecodeOne(Std(src_), pos_, &cp);
+      const int n = common::utf8::DecodeOne(common::AsStd(src_), pos_, &cp);
       if (n <= 0) return Error("invalid UTF-8");
       pos_ += n;
       return cp;
@@ -240,7 +233,7 @@ class Parser {
     }
     uint32_t value = 0;
     for (int i = 0; i < digits; ++i) {
-      const int h = pos_ < src_.size() ? HexValue(src_[pos_]) : -1;
+      const int h = pos_ < src_.size() ? HexDigitValue(src_[pos_]) : -1;
       if (h < 0) return Error("bad hex escape");
       value = value * 16 + h;
       ++pos_;

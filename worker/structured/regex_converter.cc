@@ -4,21 +4,14 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/string_views.h"
 #include "common/utf8/utf8.h"
 #include "worker/structured/gbnf_parser.h"
 #include "worker/structured/grammar.h"
+#include "worker/structured/hex_digit.h"
 
 namespace llmserve::worker::structured {
 namespace {
-
-std::string_view Std(absl::string_view s) { return std::string_view(s.data(), s.size()); }
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
 
 std::string CodePointEscape(char32_t cp) {
   char buf[16];
@@ -35,8 +28,8 @@ class RegexParser {
   RegexParser(absl::string_view src, const RegexOptions& options) : src_(src), options_(options) {}
 
   absl::StatusOr<std::string> Parse() {
-    if (!common::utf8::IsValid(Std(src_))) {
-      pos_ = common::utf8::FindFirstInvalid(Std(src_));
+    if (!common::utf8::IsValid(common::AsStd(src_))) {
+      pos_ = common::utf8::FindFirstInvalid(common::AsStd(src_));
       return Error("invalid UTF-8");
     }
     bool anchored_start = false;
@@ -281,7 +274,7 @@ class RegexParser {
           ++pos_;
           int n = 0;
           while (pos_ < src_.size() && src_[pos_] != '}') {
-            const int h = HexValue(src_[pos_]);
+            const int h = HexDigitValue(src_[pos_]);
             if (h < 0 || ++n > 6) return Error("bad \\u{...} escape");
             value = value * 16 + h;
             ++pos_;
@@ -291,7 +284,7 @@ class RegexParser {
         } else {
           const int digits = e == 'x' ? 2 : 4;
           for (int i = 0; i < digits; ++i) {
-            const int h = pos_ < src_.size() ? HexValue(src_[pos_]) : -1;
+            const int h = pos_ < src_.size() ? HexDigitValue(src_[pos_]) : -1;
             if (h < 0) return Error(absl::StrCat("bad \\", std::string(1, e), " escape"));
             value = value * 16 + h;
             ++pos_;
@@ -315,7 +308,7 @@ class RegexParser {
         if (static_cast<unsigned char>(e) >= 0x80) {
           --pos_;
           char32_t decoded = 0;
-          const int n = common::utf8::DecodeOne(Std(src_), pos_, &decoded);
+          const int n = common::utf8::DecodeOne(common::AsStd(src_), pos_, &decoded);
           pos_ += n > 0 ? n : 1;
           *cp = decoded;
           return absl::OkStatus();
@@ -370,7 +363,7 @@ class RegexParser {
       return ParseEscape(/*in_class=*/true, ranges, cp, is_class);
     }
     *is_class = false;
-    const int n = common::utf8::DecodeOne(Std(src_), pos_, cp);
+    const int n = common::utf8::DecodeOne(common::AsStd(src_), pos_, cp);
     pos_ += n > 0 ? n : 1;
     return absl::OkStatus();
   }
@@ -419,7 +412,7 @@ class RegexParser {
       return absl::OkStatus();
     }
     char32_t cp = 0;
-    const int n = common::utf8::DecodeOne(Std(src_), pos_, &cp);
+    const int n = common::utf8::DecodeOne(common::AsStd(src_), pos_, &cp);
     pos_ += n > 0 ? n : 1;
     *out = LiteralText(cp);
     return absl::OkStatus();

@@ -12,7 +12,7 @@
 namespace llmserve::worker {
 namespace {
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kInfinity = std::numeric_limits<float>::infinity();
 constexpr int64_t kVocab = 2000;
 constexpr int kSteps = 40;
 
@@ -125,7 +125,7 @@ TEST(SamplerDegenerateTest, OnlyOneFiniteLogit) {
     params.temperature = temperature;
     for (uint64_t seed = 0; seed < 20; ++seed) {
       params.seed = seed;
-      const SampleResult result = SampleOnce({-kInf, -kInf, 3.0f, -kInf}, params);
+      const SampleResult result = SampleOnce({-kInfinity, -kInfinity, 3.0f, -kInfinity}, params);
       EXPECT_EQ(result.token_id, 2);
       EXPECT_EQ(result.logprob, 0.0f);
     }
@@ -142,7 +142,7 @@ TEST(SamplerDegenerateTest, NanCountsAsMinusInfinity) {
     EXPECT_EQ(result.logprob, 0.0f);
     ASSERT_EQ(result.top_logprobs.size(), 3u);
     EXPECT_EQ(result.top_logprobs[0], std::make_pair(1, 0.0f));
-    EXPECT_EQ(result.top_logprobs[1], std::make_pair(0, -kInf));
+    EXPECT_EQ(result.top_logprobs[1], std::make_pair(0, -kInfinity));
   }
 }
 
@@ -151,7 +151,7 @@ TEST(SamplerDegenerateTest, PlusInfinityTokensShareTheMass) {
   std::set<int32_t> seen;
   for (uint64_t seed = 0; seed < 50; ++seed) {
     params.seed = seed;
-    const SampleResult result = SampleOnce({kInf, 0.0f, kInf}, params);
+    const SampleResult result = SampleOnce({kInfinity, 0.0f, kInfinity}, params);
     seen.insert(result.token_id);
     EXPECT_NEAR(result.logprob, std::log(0.5f), 1e-6);
   }
@@ -163,9 +163,9 @@ TEST(SamplerDegenerateTest, AllMinusInfinityOrNanGivesTokenZero) {
   params.seed = 3;
   for (const float temperature : {0.0f, 1.0f}) {
     params.temperature = temperature;
-    const SampleResult result = SampleOnce({-kInf, std::nanf(""), -kInf}, params);
+    const SampleResult result = SampleOnce({-kInfinity, std::nanf(""), -kInfinity}, params);
     EXPECT_EQ(result.token_id, 0);
-    EXPECT_EQ(result.logprob, -kInf);
+    EXPECT_EQ(result.logprob, -kInfinity);
   }
 }
 

@@ -78,7 +78,7 @@ Streamed Stream(ToolCallFormat format, const std::string& output, const std::vec
   return out;
 }
 
-std::vector<Call> Calls(const ParsedOutput& parsed) {
+std::vector<Call> WholeCalls(const ParsedOutput& parsed) {
   std::vector<Call> calls;
   for (const auto& call : parsed.calls) calls.emplace_back(call.name(), call.arguments());
   return calls;
@@ -134,7 +134,7 @@ void ExpectAgrees(const Case& c, const std::vector<size_t>& cuts) {
   const ParsedOutput whole = ParseToolCalls(c.format, c.output, TestTools());
   const Streamed streamed = Stream(c.format, c.output, cuts, whole.content);
   EXPECT_EQ(streamed.content, whole.content);
-  EXPECT_EQ(streamed.calls, Calls(whole));
+  EXPECT_EQ(streamed.calls, WholeCalls(whole));
   EXPECT_EQ(streamed.saw_tool_calls, !whole.calls.empty());
 }
 
@@ -229,7 +229,7 @@ TEST(StreamingToolCallParserTest, RandomOutputsAreChunkingInvariant) {
       // Nothing of a call goes out early, so streaming is exactly the non-streamed parse.
       const ParsedOutput parsed = ParseToolCalls(format, output, TestTools());
       EXPECT_EQ(parsed.content, content);
-      EXPECT_EQ(Calls(parsed), calls);
+      EXPECT_EQ(WholeCalls(parsed), calls);
     }
   }
 }
@@ -328,7 +328,7 @@ TEST(StreamingToolCallParserTest, ABadCallLeavesTheGoodOnesStanding) {
       bad);
   const ParsedOutput whole = ParseToolCalls(ToolCallFormat::kHermes, output, TestTools());
   EXPECT_EQ(whole.content, bad);
-  EXPECT_THAT(Calls(whole),
+  EXPECT_THAT(WholeCalls(whole),
               ElementsAre(Call("search", "{\"q\":\"\xf0\x9f\x98\x80\",\"n\":1e+300}")));
   for (size_t cut = 0; cut <= output.size(); ++cut)
     ExpectAgrees({ToolCallFormat::kHermes, output}, {cut});

@@ -163,15 +163,15 @@ TEST(ParseConstrainedToolCallsTest, CutOrWrongShapeIsAnError) {
   EXPECT_FALSE(ParseConstrainedToolCalls({Mode::kAuto, ""}, "{}").ok());
 }
 
-struct Streamed {
+struct StreamedChoice {
   std::string content;
   std::vector<std::string> names;
   std::vector<std::string> arguments;
 };
 
-Streamed StreamConstrained(const ToolChoice& choice, const std::string& output, size_t cut) {
+StreamedChoice StreamConstrained(const ToolChoice& choice, const std::string& output, size_t cut) {
   StreamingConstrainedParser parser(choice);
-  Streamed out;
+  StreamedChoice out;
   const auto take = [&](const StreamDelta& delta) {
     out.content += delta.content;
     for (const ToolCallDelta& call : delta.tool_calls) {
@@ -202,7 +202,7 @@ TEST(StreamingConstrainedParserTest, AgreesWithTheWholeParseAtEverySplit) {
     const auto whole = ParseConstrainedToolCalls(c.choice, c.output);
     ASSERT_TRUE(whole.ok()) << whole.status();
     for (size_t cut = 0; cut <= c.output.size(); ++cut) {
-      const Streamed streamed = StreamConstrained(c.choice, c.output, cut);
+      const StreamedChoice streamed = StreamConstrained(c.choice, c.output, cut);
       EXPECT_EQ(streamed.content, "");
       ASSERT_EQ(streamed.names.size(), whole->size());
       for (size_t i = 0; i < whole->size(); ++i) {
@@ -230,7 +230,7 @@ TEST(StreamingConstrainedParserTest, OutputThatNeverFormsACallIsContent) {
     for (size_t cut = 0; cut <= output.size(); ++cut) {
       const ToolChoice choice =
           output == "[]" ? ToolChoice{Mode::kRequired, ""} : ToolChoice{Mode::kFunction, "search"};
-      const Streamed streamed = StreamConstrained(choice, output, cut);
+      const StreamedChoice streamed = StreamConstrained(choice, output, cut);
       EXPECT_EQ(streamed.content, output);
       EXPECT_THAT(streamed.names, IsEmpty());
     }
