@@ -32,9 +32,11 @@ TOP = 20
 LARGEST_CHAT_TOKENS = 780  # 16 x 780 x 21 = 262,080
 REFUSAL_BOUND_S = 2.0 * SANITIZER_SLOWDOWN
 # Measured 30 MB for the 18 MB chat body (the body, the compact logprobs, gRPC's buffers). The
-# sanitizers' allocator holds freed memory in a 64 MB quarantine and pads every allocation.
+# sanitizers' allocator holds freed memory in a 64 MB quarantine, pads every allocation with
+# redzones and maps shadow memory: 208 MB there (a cold CI run), against +20 MB unsanitized; the
+# version that kept JSON trees took 322 MB unsanitized, above even this bound.
 SANITIZED = SANITIZER_SLOWDOWN > 1
-PEAK_GROWTH_MB = 48 * (2 if SANITIZED else 1) + (64 if SANITIZED else 0)
+PEAK_GROWTH_MB = 48 * (5 if SANITIZED else 1) + (64 if SANITIZED else 0)
 RETAINED_MB = 32
 
 
