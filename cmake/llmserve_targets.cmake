@@ -1,5 +1,5 @@
 # Helpers that give every llmserve target the same shape:
-#   llmserve_cc_library(NAME n SRCS ... [HDRS ...] [DEPS ...])   -> library target llmserve_n
+#   llmserve_cc_library(NAME n [NO_UNITY] SRCS ... [HDRS ...] [DEPS ...]) -> library llmserve_n
 #   llmserve_cc_binary(NAME n SRCS ... [DEPS ...] [OUTPUT_NAME o]) -> executable n
 #   llmserve_cc_test(NAME n SRCS ... [DEPS ...] [LABELS ...])     -> gtest executable + ctest entries
 # Our own code builds with -Wall -Wextra -Werror; generated code (proto/) does not.
@@ -52,16 +52,64 @@ set(LLMSERVE_TSAN_TESTS engine_test worker_server_test worker_pool_test gateway_
 # builds keep -O0 -g.
 set(LLMSERVE_TEST_CODE_FLAGS "$<$<CONFIG:RelWithDebInfo>:-O1;-g1>" "$<$<CONFIG:Release>:-O1>")
 
+# Unity batches (LLMSERVE_UNITY_BUILD; docs/building.md, "Build time"), made here rather than with
+# CMake's UNITY_BUILD: CMake 3.25 includes each file by its absolute path, so a clone in another
+# directory (every CI run) missed every ccache entry. These include each file relative to the
+# source root, found through the include path, which ccache's base_dir makes relative too.
+# _llmserve_unity(target SOURCES...): batches of 8 of the target's .cc files (two or more) become
+# its translation units; the files themselves are then compiled only through their batch.
+set(LLMSERVE_UNITY_BATCH_SIZE 8)
+function(_llmserve_unity target)
+  set(files)
+  foreach(source ${ARGN})
+    if(source MATCHES "\\.cc$")
+      get_filename_component(path ${source} ABSOLUTE BASE_DIR ${CMAKE_CURRENT_SOURCE_DIR})
+      list(APPEND files ${path})
+    endif()
+  endforeach()
+  list(LENGTH files count)
+  if(NOT LLMSERVE_UNITY_BUILD OR count LESS 2)
+    return()
+  endif()
+  set(batch 0)
+  set(in_batch 0)
+  set(content "")
+  set(batches)
+  foreach(path ${files})
+    file(RELATIVE_PATH relative ${PROJECT_SOURCE_DIR} ${path})
+    string(APPEND content "#include \"${relative}\"\n")
+    math(EXPR in_batch "${in_batch} + 1")
+    if(in_batch EQUAL LLMSERVE_UNITY_BATCH_SIZE)
+      set(out ${CMAKE_CURRENT_BINARY_DIR}/${target}_unity_${batch}.cc)
+      file(CONFIGURE OUTPUT ${out} CONTENT "${content}" @ONLY)
+      list(APPEND batches ${out})
+      math(EXPR batch "${batch} + 1")
+      set(in_batch 0)
+      set(content "")
+    endif()
+  endforeach()
+  if(in_batch GREATER 0)
+    set(out ${CMAKE_CURRENT_BINARY_DIR}/${target}_unity_${batch}.cc)
+    file(CONFIGURE OUTPUT ${out} CONTENT "${content}" @ONLY)
+    list(APPEND batches ${out})
+  endif()
+  set_source_files_properties(${files} PROPERTIES HEADER_FILE_ONLY ON)
+  target_sources(${target} PRIVATE ${batches})
+endfunction()
+
 function(_llmserve_common_target_settings target)
   target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR})
   target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${LLMSERVE_WARNINGS}>)
 endfunction()
 
 function(llmserve_cc_library)
-  cmake_parse_arguments(ARG "" "NAME" "SRCS;HDRS;DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "NO_UNITY" "NAME" "SRCS;HDRS;DEPS" ${ARGN})
   set(target llmserve_${ARG_NAME})
   if(ARG_SRCS)
     add_library(${target} STATIC ${ARG_SRCS} ${ARG_HDRS})
+    if(NOT ARG_NO_UNITY)
+      _llmserve_unity(${target} ${ARG_SRCS})
+    endif()
     _llmserve_common_target_settings(${target})
     target_link_libraries(${target} PUBLIC ${ARG_DEPS})
   else()
@@ -74,6 +122,7 @@ endfunction()
 function(llmserve_cc_binary)
   cmake_parse_arguments(ARG "" "NAME;OUTPUT_NAME" "SRCS;DEPS" ${ARGN})
   add_executable(${ARG_NAME} ${ARG_SRCS})
+  _llmserve_unity(${ARG_NAME} ${ARG_SRCS})
   _llmserve_common_target_settings(${ARG_NAME})
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} ${LLMSERVE_SANITIZER_SUPPORT})
   if(ARG_OUTPUT_NAME)
@@ -88,6 +137,7 @@ function(llmserve_cc_test)
     set(ARG_TIMEOUT 300)
   endif()
   add_executable(${ARG_NAME} ${ARG_SRCS})
+  _llmserve_unity(${ARG_NAME} ${ARG_SRCS})
   _llmserve_common_target_settings(${ARG_NAME})
   target_compile_options(${ARG_NAME} PRIVATE ${LLMSERVE_TEST_CODE_FLAGS})
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main
