@@ -41,14 +41,19 @@ import sys
 import threading
 import time
 
-from e2e_support import (SKIP, Cluster, Failure, error_message, exit_on_signals, expect,
-                         grpc_channel, have_grpcio, http_get, log, metric_sum, pb_message,
-                         pb_parse, poll, post_json, sse_events, wait_until)
+from e2e_support import (SANITIZER_SLOWDOWN, SKIP, Cluster, Failure, error_message,
+                         exit_on_signals, expect, grpc_channel, have_grpcio, http_get, log,
+                         metric_sum, pb_message, pb_parse, poll, post_json, sse_events,
+                         wait_until)
 
 PATIENCE_S = 60
 # Requests the first worker runs at once in phase 1: the rest of its share waits in its queue.
 FIRST_WORKER_SEQS = 3
-LONG_TOKENS = 600  # still running when the worker is killed
+# Still running when the worker is killed: seconds of decoding in every build. 600 tokens (under a
+# second on an idle machine) were sometimes all done, with the first worker's queue served, before
+# the test saw that queue.
+LONG_TOKENS = 4000 // SANITIZER_SLOWDOWN
+MODEL_CONTEXT = 8192
 SHORT_TOKENS = 24
 OVERLOAD_WINDOW_S = 6
 STEADY_CLIENTS = 4
@@ -646,7 +651,7 @@ def run(binaries):
     summary = {}
     with Cluster(*binaries, prefix="fault") as cluster:
         try:
-            cluster.make_model()
+            cluster.make_model(f"--max_position_embeddings={MODEL_CONTEXT}")
             cluster.workers = [
                 cluster.start_worker("worker-0", f"--max_num_seqs={FIRST_WORKER_SEQS}"),
                 cluster.start_worker("worker-1")]
