@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 
-from e2e_support import (SANITIZER_SLOWDOWN, Cluster, Failure, error_message, exit_on_signals,
+from e2e_support import (SANITIZER_SLOWDOWN, Cluster, Failure, error_message, run_binaries_test,
                          expect, http_get, log, post_json)
 
 REFUSAL_BOUND_S = 5.0 * SANITIZER_SLOWDOWN
@@ -161,24 +161,10 @@ def run(binaries):
                    f"is within {STEP_BOUND_S * 1000:.0f} ms of its own ({alone * 1000:.1f} ms)")
             same_workers(cluster, workers, pids)
         except Failure:
-            cluster.report()
+            log(cluster.report())
             raise
     print(json.dumps(summary, sort_keys=True))
 
 
-def main():
-    exit_on_signals()
-    if len(sys.argv) != 4:
-        print(__doc__, file=sys.stderr)
-        return 2
-    try:
-        run(sys.argv[1:4])
-    except Failure as failure:
-        log(f"FAILED: {failure}")
-        return 1
-    log("ok")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_binaries_test(run, __doc__))

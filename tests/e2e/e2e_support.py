@@ -35,6 +35,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -79,6 +80,22 @@ def exit_on_signals():
         raise SystemExit(1)
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, handler)
+
+
+def run_binaries_test(run, usage):
+    """The whole of a test's main() for `TEST GATEWAY WORKER MAKE_MODEL`: runs run(binaries) and
+    returns the exit status (0 ok, 1 a Failure, logged, 2 a wrong command line, with `usage`)."""
+    exit_on_signals()
+    if len(sys.argv) != 4:
+        print(usage, file=sys.stderr)
+        return 2
+    try:
+        run(sys.argv[1:4])
+    except Failure as failure:
+        log(f"FAILED: {failure}")
+        return 1
+    log("ok")
+    return 0
 
 
 def free_port(host=LOOPBACK):

@@ -23,7 +23,7 @@ import json
 import sys
 import time
 
-from e2e_support import (SANITIZER_SLOWDOWN, Cluster, Failure, error_message, exit_on_signals,
+from e2e_support import (SANITIZER_SLOWDOWN, Cluster, Failure, error_message, run_binaries_test,
                          expect, grpc_channel, have_grpcio, log, pb_message, post_json,
                          raw_unary)
 
@@ -175,19 +175,5 @@ def run(binaries):
     print(json.dumps(summary, sort_keys=True))
 
 
-def main():
-    exit_on_signals()
-    if len(sys.argv) != 4:
-        print(__doc__, file=sys.stderr)
-        return 2
-    try:
-        run(sys.argv[1:4])
-    except Failure as failure:
-        log(f"FAILED: {failure}")
-        return 1
-    log("ok")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_binaries_test(run, __doc__))
