@@ -1,0 +1,152 @@
+// llmserve-dump-logits and llmserve-bench-engine as the GPU check (scripts/gpu/check.sh) runs
+// them, on the CPU backend and a generated tiny model: the logits file holds every prompt row,
+// the greedy tokens are the engine's (llmserve-run, through the scheduler and sampler), bad input
+// ends with a message naming it, and the benchmark separates its Forward time from its own argmax.
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "tests/testing/scoped_temp_dir.h"
+#include "tests/testing/subprocess.h"
+#include "tests/testing/test_model.h"
+
+namespace llmserve {
+namespace {
+
+using ::llmserve::testing::Subprocess;
+using Json = nlohmann::json;
+
+constexpr absl::Duration kPatience = absl::Seconds(120);
+
+struct ToolRun {
+  std::optional<int> exit_code;
+  std::string output;  // stdout and stderr
+  std::vector<Json> lines;
+};
+
+ToolRun RunBinary(const std::vector<std::string>& argv) {
+  Subprocess process(argv);
+  ToolRun run;
+  run.exit_code = process.WaitForExit(kPatience);
+  run.output = process.output();
+  for (absl::string_view line : absl::StrSplit(run.output, '\n')) {
+    if (!line.empty() && line.front() == '{') run.lines.push_back(Json::parse(line));
+  }
+  return run;
+}
+
+class EngineToolsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new ::llmserve::testing::ScopedTempDir();
+    ASSERT_TRUE(::llmserve::testing::WriteTinyModel(dir_->path()).ok());
+    std::ifstream in(dir_->path() + "/config.json");
+    config_ = new Json(Json::parse(in));
+  }
+  static void TearDownTestSuite() {
+    delete config_;
+    delete dir_;
+  }
+  static std::string Model() { return "--model=" + dir_->path(); }
+  static std::string Prompts(const std::string& name, const std::string& text) {
+    const std::string path = dir_->File(name);
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  static ::llmserve::testing::ScopedTempDir* dir_;
+  static Json* config_;
+};
+::llmserve::testing::ScopedTempDir* EngineToolsTest::dir_ = nullptr;
+Json* EngineToolsTest::config_ = nullptr;
+
+TEST_F(EngineToolsTest, DumpLogitsWritesEveryPromptRowAndDecodesTheEnginesGreedyTokens) {
+  const int64_t vocab = (*config_)["vocab_size"];
+  const std::string out = dir_->File("logits.f32");
+  const ToolRun run = RunBinary({LLMSERVE_DUMP_LOGITS_BINARY, Model(), "--dtype=f32", "--threads=1",
+                                 "--prompts=" + Prompts("ids.txt", "1 2 3 4 5\n\n7 8 9\n"),
+                                 "--out=" + out, "--gen_len=4"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  ASSERT_EQ(run.lines.size(), 2u) << run.output;
+  EXPECT_EQ(run.lines[0]["tokens"], 5);
+  EXPECT_EQ(run.lines[1]["tokens"], 3);
+
+  std::ifstream file(out, std::ios::binary);
+  std::vector<float> logits((5 + 3) * vocab);
+  file.read(reinterpret_cast<char*>(logits.data()), logits.size() * sizeof(float));
+  ASSERT_EQ(file.gcount(), static_cast<std::streamsize>(logits.size() * sizeof(float)));
+  EXPECT_EQ(file.peek(), std::char_traits<char>::eof()) << "more than the 8 prompt rows";
+  for (float value : logits) ASSERT_TRUE(std::isfinite(value));
+  // The first greedy token of each prompt is the argmax of its last prompt row in the file.
+  for (const auto& [prompt, last_row] : std::vector<std::pair<int, int64_t>>{{0, 4}, {1, 7}}) {
+    const float* row = logits.data() + last_row * vocab;
+    const int64_t argmax = std::max_element(row, row + vocab) - row;
+    EXPECT_EQ(run.lines[prompt]["greedy"][0], argmax) << "prompt " << prompt;
+  }
+  // Rows differ between positions: every prompt token has its own row, not copies of the last.
+  EXPECT_NE(std::vector<float>(logits.begin(), logits.begin() + vocab),
+            std::vector<float>(logits.begin() + vocab, logits.begin() + 2 * vocab));
+
+  // The engine (scheduler, KV cache, sampler) decodes the same tokens greedily.
+  const ToolRun engine = RunBinary({LLMSERVE_RUN_BINARY, Model(), "--dtype=f32", "--threads=1",
+                                    "--prompt_ids=1 2 3 4 5", "--temperature=0", "--max_tokens=4",
+                                    "--ignore_eos", "--json"});
+  ASSERT_EQ(engine.exit_code, 0) << engine.output;
+  ASSERT_GE(engine.lines.size(), 1u) << engine.output;  // then a summary line
+  EXPECT_EQ(engine.lines[0]["token_ids"], run.lines[0]["greedy"]);
+}
+
+TEST_F(EngineToolsTest, DumpLogitsRefusesBadInputNamingIt) {
+  const int64_t vocab = (*config_)["vocab_size"];
+  const std::string out = "--out=" + dir_->File("bad.f32");
+  const struct {
+    std::vector<std::string> flags;
+    std::string message;
+  } cases[] = {
+      {{"--prompts=" + Prompts("range.txt", "1 2\n3 " + std::to_string(vocab) + "\n"), out},
+       "--prompts line 2: '" + std::to_string(vocab) + "' is not a token id in [0, " +
+           std::to_string(vocab) + ")"},
+      {{"--prompts=" + Prompts("word.txt", "1 two\n"), out}, "'two' is not a token id"},
+      {{"--prompts=" + Prompts("empty.txt", "\n\n"), out}, "--prompts file has no prompts"},
+      {{"--prompts=" + dir_->File("missing.txt"), out}, "cannot open --prompts file"},
+      {{"--prompts=" + Prompts("ok.txt", "1\n")}, "--out FILE is required"},
+      {{"--prompts=" + Prompts("ok2.txt", "1\n"), out, "--backend=tpu"},
+       "--backend must be cpu or cuda, not 'tpu'"},
+      {{"--prompts=" + Prompts("ok3.txt", "1\n"), out, "--gen_len=-1"}, "--gen_len must be in"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> argv = {LLMSERVE_DUMP_LOGITS_BINARY, Model(), "--dtype=f32"};
+    argv.insert(argv.end(), c.flags.begin(), c.flags.end());
+    const ToolRun run = RunBinary(argv);
+    EXPECT_EQ(run.exit_code, 1) << c.message << "\n" << run.output;
+    EXPECT_NE(run.output.find(c.message), std::string::npos) << run.output;
+  }
+}
+
+TEST_F(EngineToolsTest, BenchEngineReportsForwardTimeAndTheBytesAStepReads) {
+  const ToolRun run = RunBinary({LLMSERVE_BENCH_ENGINE_BINARY, Model(), "--dtype=f32",
+                                 "--threads=1", "--batch=1,3", "--prompt_len=8", "--gen_len=4"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  ASSERT_EQ(run.lines.size(), 2u) << run.output;
+  const int64_t vocab = (*config_)["vocab_size"], hidden = (*config_)["hidden_size"];
+  const bool tied = config_->value("tie_word_embeddings", false);
+  for (const Json& line : run.lines) {
+    EXPECT_GT(line["decode_forward_s"].get<double>(), 0.0) << line;
+    EXPECT_LE(line["decode_forward_s"].get<double>(), line["decode_s"].get<double>()) << line;
+    // f32 weights: a decode step reads all of them but an untied input embedding table.
+    EXPECT_EQ(line["step_read_bytes"].get<int64_t>(),
+              line["weight_bytes"].get<int64_t>() - (tied ? 0 : vocab * hidden * 4))
+        << line;
+  }
+  EXPECT_EQ(run.lines[1]["batch"], 3);
+}
+
+}  // namespace
+}  // namespace llmserve
