@@ -1,5 +1,7 @@
 #include "common/tokenizer/added_vocabulary.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/base/string_views.h"
 #include "common/status/status_macros.h"
@@ -48,6 +50,13 @@ char32_t CharAt(std::string_view text, size_t pos) {
   return pos < text.size() && common::utf8::DecodeOne(text, pos, &cp) > 0 ? cp : 0;
 }
 
+// Whether byte `pos` lies in one of the sorted, disjoint `literal` ranges.
+bool InLiteral(absl::Span<const TextRange> literal, size_t pos) {
+  const auto it = std::upper_bound(literal.begin(), literal.end(), pos,
+                                   [](size_t p, const TextRange& r) { return p < r.end; });
+  return it != literal.end() && it->begin <= pos;
+}
+
 }  // namespace
 
 void AddedVocabulary::Trie::Insert(std::string_view key, int32_t token) {
@@ -88,13 +97,22 @@ absl::StatusOr<AddedVocabulary> AddedVocabulary::FromJson(const Json& added_toke
 }
 
 bool AddedVocabulary::FindMatch(const Trie& trie, std::string_view text, size_t from,
-                                int32_t* token, size_t* begin, size_t* end) const {
+                                absl::Span<const TextRange> literal, int32_t* token, size_t* begin,
+                                size_t* end) const {
+  size_t next_literal = 0;  // the first literal range that ends after `start`
   for (size_t start = from; start < text.size(); ++start) {
     if (!trie.first_byte[static_cast<uint8_t>(text[start])]) continue;
+    while (next_literal < literal.size() && literal[next_literal].end <= start) ++next_literal;
+    // A match must end before the next literal range begins (and cannot start inside one).
+    size_t limit = text.size();
+    if (next_literal < literal.size()) {
+      if (literal[next_literal].begin <= start) continue;
+      limit = literal[next_literal].begin;
+    }
     int32_t node = 0;
     int32_t best = -1;
     size_t best_end = 0;
-    for (size_t i = start; i < text.size(); ++i) {
+    for (size_t i = start; i < limit; ++i) {
       const auto& children = trie.nodes[node].children;
       const auto it = children.find(static_cast<uint8_t>(text[i]));
       if (it == children.end()) break;
@@ -118,20 +136,24 @@ bool AddedVocabulary::FindMatch(const Trie& trie, std::string_view text, size_t 
 }
 
 void AddedVocabulary::Split(std::string_view text, bool normalized_tokens,
-                            std::vector<AddedSplit>* out) const {
+                            std::vector<AddedSplit>* out,
+                            absl::Span<const TextRange> literal) const {
   const Trie& trie = normalized_tokens ? normalized_trie_ : raw_trie_;
   size_t prev = 0;
   size_t from = 0;
   int32_t token = -1;
   size_t begin = 0;
   size_t end = 0;
-  while (trie.nodes.size() > 1 && FindMatch(trie, text, from, &token, &begin, &end)) {
+  while (trie.nodes.size() > 1 && FindMatch(trie, text, from, literal, &token, &begin, &end)) {
     const AddedToken& t = tokens_[token];
-    // lstrip/rstrip: the token also consumes the whitespace around it (never past `prev`).
-    while (t.lstrip && begin > prev && IsWhitespace(CharBefore(text, begin))) {
+    // lstrip/rstrip: the token also consumes the whitespace around it (never past `prev`, nor
+    // into literal bytes).
+    while (t.lstrip && begin > prev && IsWhitespace(CharBefore(text, begin)) &&
+           !InLiteral(literal, begin - 1)) {
       begin -= common::utf8::Encode(CharBefore(text, begin)).size();
     }
-    while (t.rstrip && end < text.size() && IsWhitespace(CharAt(text, end))) {
+    while (t.rstrip && end < text.size() && IsWhitespace(CharAt(text, end)) &&
+           !InLiteral(literal, end)) {
       end += common::utf8::Encode(CharAt(text, end)).size();
     }
     if (begin > prev) out->push_back({text.substr(prev, begin - prev), -1});

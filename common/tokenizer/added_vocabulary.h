@@ -16,6 +16,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "common/tokenizer/json_util.h"
 #include "common/tokenizer/normalizer.h"
 
@@ -29,6 +30,12 @@ struct AddedToken {
   bool lstrip = false;       // the match swallows whitespace on its left
   bool rstrip = false;       // ... and on its right
   bool single_word = false;  // only matches when not inside a word
+};
+
+// A byte range [begin, end) of a text being encoded.
+struct TextRange {
+  size_t begin = 0;
+  size_t end = 0;
 };
 
 // A piece of text after splitting on added tokens: either a token (id >= 0) or text to encode.
@@ -45,7 +52,10 @@ class AddedVocabulary {
                                                   const Normalizer* normalizer);
 
   // Splits `text` on the raw (normalized=false) or normalized tokens, covering all of `text`.
-  void Split(std::string_view text, bool normalized_tokens, std::vector<AddedSplit>* out) const;
+  // No token is matched over bytes that overlap one of `literal` (sorted, disjoint, inside
+  // `text`): those bytes stay in the text pieces.
+  void Split(std::string_view text, bool normalized_tokens, std::vector<AddedSplit>* out,
+             absl::Span<const TextRange> literal = {}) const;
 
   const AddedToken* FindById(int32_t id) const;
   std::optional<int32_t> FindByContent(std::string_view content) const;
@@ -62,9 +72,11 @@ class AddedVocabulary {
     bool first_byte[256] = {};
     void Insert(std::string_view key, int32_t token);
   };
-  // The leftmost-longest match at or after `from`: index into tokens_ and its [begin, end).
-  bool FindMatch(const Trie& trie, std::string_view text, size_t from, int32_t* token,
-                 size_t* begin, size_t* end) const;
+  // The leftmost-longest match at or after `from` that overlaps none of `literal`: index into
+  // tokens_ and its [begin, end).
+  bool FindMatch(const Trie& trie, std::string_view text, size_t from,
+                 absl::Span<const TextRange> literal, int32_t* token, size_t* begin,
+                 size_t* end) const;
 
   std::vector<AddedToken> tokens_;
   Trie raw_trie_;

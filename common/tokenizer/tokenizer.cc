@@ -1,5 +1,6 @@
 #include "common/tokenizer/tokenizer.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +12,21 @@ namespace llmserve::common::tokenizer {
 
 absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(std::string_view text,
                                                        bool add_special_tokens) const {
+  return EncodeWithLiteralRanges(text, add_special_tokens, {});
+}
+
+absl::StatusOr<std::vector<int32_t>> Tokenizer::EncodeWithLiteralRanges(
+    std::string_view text, bool add_special_tokens,
+    absl::Span<const TextRange> literal_ranges) const {
+  size_t previous_end = 0;
+  for (const TextRange& range : literal_ranges) {
+    if (range.begin < previous_end || range.begin >= range.end || range.end > text.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "literal range [", range.begin, ", ", range.end,
+          ") is empty, out of order, overlapping, or past the text's ", text.size(), " bytes"));
+    }
+    previous_end = range.end;
+  }
   const size_t bad = common::utf8::FindFirstInvalid(text);
   if (bad != common::utf8::kValid) {
     return absl::InvalidArgumentError(absl::StrCat("text is not valid UTF-8 at byte offset ", bad));
@@ -19,14 +35,19 @@ absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(std::string_view text,
   ids.reserve(text.size() / 3 + prefix_ids_.size() + suffix_ids_.size());
   if (add_special_tokens) ids.insert(ids.end(), prefix_ids_.begin(), prefix_ids_.end());
   std::vector<AddedSplit> raw_splits;
-  added_.Split(text, /*normalized_tokens=*/false, &raw_splits);
+  added_.Split(text, /*normalized_tokens=*/false, &raw_splits, literal_ranges);
   for (const AddedSplit& split : raw_splits) {
     if (split.id >= 0) {
       ids.push_back(split.id);
       continue;
     }
-    const bool at_start = split.text.data() == text.data();
-    LLMSERVE_RETURN_IF_ERROR(EncodePiece(split.text, at_start, &ids));
+    const size_t begin = static_cast<size_t>(split.text.data() - text.data());
+    const size_t end = begin + split.text.size();
+    const bool overlaps_literal =
+        std::any_of(literal_ranges.begin(), literal_ranges.end(),
+                    [&](const TextRange& r) { return r.begin < end && begin < r.end; });
+    LLMSERVE_RETURN_IF_ERROR(
+        EncodePiece(split.text, /*at_start=*/begin == 0, !overlaps_literal, &ids));
   }
   if (add_special_tokens) ids.insert(ids.end(), suffix_ids_.begin(), suffix_ids_.end());
   return ids;
@@ -35,11 +56,15 @@ absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(std::string_view text,
 // One piece of raw text between added tokens: normalize, split on normalized added tokens,
 // pre-tokenize, then BPE.
 absl::Status Tokenizer::EncodePiece(std::string_view piece, bool at_start,
-                                    std::vector<int32_t>* ids) const {
+                                    bool match_normalized_tokens, std::vector<int32_t>* ids) const {
   std::string normalized(piece);
   if (normalizer_ != nullptr) LLMSERVE_RETURN_IF_ERROR(normalizer_->Normalize(&normalized));
   std::vector<AddedSplit> splits;
-  added_.Split(normalized, /*normalized_tokens=*/true, &splits);
+  if (match_normalized_tokens) {
+    added_.Split(normalized, /*normalized_tokens=*/true, &splits);
+  } else {
+    splits.push_back({normalized, -1});
+  }
   for (const AddedSplit& split : splits) {
     if (split.id >= 0) {
       ids->push_back(split.id);
@@ -114,6 +139,14 @@ std::optional<std::string> Tokenizer::TokenBytes(int32_t id) const {
   const std::string both = absl::StrJoin(twice, "");
   if (both.size() < first.size() || both.compare(0, first.size(), first) != 0) return both;
   return both.substr(first.size());
+}
+
+std::vector<std::string> Tokenizer::SpecialTokenContents() const {
+  std::vector<std::string> contents;
+  for (const AddedToken& token : added_.tokens()) {
+    if (token.special) contents.push_back(token.content);
+  }
+  return contents;
 }
 
 bool Tokenizer::IsSpecial(int32_t id) const {

@@ -43,6 +43,19 @@ class Tokenizer {
   // add_eos_token say. INVALID_ARGUMENT naming the byte offset when `text` is not valid UTF-8.
   absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text, bool add_special_tokens) const;
 
+  // Encode, except that no added token (special or not) is matched over bytes that overlap one
+  // of `literal_ranges`: that text is encoded as ordinary text, so "<|eot_id|>" there gives the
+  // ids of "<", "|", "eot", ... rather than the control token. Everything else (normalization,
+  // pre-tokenization across range boundaries, BPE) is as Encode, so with no added-token text
+  // in the ranges the ids equal Encode's. The gateway passes the spans of a rendered chat that
+  // came from message content (chat_template/literal_text.h). Conservative for the rare
+  // normalized=true added tokens: none is matched in a piece of text (between raw added tokens)
+  // that overlaps a range, since normalizing moves byte offsets. INVALID_ARGUMENT when the
+  // ranges are not sorted, disjoint, non-empty and inside `text`, or as Encode.
+  absl::StatusOr<std::vector<int32_t>> EncodeWithLiteralRanges(
+      std::string_view text, bool add_special_tokens,
+      absl::Span<const TextRange> literal_ranges) const;
+
   // Text of `ids` through the decoder, like HF's decode: always valid UTF-8 (invalid byte
   // sequences become U+FFFD). INVALID_ARGUMENT naming the id when an id has no token.
   absl::StatusOr<std::string> Decode(absl::Span<const int32_t> ids, bool skip_special_tokens) const;
@@ -57,6 +70,8 @@ class Tokenizer {
   std::optional<int32_t> TokenToId(std::string_view token) const;
   std::optional<std::string> IdToToken(int32_t id) const;
   bool IsSpecial(int32_t id) const;
+  // The text of every special added token (special=true in tokenizer.json), in file order.
+  std::vector<std::string> SpecialTokenContents() const;
   // The raw bytes token `id` appends to the output text, through the decoder in bytes mode
   // (byte-level BPE: the byte alphabet reversed; SentencePiece-style: "\u2581" -> space and
   // <0xAB> -> that byte); added tokens give their content (IsSpecial tells special ones apart).
@@ -73,7 +88,8 @@ class Tokenizer {
  private:
   Tokenizer() = default;
   absl::Status LoadSpecialTokenConfig(const Json& tokenizer, const Json& config);
-  absl::Status EncodePiece(std::string_view piece, bool at_start, std::vector<int32_t>* ids) const;
+  absl::Status EncodePiece(std::string_view piece, bool at_start, bool match_normalized_tokens,
+                           std::vector<int32_t>* ids) const;
   absl::StatusOr<std::string> DecodeImpl(absl::Span<const int32_t> ids, bool skip_special_tokens,
                                          DecodeMode mode) const;
 

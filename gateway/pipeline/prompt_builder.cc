@@ -133,9 +133,9 @@ absl::StatusOr<std::string> ResolveRequestId(const std::string& client_id) {
   return client_id;
 }
 
-absl::StatusOr<std::vector<int32_t>> TokenizeText(const ServedModel& model, absl::string_view text,
-                                                  bool add_special_tokens,
-                                                  const PromptLimits& limits) {
+absl::StatusOr<std::vector<int32_t>> TokenizeText(
+    const ServedModel& model, absl::string_view text, bool add_special_tokens,
+    const PromptLimits& limits, absl::Span<const common::LiteralSpan> literal_spans) {
   if (model.tokenizer() == nullptr) return absl::FailedPreconditionError(model.tokenizer_error());
   if (text.size() > limits.max_prompt_bytes) {
     return Invalid("prompt",
@@ -145,9 +145,26 @@ absl::StatusOr<std::vector<int32_t>> TokenizeText(const ServedModel& model, absl
   if (const size_t bad = common::utf8::FindFirstInvalid(view); bad != common::utf8::kValid) {
     return Invalid("prompt", absl::StrCat("not valid UTF-8 (byte ", bad, ")"));
   }
-  absl::StatusOr<std::vector<int32_t>> ids = model.tokenizer()->Encode(view, add_special_tokens);
+  std::vector<common::tokenizer::TextRange> ranges;
+  ranges.reserve(literal_spans.size());
+  for (const common::LiteralSpan& span : literal_spans) ranges.push_back({span.begin, span.end});
+  absl::StatusOr<std::vector<int32_t>> ids =
+      model.tokenizer()->EncodeWithLiteralRanges(view, add_special_tokens, ranges);
   if (!ids.ok()) return Invalid("prompt", ids.status().message());
   return ids;
+}
+
+absl::StatusOr<std::vector<int32_t>> TokenizeChat(const ServedModel& model,
+                                                  const ::llmserve::v1::ChatPrompt& chat,
+                                                  const PromptLimits& limits,
+                                                  const ChatRenderer& render_chat) {
+  if (absl::Status valid = ValidateChatPrompt(chat); !valid.ok()) return valid;
+  if (model.tokenizer() == nullptr) return absl::FailedPreconditionError(model.tokenizer_error());
+  absl::StatusOr<common::RenderedChat> rendered = render_chat(model, chat);
+  if (!rendered.ok()) return rendered.status();
+  // The template places the special tokens itself; the client's text in it stays text.
+  return TokenizeText(model, rendered->text, /*add_special_tokens=*/false, limits,
+                      rendered->literal_spans);
 }
 
 absl::StatusOr<PreparedRequest> PrepareRequest(const ::llmserve::v1::GenerateRequest& request,
@@ -185,16 +202,8 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const ::llmserve::v1::GenerateReq
       }
       break;
     case ::llmserve::v1::GenerateRequest::kChat: {
-      const ::llmserve::v1::ChatPrompt& chat = request.chat();
-      if (absl::Status valid = ValidateChatPrompt(chat); !valid.ok()) return valid;
-      if (model->tokenizer() == nullptr) {
-        return absl::FailedPreconditionError(model->tokenizer_error());
-      }
-      absl::StatusOr<std::string> text = render_chat(*model, chat);
-      if (!text.ok()) return text.status();
-      // The template places the special tokens itself.
       absl::StatusOr<std::vector<int32_t>> ids =
-          TokenizeText(*model, *text, /*add_special_tokens=*/false, limits);
+          TokenizeChat(*model, request.chat(), limits, render_chat);
       if (!ids.ok()) return ids.status();
       prompt = *std::move(ids);
       break;

@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/chat_template/literal_text.h"
 #include "gateway/pipeline/logprob_budget.h"
 #include "gateway/pipeline/output_constraints.h"
 #include "gateway/pipeline/served_model.h"
@@ -35,10 +37,10 @@ struct PromptLimits {
   int64_t max_logprob_entries = kDefaultMaxLogprobEntries;
 };
 
-// Renders a chat with the model's template into prompt text; UNIMPLEMENTED/INVALID_ARGUMENT
-// when it cannot.
-using ChatRenderer = std::function<absl::StatusOr<std::string>(const ServedModel&,
-                                                               const ::llmserve::v1::ChatPrompt&)>;
+// Renders a chat with the model's template into prompt text and the spans of it to tokenize
+// literally (ServedModel::RenderChat); UNIMPLEMENTED/INVALID_ARGUMENT when it cannot.
+using ChatRenderer = std::function<absl::StatusOr<common::RenderedChat>(
+    const ServedModel&, const ::llmserve::v1::ChatPrompt&)>;
 
 struct PreparedRequest {
   std::string request_id;
@@ -68,10 +70,19 @@ absl::Status ValidateChatPrompt(const ::llmserve::v1::ChatPrompt& chat);
 absl::Status ValidateSamplingParams(const ::llmserve::v1::SamplingParams& sampling,
                                     uint32_t vocab_size);
 
-// The prompt ids of a text or chat input (Tokenize, and PrepareRequest).
-absl::StatusOr<std::vector<int32_t>> TokenizeText(const ServedModel& model, absl::string_view text,
-                                                  bool add_special_tokens,
-                                                  const PromptLimits& limits);
+// The prompt ids of a text or chat input (Tokenize, and PrepareRequest). No added token is
+// matched over `literal_spans` (a rendered chat's, see ServedModel::RenderChat).
+absl::StatusOr<std::vector<int32_t>> TokenizeText(
+    const ServedModel& model, absl::string_view text, bool add_special_tokens,
+    const PromptLimits& limits, absl::Span<const common::LiteralSpan> literal_spans = {});
+
+// The prompt ids of a chat (Tokenize, and PrepareRequest): validated, rendered with
+// `render_chat`, tokenized. The errors of ValidateChatPrompt, the renderer and TokenizeText;
+// FAILED_PRECONDITION when the model has no tokenizer.
+absl::StatusOr<std::vector<int32_t>> TokenizeChat(const ServedModel& model,
+                                                  const ::llmserve::v1::ChatPrompt& chat,
+                                                  const PromptLimits& limits,
+                                                  const ChatRenderer& render_chat);
 
 // A request id: the client's when valid (1 to 128 printable ASCII), else INVALID_ARGUMENT; a
 // fresh one when empty.

@@ -21,6 +21,7 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> ServedModel::Create(
         common::tokenizer::Tokenizer::FromJson(info.tokenizer_json(), info.tokenizer_config_json());
     if (tokenizer.ok()) {
       model->tokenizer_ = *std::move(tokenizer);
+      model->special_text_guard_.emplace(model->tokenizer_->SpecialTokenContents());
     } else {
       model->tokenizer_error_ = absl::StrCat("the tokenizer of model \"", info.model_name(),
                                              "\" does not load: ", tokenizer.status().message());
@@ -44,7 +45,8 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> ServedModel::Create(
   return std::shared_ptr<const ServedModel>(std::move(model));
 }
 
-absl::StatusOr<std::string> ServedModel::RenderChat(const ::llmserve::v1::ChatPrompt& chat) const {
+absl::StatusOr<common::RenderedChat> ServedModel::RenderChat(
+    const ::llmserve::v1::ChatPrompt& chat) const {
   if (!chat_template_error_.empty()) return absl::FailedPreconditionError(chat_template_error_);
   common::ChatTemplateInput input;
   for (const ::llmserve::v1::ChatMessage& message : chat.messages()) {
@@ -72,16 +74,26 @@ absl::StatusOr<std::string> ServedModel::RenderChat(const ::llmserve::v1::ChatPr
       input.eos_token = tokenizer_->IdToToken(*tokenizer_->eos_token_id()).value_or("");
     }
   }
-  if (!chat_template_.has_value()) return common::RenderPlainChat(input);
-  absl::StatusOr<std::string> text = chat_template_->Render(input);
-  if (!text.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("chat: ", text.status().message()));
+  const common::SpecialTextGuard::Render render =
+      [this](const common::ChatTemplateInput& in) -> absl::StatusOr<std::string> {
+    if (!chat_template_.has_value()) return common::RenderPlainChat(in);
+    absl::StatusOr<std::string> text = chat_template_->Render(in);
+    if (!text.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("chat: ", text.status().message()));
+    }
+    return text;
+  };
+  if (chat.parse_special_tokens_in_content() || !special_text_guard_.has_value()) {
+    absl::StatusOr<std::string> text = render(input);
+    if (!text.ok()) return text.status();
+    return common::RenderedChat{.text = *std::move(text)};
   }
-  return text;
+  return special_text_guard_->RenderLiteral(
+      input, chat_template_.has_value() ? chat_template_->source() : "", render);
 }
 
-absl::StatusOr<std::string> RenderChatPrompt(const ServedModel& model,
-                                             const ::llmserve::v1::ChatPrompt& chat) {
+absl::StatusOr<common::RenderedChat> RenderChatPrompt(const ServedModel& model,
+                                                      const ::llmserve::v1::ChatPrompt& chat) {
   return model.RenderChat(chat);
 }
 

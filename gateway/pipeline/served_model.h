@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/chat_template/chat_template.h"
+#include "common/chat_template/literal_text.h"
 #include "common/tokenizer/tokenizer.h"
 #include "gateway/tool_calls/tool_call_format.h"
 #include "llmserve/v1/inference.pb.h"
@@ -45,10 +46,12 @@ class ServedModel {
   std::string TokenText(int32_t id) const;
 
   // The chat rendered into prompt text with the model's template (or the plain fallback for a
-  // model without one); FAILED_PRECONDITION when the template could not be parsed (the reason
-  // was logged when the model was discovered), INVALID_ARGUMENT for a render error
-  // (raise_exception in the template, e.g. roles not alternating).
-  absl::StatusOr<std::string> RenderChat(const ::llmserve::v1::ChatPrompt& chat) const;
+  // model without one), with the spans where the tokenizer must read the special-token text a
+  // client wrote as plain text (none when chat.parse_special_tokens_in_content; see
+  // common/chat_template/literal_text.h); FAILED_PRECONDITION when the template could not be
+  // parsed (the reason was logged when the model was discovered), INVALID_ARGUMENT for a render
+  // error (raise_exception in the template, e.g. roles not alternating).
+  absl::StatusOr<common::RenderedChat> RenderChat(const ::llmserve::v1::ChatPrompt& chat) const;
   // Empty, or why chat prompts cannot be served.
   const std::string& chat_template_error() const { return chat_template_error_; }
 
@@ -60,12 +63,14 @@ class ServedModel {
   std::string tokenizer_error_;
   std::optional<common::ChatTemplate> chat_template_;
   std::string chat_template_error_;
+  // Over the tokenizer's special tokens (none without a tokenizer).
+  std::optional<common::SpecialTextGuard> special_text_guard_;
   tool_calls::ToolCallFormat tool_call_format_ = tool_calls::ToolCallFormat::kNone;
 };
 
 // ChatRenderer (prompt_builder.h) over ServedModel::RenderChat.
-absl::StatusOr<std::string> RenderChatPrompt(const ServedModel& model,
-                                             const ::llmserve::v1::ChatPrompt& chat);
+absl::StatusOr<common::RenderedChat> RenderChatPrompt(const ServedModel& model,
+                                                      const ::llmserve::v1::ChatPrompt& chat);
 
 }  // namespace llmserve::gateway
 

@@ -559,14 +559,8 @@ absl::StatusOr<::llmserve::v1::TokenizeResponse> InferenceService::TokenizePromp
     const ::llmserve::v1::TokenizeRequest& request, const ServedModel& model) const {
   absl::StatusOr<std::vector<int32_t>> ids;
   if (request.has_chat()) {
-    // The chat checks Generate applies (PrepareRequest), in the same order.
-    if (absl::Status valid = ValidateChatPrompt(request.chat()); !valid.ok()) return valid;
-    if (model.tokenizer() == nullptr) {
-      return absl::FailedPreconditionError(model.tokenizer_error());
-    }
-    absl::StatusOr<std::string> text = prepare_->render_chat()(model, request.chat());
-    if (!text.ok()) return text.status();
-    ids = TokenizeText(model, *text, /*add_special_tokens=*/false, options_.limits);
+    // What Generate does (PrepareRequest), so the ids are the ones a worker would get.
+    ids = TokenizeChat(model, request.chat(), options_.limits, prepare_->render_chat());
   } else if (request.has_text()) {
     ids = TokenizeText(model, request.text(),
                        request.has_add_special_tokens() ? request.add_special_tokens() : true,

@@ -244,7 +244,19 @@ absl::Status ParsePrompt(const Json& body, OpenAiEndpoint endpoint, OpenAiReques
       if (!value.ok()) return value.status();
       chat.set_add_generation_prompt(*value);
     }
+    if (const Json* parse = Find(body, "parse_special_tokens_in_content")) {
+      absl::StatusOr<bool> value = Bool(*parse, "parse_special_tokens_in_content");
+      if (!value.ok()) return value.status();
+      chat.set_parse_special_tokens_in_content(*value);
+    }
     return ParseOpenAiTools(body, &chat);
+  }
+  // A raw prompt is the client's own markup: its special-token text is always parsed, so the
+  // chat-only switch would be a no-op that suggests otherwise.
+  if (Find(body, "parse_special_tokens_in_content") != nullptr) {
+    return Invalid("parse_special_tokens_in_content",
+                   "applies to chat completions only (a completions prompt's special-token text "
+                   "is always read as special tokens)");
   }
   const Json* prompt = Find(body, "prompt");
   if (prompt == nullptr) return Invalid("prompt", "is required");
@@ -285,7 +297,7 @@ constexpr absl::string_view kReadFields[] = {
     "min_tokens", "n", "stream", "stream_options", "skip_special_tokens", "echo", "user",
     "response_format", "guided_json", "guided_regex", "guided_choice", "guided_grammar",
     "structured_outputs", "tools", "tool_choice", "parallel_tool_calls", "logit_bias", "best_of",
-    "prompt_logprobs", "suffix"};
+    "prompt_logprobs", "suffix", "parse_special_tokens_in_content"};
 // clang-format on
 
 // Fields we do not implement are refused rather than ignored, except for the values that ask for

@@ -159,6 +159,26 @@ TEST(OpenAiRequestTest, UnsupportedFieldsAreRefusedNamingThem) {
             "'best_of' is not supported (only best_of equal to n, 1, is accepted)");
 }
 
+TEST(OpenAiRequestTest, ParseSpecialTokensInContentIsAChatBoolean) {
+  absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(
+      OpenAiEndpoint::kChatCompletions,
+      R"({"messages": [{"role": "user", "content": "hi"}], "parse_special_tokens_in_content": true})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_TRUE(parsed->request.chat().parse_special_tokens_in_content());
+  parsed = ParseOpenAiRequest(OpenAiEndpoint::kChatCompletions,
+                              R"({"messages": [{"role": "user", "content": "hi"}]})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_FALSE(parsed->request.chat().parse_special_tokens_in_content());
+  EXPECT_EQ(ParseError(OpenAiEndpoint::kChatCompletions,
+                       R"({"messages": [{"role": "user", "content": "hi"}],
+                           "parse_special_tokens_in_content": "yes"})"),
+            "'parse_special_tokens_in_content' must be true or false");
+  EXPECT_EQ(ParseError(OpenAiEndpoint::kCompletions,
+                       R"({"prompt": "hi", "parse_special_tokens_in_content": false})"),
+            "'parse_special_tokens_in_content' applies to chat completions only (a completions "
+            "prompt's special-token text is always read as special tokens)");
+}
+
 TEST(OpenAiRequestTest, DeveloperRoleIsSystem) {
   absl::StatusOr<OpenAiRequest> parsed =
       ParseOpenAiRequest(OpenAiEndpoint::kChatCompletions,

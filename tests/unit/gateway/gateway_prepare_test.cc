@@ -28,7 +28,7 @@ struct Renderer {
 
   ChatRenderer Get() {
     return [this](const ServedModel& model,
-                  const ::llmserve::v1::ChatPrompt& chat) -> absl::StatusOr<std::string> {
+                  const ::llmserve::v1::ChatPrompt& chat) -> absl::StatusOr<common::RenderedChat> {
       ++calls;
       const std::string& content = chat.messages(0).content();
       if (content == "hold") {
