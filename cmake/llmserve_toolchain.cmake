@@ -16,6 +16,23 @@ if(LLMSERVE_SANITIZE)
   add_link_options(-fsanitize=${LLMSERVE_SANITIZE})
 endif()
 
+# lld links 3 to 5 times faster than GNU ld (0.3-0.5 s against 1.6 s for a test binary here), and
+# linking about 170 executables is most of a build whose objects all come from ccache. Used
+# wherever the compiler can drive it; only C++-linked targets (nvcc does not take -fuse-ld).
+option(LLMSERVE_USE_LLD "link with lld where the compiler supports -fuse-ld=lld" ON)
+if(LLMSERVE_USE_LLD)
+  include(CheckLinkerFlag)
+  check_linker_flag(CXX "-fuse-ld=lld" LLMSERVE_HAVE_LLD)
+  if(LLMSERVE_HAVE_LLD)
+    add_link_options("$<$<LINK_LANGUAGE:CXX>:-fuse-ld=lld>")
+  endif()
+endif()
+if(LLMSERVE_HAVE_LLD)
+  message(STATUS "llmserve: linking with lld")
+else()
+  message(STATUS "llmserve: linking with the compiler's default linker")
+endif()
+
 # CUDA: AUTO turns it on when a CUDA compiler is found. Everything but worker/engine/cuda builds
 # without it.
 set(LLMSERVE_HAVE_CUDA OFF)
