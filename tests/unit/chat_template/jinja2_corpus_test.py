@@ -12,6 +12,7 @@ Exits 77 (skipped) when jinja2 is not importable.
 import copy
 import datetime
 import difflib
+import functools
 import json
 import os
 import subprocess
@@ -46,6 +47,7 @@ class GenerationTag(Extension):
         return caller()
 
 
+@functools.lru_cache(maxsize=None)  # as transformers caches _compile_jinja_template
 def compile_template(source, now):
     def raise_exception(message):
         raise jinja2.exceptions.TemplateError(message)
@@ -95,13 +97,27 @@ def render_jinja2(source, corpus, conversation, now):
         return False, "%s: %s" % (type(e).__name__, e)
 
 
-def render_ours(driver, template_path, context_path):
-    proc = subprocess.run([driver, template_path, context_path], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, timeout=60)
-    out = proc.stdout.decode("utf-8", errors="replace")
-    if proc.returncode == 0:
-        return True, out
-    return False, (out + proc.stderr.decode("utf-8", errors="replace")).strip()
+def render_ours(driver, template_path, context_paths, out_dir):
+    """Our renderings of one template with every context, from one driver process."""
+    for name in os.listdir(out_dir):
+        os.remove(os.path.join(out_dir, name))
+    proc = subprocess.run([driver, "--out_dir=" + out_dir, template_path] + context_paths,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    if proc.returncode != 0:
+        message = (proc.stdout + proc.stderr).decode("utf-8", errors="replace").strip()
+        return [(False, "the driver failed: " + message)] * len(context_paths)
+    results = []
+    for i in range(len(context_paths)):
+        for suffix, ok in ((".ok", True), (".err", False)):
+            path = os.path.join(out_dir, str(i) + suffix)
+            if os.path.exists(path):
+                with open(path, "rb") as f:
+                    text = f.read().decode("utf-8", errors="replace")
+                results.append((ok, text if ok else text.strip()))
+                break
+        else:
+            results.append((False, "the driver wrote nothing for context %d" % i))
+    return results
 
 
 def main():
@@ -121,6 +137,8 @@ def main():
     mismatches = []
     refused = 0
     with tempfile.TemporaryDirectory() as tmp:
+        out_dir = os.path.join(tmp, "out")
+        os.mkdir(out_dir)
         for conversation in conversations:
             context = {
                 "messages": conversation["messages"],
@@ -140,9 +158,9 @@ def main():
             path = os.path.join(corpus_dir, name)
             with open(path, encoding="utf-8") as f:
                 source = f.read()
-            for conversation in conversations:
+            ours = render_ours(driver, path, [c["context_path"] for c in conversations], out_dir)
+            for conversation, (got_ok, got) in zip(conversations, ours):
                 want_ok, want = render_jinja2(source, corpus, conversation, now)
-                got_ok, got = render_ours(driver, path, conversation["context_path"])
                 label = "%s x %s" % (name, conversation["name"])
                 if not want_ok:
                     refused += 1
