@@ -27,8 +27,7 @@ import sys
 import threading
 import time
 
-from e2e_support import (SANITIZER_SLOWDOWN, Cluster, Failure, exit_on_signals, metric_values,
-                          wait_until)
+from e2e_support import Cluster, Failure, exit_on_signals, metric_values, wait_until
 
 REQUESTS_PER_ROUND = 3000
 CLIENTS = 8
@@ -287,11 +286,7 @@ def wait_idle(stack):
 
 def main():
     binaries = sys.argv[1:4]
-    # Under the sanitizers (8 times slower) a quarter of the requests: 750 a round still sends
-    # every kind of request and abandonment dozens of times, and 3000 took 113 s of the serial
-    # end-to-end time of `make test-sanitize`; the full soak runs in `make test`.
-    per_round = (int(sys.argv[4]) if len(sys.argv) > 4 else
-                 REQUESTS_PER_ROUND // min(SANITIZER_SLOWDOWN, 4))
+    per_round = int(sys.argv[4]) if len(sys.argv) > 4 else REQUESTS_PER_ROUND
     exit_on_signals()
     stack = Stack(binaries)
     started = time.monotonic()
