@@ -1,0 +1,468 @@
+#include "tests/cuda_emu/executor.h"
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "tests/cuda_emu/fiber.h"
+
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define LLMSERVE_EMU_BIG_STACKS 1
+#endif
+#if __has_feature(thread_sanitizer)
+#define LLMSERVE_EMU_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define LLMSERVE_EMU_BIG_STACKS 1
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define LLMSERVE_EMU_TSAN 1
+#endif
+#if LLMSERVE_EMU_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
+
+namespace llmserve::cuda_emu {
+namespace {
+
+// Kernels keep small arrays in registers; sanitizers' frames are several times larger.
+#if LLMSERVE_EMU_BIG_STACKS
+constexpr size_t kStackBytes = 1024 * 1024;
+#else
+constexpr size_t kStackBytes = 256 * 1024;
+#endif
+
+// Happens-before edges for ThreadSanitizer (fiber switches give none).
+void HappensBefore([[maybe_unused]] const void* sync) {
+#if LLMSERVE_EMU_TSAN
+  __tsan_release(const_cast<void*>(sync));
+#endif
+}
+void HappensAfter([[maybe_unused]] const void* sync) {
+#if LLMSERVE_EMU_TSAN
+  __tsan_acquire(const_cast<void*>(sync));
+#endif
+}
+
+enum class State { kRunnable, kAtBarrier, kAtWarpOp, kExited };
+
+const char* WarpOpName(WarpOp op) {
+  switch (op) {
+    case WarpOp::kSync:
+      return "__syncwarp";
+    case WarpOp::kShuffleIndex:
+      return "__shfl_sync";
+    case WarpOp::kShuffleUp:
+      return "__shfl_up_sync";
+    case WarpOp::kShuffleDown:
+      return "__shfl_down_sync";
+    case WarpOp::kShuffleXor:
+      return "__shfl_xor_sync";
+  }
+  return "?";
+}
+
+void FiberMain();
+
+// One CUDA thread of the running block.
+struct Thread {
+  Thread() : context(kStackBytes, &FiberMain) {}
+  Context context;
+  ThreadBuiltins builtins;
+  int linear = 0;
+  State state = State::kRunnable;
+  uint64_t barrier_generation = 0;
+  // The warp operation it waits in.
+  WarpOp op = WarpOp::kSync;
+  unsigned mask = 0;
+  int arg = 0;
+  int width = 32;
+  uint64_t value = 0;
+  uint64_t result = 0;
+  uint64_t op_generation = 0;
+};
+
+struct Warp {
+  uint32_t live = 0;     // lanes that exist and have not exited
+  uint32_t waiting = 0;  // lanes waiting in a warp operation
+  uint64_t generation = 0;
+  char sync[2];  // TSan sync objects, alternating by generation
+};
+
+// The launch in progress (one at a time, under g_launch_mutex).
+struct Launch {
+  const LaunchConfig* config = nullptr;
+  absl::FunctionRef<void()>* body = nullptr;
+  std::vector<Thread*> threads;  // of the block that runs
+  std::vector<Warp> warps;
+  int live = 0;
+  int at_barrier = 0;
+  uint64_t barrier_generation = 0;
+  char barrier_sync[2];
+  char start_sync, exit_sync;
+  std::vector<unsigned char> dynamic_shared;
+  Context host;
+  Thread* current = nullptr;
+  bool failed = false;
+  std::string fault;
+};
+
+std::mutex g_launch_mutex;
+// Guarded by g_launch_mutex.
+Launch* g_launch = nullptr;
+std::vector<std::unique_ptr<Thread>>* g_pool = nullptr;
+
+std::mutex g_state_mutex;  // guards the rest
+cudaError_t g_launch_error = cudaSuccess;
+cudaError_t g_fault = cudaSuccess;
+std::string g_diagnostic;
+std::unordered_map<const void*, size_t>* g_max_dynamic_shared = nullptr;
+
+void Report(cudaError_t* slot, cudaError_t error, const std::string& message) {
+  std::fprintf(stderr, "cuda_emu: %s\n", message.c_str());
+  std::lock_guard<std::mutex> lock(g_state_mutex);
+  *slot = error;
+  g_diagnostic = message;
+}
+
+std::string BlockName(const Launch& launch) {
+  const uint3 b = launch.current != nullptr ? launch.current->builtins.block_idx
+                                            : launch.threads.front()->builtins.block_idx;
+  return absl::StrFormat("kernel %s, block (%u,%u,%u)", launch.config->kernel_name, b.x, b.y, b.z);
+}
+
+std::string ThreadName(const Thread& t) {
+  return absl::StrFormat("thread (%u,%u,%u) (warp %d lane %d)", t.builtins.thread_idx.x,
+                         t.builtins.thread_idx.y, t.builtins.thread_idx.z, t.linear / 32,
+                         t.linear % 32);
+}
+
+void SwitchToHost(Thread& self, bool finished = false) {
+  Context::Switch(self.context, g_launch->host, finished);
+  t_builtins = &self.builtins;
+}
+
+// Ends the block with a fault; never returns to the calling thread.
+[[noreturn]] void Fault(const std::string& what) {
+  Launch& launch = *g_launch;
+  launch.failed = true;
+  launch.fault = absl::StrCat(BlockName(launch), ": ", what);
+  Context::Switch(launch.current->context, launch.host, /*from_finished=*/true);
+  __builtin_unreachable();
+}
+
+void ReleaseBarrier() {
+  Launch& launch = *g_launch;
+  for (Thread* t : launch.threads) {
+    if (t->state == State::kAtBarrier) t->state = State::kRunnable;
+  }
+  launch.at_barrier = 0;
+  ++launch.barrier_generation;
+}
+
+// The lane whose value `lane` reads, or -1 for a width that is not a power of two.
+int SourceLane(const Thread& t, int lane) {
+  const int width = t.width;
+  if (width <= 0 || width > 32 || (width & (width - 1)) != 0) return -1;
+  const int first = lane & ~(width - 1), last = first + width - 1;
+  switch (t.op) {
+    case WarpOp::kSync:
+      return lane;
+    case WarpOp::kShuffleIndex:
+      return first + (t.arg & (width - 1));
+    case WarpOp::kShuffleUp:
+      return lane - t.arg >= first ? lane - t.arg : lane;
+    case WarpOp::kShuffleDown:
+      return lane + t.arg <= last ? lane + t.arg : lane;
+    case WarpOp::kShuffleXor: {
+      const int source = lane ^ t.arg;
+      return source <= last ? source : lane;  // PTX shfl.bfly: past the segment, one's own
+    }
+  }
+  return -1;
+}
+
+// Completes the operations of warp `w` whose participants have all arrived. Called by the thread
+// that arrives (or exits); faults end the block.
+void TryCompleteWarp(int w) {
+  Launch& launch = *g_launch;
+  Warp& warp = launch.warps[w];
+  Thread** lanes = launch.threads.data() + w * 32;
+  for (int l = 0; l < 32 && warp.waiting != 0; ++l) {
+    if ((warp.waiting >> l & 1) == 0) continue;
+    const Thread& first = *lanes[l];
+    const uint32_t needed = first.mask & warp.live;
+    if ((needed & ~warp.waiting) != 0) continue;  // lanes of its mask still to come
+    bool same = true;
+    for (int m = 0; m < 32; ++m) {
+      if ((needed >> m & 1) != 0 && lanes[m]->mask != first.mask) same = false;
+    }
+    if (!same) continue;  // a deadlock if nothing else completes; reported then
+    for (int m = 0; m < 32; ++m) {
+      if ((needed >> m & 1) == 0) continue;
+      Thread& t = *lanes[m];
+      if (t.op != first.op) {
+        Fault(absl::StrFormat("warp %d: lanes %d and %d meet in different warp operations (%s, %s)",
+                              w, l, m, WarpOpName(first.op), WarpOpName(t.op)));
+      }
+      const int source = SourceLane(t, m);
+      if (source < 0) {
+        Fault(absl::StrFormat("%s: %s width %d is not a power of two <= 32", ThreadName(t),
+                              WarpOpName(t.op), t.width));
+      }
+      if ((needed >> source & 1) == 0) {
+        Fault(
+            absl::StrFormat("%s: %s (mask 0x%08x) reads lane %d, which %s: the value is undefined",
+                            ThreadName(t), WarpOpName(t.op), t.mask, source,
+                            (warp.live >> source & 1) == 0 ? "has exited or does not exist"
+                                                           : "is not in the mask"));
+      }
+      t.result = lanes[source]->value;
+    }
+    for (int m = 0; m < 32; ++m) {
+      if ((needed >> m & 1) != 0) lanes[m]->state = State::kRunnable;
+    }
+    warp.waiting &= ~needed;
+    ++warp.generation;
+  }
+}
+
+// Where every thread of a deadlocked block waits.
+std::string DeadlockReport(const Launch& launch) {
+  std::string report = absl::StrFormat("deadlock: %d of %d live threads wait at __syncthreads",
+                                       launch.at_barrier, launch.live);
+  std::vector<const Thread*> missing;
+  for (const Thread* t : launch.threads) {
+    if (t->state == State::kAtWarpOp ||
+        (launch.at_barrier > 0 && t->state != State::kAtBarrier && t->state != State::kExited)) {
+      missing.push_back(t);
+    }
+  }
+  int shown = 0;
+  for (const Thread* t : missing) {
+    if (++shown > 8) {
+      absl::StrAppend(&report, "; ... ", missing.size() - 8, " more");
+      break;
+    }
+    if (t->state == State::kAtWarpOp) {
+      const Warp& warp = launch.warps[t->linear / 32];
+      absl::StrAppendFormat(
+          &report, "; %s waits in %s (mask 0x%08x) for lanes 0x%08x that never came",
+          ThreadName(*t), WarpOpName(t->op), t->mask, t->mask & warp.live & ~warp.waiting);
+    } else {
+      absl::StrAppendFormat(&report, "; %s never reaches the barrier", ThreadName(*t));
+    }
+  }
+  return report;
+}
+
+// Every fiber starts here: runs the kernel for the thread the executor switched to, then exits.
+void FiberMain() {
+  Launch& launch = *g_launch;
+  Thread& self = *launch.current;
+  t_builtins = &self.builtins;
+  HappensAfter(&launch.start_sync);
+  (*launch.body)();
+  // Exit: leave the barrier and the warp, which may complete what waits for this thread.
+  Launch& after = *g_launch;
+  self.state = State::kExited;
+  --after.live;
+  Warp& warp = after.warps[self.linear / 32];
+  warp.live &= ~(1u << (self.linear % 32));
+  if (after.at_barrier > 0 && after.at_barrier == after.live) ReleaseBarrier();
+  TryCompleteWarp(self.linear / 32);
+  HappensBefore(&after.exit_sync);
+  SwitchToHost(self, /*finished=*/true);
+  __builtin_unreachable();
+}
+
+// Runs one block; false after a fault (launch.fault says which).
+bool RunBlock(Launch& launch, uint3 block_idx, bool reverse) {
+  const LaunchConfig& config = *launch.config;
+  const int n = static_cast<int>(config.block.x * config.block.y * config.block.z);
+  launch.live = n;
+  launch.at_barrier = 0;
+  for (Warp& warp : launch.warps) warp = Warp();
+  for (int i = 0; i < n; ++i) {
+    Thread& t = *launch.threads[i];
+    t.context.Restart();
+    t.linear = i;
+    t.state = State::kRunnable;
+    t.builtins = {
+        .thread_idx = {unsigned(i) % config.block.x, unsigned(i) / config.block.x % config.block.y,
+                       unsigned(i) / (config.block.x * config.block.y)},
+        .block_idx = block_idx,
+        .block_dim = config.block,
+        .grid_dim = config.grid};
+    launch.warps[i / 32].live |= 1u << (i % 32);
+  }
+  if (!launch.dynamic_shared.empty()) {
+    std::memset(launch.dynamic_shared.data(), 0xff, launch.dynamic_shared.size());
+  }
+  HappensBefore(&launch.start_sync);
+  while (true) {
+    bool progress = false;
+    for (int k = 0; k < n; ++k) {
+      Thread& t = *launch.threads[reverse ? n - 1 - k : k];
+      if (t.state != State::kRunnable) continue;
+      progress = true;
+      launch.current = &t;
+      Context::Switch(launch.host, t.context);
+      launch.current = nullptr;
+      if (launch.failed) return false;
+    }
+    if (launch.live == 0) break;
+    if (!progress) {
+      launch.current = launch.threads.front();
+      launch.failed = true;
+      launch.fault = absl::StrCat(BlockName(launch), ": ", DeadlockReport(launch));
+      return false;
+    }
+  }
+  HappensAfter(&launch.exit_sync);
+  return true;
+}
+
+std::string CheckConfig(const LaunchConfig& c) {
+  const uint64_t threads = uint64_t{c.block.x} * c.block.y * c.block.z;
+  if (threads == 0 || threads > kMaxThreadsPerBlock || c.block.z > 64) {
+    return absl::StrFormat("block (%u,%u,%u): %d threads at most, block.z <= 64", c.block.x,
+                           c.block.y, c.block.z, kMaxThreadsPerBlock);
+  }
+  if (c.grid.x == 0 || c.grid.y == 0 || c.grid.z == 0 || c.grid.x > 0x7fffffffu ||
+      c.grid.y > 65535 || c.grid.z > 65535) {
+    return absl::StrFormat("grid (%u,%u,%u) is empty or past the device's limits", c.grid.x,
+                           c.grid.y, c.grid.z);
+  }
+  size_t allowed = kDefaultSharedBytes;
+  {
+    std::lock_guard<std::mutex> lock(g_state_mutex);
+    if (g_max_dynamic_shared != nullptr) {
+      auto it = g_max_dynamic_shared->find(c.kernel);
+      if (it != g_max_dynamic_shared->end()) allowed = it->second;
+    }
+  }
+  if (c.shared_bytes > allowed) {
+    return absl::StrFormat(
+        "%zu bytes of dynamic shared memory asked, %zu allowed (48 KiB unless "
+        "cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize) raised it)",
+        c.shared_bytes, allowed);
+  }
+  return "";
+}
+
+}  // namespace
+
+void RunKernel(const LaunchConfig& config, absl::FunctionRef<void()> thread_body) {
+  const std::string bad = CheckConfig(config);
+  if (!bad.empty()) {
+    Report(&g_launch_error, cudaErrorInvalidConfiguration,
+           absl::StrCat("kernel ", config.kernel_name, ": invalid launch: ", bad));
+    return;
+  }
+  std::lock_guard<std::mutex> lock(g_launch_mutex);
+  if (g_pool == nullptr) g_pool = new std::vector<std::unique_ptr<Thread>>();
+  const int n = static_cast<int>(config.block.x * config.block.y * config.block.z);
+  while (static_cast<int>(g_pool->size()) < n) g_pool->push_back(std::make_unique<Thread>());
+  Launch launch;
+  launch.config = &config;
+  launch.body = &thread_body;
+  for (int i = 0; i < n; ++i) launch.threads.push_back((*g_pool)[i].get());
+  launch.warps.resize((n + 31) / 32);
+  launch.dynamic_shared.resize(config.shared_bytes);
+  g_launch = &launch;
+  const ThreadBuiltins* saved = t_builtins;
+  uint64_t linear_block = 0;
+  for (unsigned z = 0; z < config.grid.z && !launch.failed; ++z) {
+    for (unsigned y = 0; y < config.grid.y && !launch.failed; ++y) {
+      for (unsigned x = 0; x < config.grid.x && !launch.failed; ++x) {
+        RunBlock(launch, {x, y, z}, (linear_block++ & 1) != 0);
+      }
+    }
+  }
+  t_builtins = saved;
+  g_launch = nullptr;
+  if (launch.failed) Report(&g_fault, cudaErrorLaunchFailure, launch.fault);
+}
+
+void SyncThreads() {
+  Launch& launch = *g_launch;
+  Thread& self = *launch.current;
+  HappensBefore(&launch.barrier_sync[launch.barrier_generation % 2]);
+  self.barrier_generation = launch.barrier_generation;
+  self.state = State::kAtBarrier;
+  if (++launch.at_barrier == launch.live) {
+    ReleaseBarrier();  // the last to arrive goes on
+  } else {
+    SwitchToHost(self);
+  }
+  HappensAfter(&launch.barrier_sync[self.barrier_generation % 2]);
+}
+
+uint64_t WarpExchange(WarpOp op, unsigned mask, uint64_t value, int arg, int width) {
+  Launch& launch = *g_launch;
+  Thread& self = *launch.current;
+  const int w = self.linear / 32, lane = self.linear % 32;
+  if ((mask >> lane & 1) == 0) {
+    Fault(absl::StrFormat("%s calls %s with mask 0x%08x, which leaves it out", ThreadName(self),
+                          WarpOpName(op), mask));
+  }
+  Warp& warp = launch.warps[w];
+  // Only __syncwarp orders memory between lanes; a shuffle moves its value and nothing else (as
+  // in CUDA's memory model), so TSan still sees a shared-memory race hidden behind one.
+  const bool orders = op == WarpOp::kSync;
+  if (orders) HappensBefore(&warp.sync[warp.generation % 2]);
+  self.op_generation = warp.generation;
+  self.op = op;
+  self.mask = mask;
+  self.value = value;
+  self.arg = arg;
+  self.width = width;
+  self.state = State::kAtWarpOp;
+  warp.waiting |= 1u << lane;
+  TryCompleteWarp(w);
+  if (self.state != State::kRunnable) SwitchToHost(self);
+  if (orders) HappensAfter(&launch.warps[w].sync[self.op_generation % 2]);
+  return op == WarpOp::kSync ? value : self.result;
+}
+
+void* DynamicShared() {
+  return g_launch->dynamic_shared.empty() ? nullptr : g_launch->dynamic_shared.data();
+}
+
+cudaError_t TakeLaunchError() {
+  std::lock_guard<std::mutex> lock(g_state_mutex);
+  const cudaError_t error = g_launch_error;
+  g_launch_error = cudaSuccess;
+  return error;
+}
+
+cudaError_t TakeFault() {
+  std::lock_guard<std::mutex> lock(g_state_mutex);
+  const cudaError_t error = g_fault;
+  g_fault = cudaSuccess;
+  return error;
+}
+
+std::string LastDiagnostic() {
+  std::lock_guard<std::mutex> lock(g_state_mutex);
+  return g_diagnostic;
+}
+
+void SetMaxDynamicShared(const void* kernel, size_t bytes) {
+  std::lock_guard<std::mutex> lock(g_state_mutex);
+  if (g_max_dynamic_shared == nullptr) {
+    g_max_dynamic_shared = new std::unordered_map<const void*, size_t>();
+  }
+  (*g_max_dynamic_shared)[kernel] = bytes;
+}
+
+}  // namespace llmserve::cuda_emu
