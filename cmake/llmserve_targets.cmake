@@ -1,7 +1,9 @@
 # Helpers that give every llmserve target the same shape:
 #   llmserve_cc_library(NAME n [NO_UNITY] SRCS ... [HDRS ...] [DEPS ...]) -> library llmserve_n
 #   llmserve_cc_binary(NAME n SRCS ... [DEPS ...] [OUTPUT_NAME o]) -> executable n
-#   llmserve_cc_test(NAME n SRCS ... [DEPS ...] [LABELS ...])     -> gtest executable + ctest entries
+#   llmserve_cc_test(NAME n SRCS ... [DEPS ...] [LABELS ...] [TEST_FILTER f])
+#                                                                 -> gtest executable + ctest entries
+#     (TEST_FILTER: a gtest filter on the cases that become ctest entries)
 # Our own code builds with -Wall -Wextra -Werror; generated code (proto/) does not.
 
 # Designated initializers leave the other fields at their defaults on purpose. GCC 12 reports a
@@ -132,7 +134,7 @@ function(llmserve_cc_binary)
 endfunction()
 
 function(llmserve_cc_test)
-  cmake_parse_arguments(ARG "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "" "NAME;TIMEOUT;TEST_FILTER" "SRCS;DEPS;LABELS" ${ARGN})
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
   endif()
@@ -153,6 +155,10 @@ function(llmserve_cc_test)
   endif()
   # Listing a test's cases loads every shared library it links; the CUDA tests map the 540 MB
   # libcublasLt, which took 6 s from a cold page cache and broke CI under the 5 s default.
-  gtest_discover_tests(${ARG_NAME} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 120
+  set(filter)
+  if(ARG_TEST_FILTER)
+    set(filter TEST_FILTER ${ARG_TEST_FILTER})
+  endif()
+  gtest_discover_tests(${ARG_NAME} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 120 ${filter}
                        PROPERTIES ${properties})
 endfunction()

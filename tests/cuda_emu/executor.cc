@@ -111,6 +111,7 @@ struct Launch {
   std::vector<unsigned char> dynamic_shared;
   Context host;
   Thread* current = nullptr;
+  bool reverse = false;  // this block runs its threads last to first
   bool failed = false;
   std::string fault;
 };
@@ -145,9 +146,29 @@ std::string ThreadName(const Thread& t) {
                          t.linear % 32);
 }
 
-void SwitchToHost(Thread& self, bool finished = false) {
-  Context::Switch(self.context, g_launch->host, finished);
-  t_builtins = &self.builtins;
+// Gives the OS thread to the next runnable thread of the block in the block's order, or back to
+// the executor when there is none (the block is done, or deadlocked). Switching fiber to fiber
+// halves the switches of a warp operation.
+void SwitchAway(Thread& self, bool finished = false) {
+  Launch& launch = *g_launch;
+  const int n = static_cast<int>(launch.threads.size());
+  Thread* next = nullptr;
+  for (int k = 1; k <= n; ++k) {
+    const int step = launch.reverse ? n - k : k;
+    Thread* t = launch.threads[(self.linear + step) % n];
+    if (t->state == State::kRunnable && t != &self) {
+      next = t;
+      break;
+    }
+  }
+  if (next == nullptr) {
+    Context::Switch(self.context, launch.host, finished);
+  } else {
+    launch.current = next;
+    t_builtins = &next->builtins;
+    Context::Switch(self.context, next->context, finished);
+  }
+  // Resumed: whoever switched here set current and the built-ins.
 }
 
 // Ends the block with a fault; never returns to the calling thread.
@@ -190,48 +211,53 @@ int SourceLane(const Thread& t, int lane) {
   return -1;
 }
 
-// Completes the operations of warp `w` whose participants have all arrived. Called by the thread
-// that arrives (or exits); faults end the block.
-void TryCompleteWarp(int w) {
+// Completes the warp operation that lane `l` of warp `w` waits in if every lane its mask names
+// (and has not exited) waits in one with the same mask; false if some have yet to come. Faults
+// end the block.
+bool TryCompleteWarpOp(int w, int l) {
   Launch& launch = *g_launch;
   Warp& warp = launch.warps[w];
   Thread** lanes = launch.threads.data() + w * 32;
+  const Thread& first = *lanes[l];
+  const uint32_t needed = first.mask & warp.live;
+  if ((needed & ~warp.waiting) != 0) return false;  // lanes of its mask still to come
+  for (uint32_t rest = needed; rest != 0; rest &= rest - 1) {
+    // A lane in another operation's mask: a deadlock if nothing else completes; reported then.
+    if (lanes[__builtin_ctz(rest)]->mask != first.mask) return false;
+  }
+  for (uint32_t rest = needed; rest != 0; rest &= rest - 1) {
+    const int m = __builtin_ctz(rest);
+    Thread& t = *lanes[m];
+    if (t.op != first.op) {
+      Fault(absl::StrFormat("warp %d: lanes %d and %d meet in different warp operations (%s, %s)",
+                            w, l, m, WarpOpName(first.op), WarpOpName(t.op)));
+    }
+    const int source = SourceLane(t, m);
+    if (source < 0) {
+      Fault(absl::StrFormat("%s: %s width %d is not a power of two <= 32", ThreadName(t),
+                            WarpOpName(t.op), t.width));
+    }
+    if ((needed >> source & 1) == 0) {
+      Fault(absl::StrFormat(
+          "%s: %s (mask 0x%08x) reads lane %d, which %s: the value is undefined", ThreadName(t),
+          WarpOpName(t.op), t.mask, source,
+          (warp.live >> source & 1) == 0 ? "has exited or does not exist" : "is not in the mask"));
+    }
+    t.result = lanes[source]->value;
+  }
+  for (uint32_t rest = needed; rest != 0; rest &= rest - 1) {
+    lanes[__builtin_ctz(rest)]->state = State::kRunnable;
+  }
+  warp.waiting &= ~needed;
+  ++warp.generation;
+  return true;
+}
+
+// After a lane of warp `w` exited: completes what waited only for it.
+void TryCompleteWarp(int w) {
+  const Warp& warp = g_launch->warps[w];
   for (int l = 0; l < 32 && warp.waiting != 0; ++l) {
-    if ((warp.waiting >> l & 1) == 0) continue;
-    const Thread& first = *lanes[l];
-    const uint32_t needed = first.mask & warp.live;
-    if ((needed & ~warp.waiting) != 0) continue;  // lanes of its mask still to come
-    bool same = true;
-    for (int m = 0; m < 32; ++m) {
-      if ((needed >> m & 1) != 0 && lanes[m]->mask != first.mask) same = false;
-    }
-    if (!same) continue;  // a deadlock if nothing else completes; reported then
-    for (int m = 0; m < 32; ++m) {
-      if ((needed >> m & 1) == 0) continue;
-      Thread& t = *lanes[m];
-      if (t.op != first.op) {
-        Fault(absl::StrFormat("warp %d: lanes %d and %d meet in different warp operations (%s, %s)",
-                              w, l, m, WarpOpName(first.op), WarpOpName(t.op)));
-      }
-      const int source = SourceLane(t, m);
-      if (source < 0) {
-        Fault(absl::StrFormat("%s: %s width %d is not a power of two <= 32", ThreadName(t),
-                              WarpOpName(t.op), t.width));
-      }
-      if ((needed >> source & 1) == 0) {
-        Fault(
-            absl::StrFormat("%s: %s (mask 0x%08x) reads lane %d, which %s: the value is undefined",
-                            ThreadName(t), WarpOpName(t.op), t.mask, source,
-                            (warp.live >> source & 1) == 0 ? "has exited or does not exist"
-                                                           : "is not in the mask"));
-      }
-      t.result = lanes[source]->value;
-    }
-    for (int m = 0; m < 32; ++m) {
-      if ((needed >> m & 1) != 0) lanes[m]->state = State::kRunnable;
-    }
-    warp.waiting &= ~needed;
-    ++warp.generation;
+    if ((warp.waiting >> l & 1) != 0) TryCompleteWarpOp(w, l);
   }
 }
 
@@ -280,7 +306,7 @@ void FiberMain() {
   if (after.at_barrier > 0 && after.at_barrier == after.live) ReleaseBarrier();
   TryCompleteWarp(self.linear / 32);
   HappensBefore(&after.exit_sync);
-  SwitchToHost(self, /*finished=*/true);
+  SwitchAway(self, /*finished=*/true);
   __builtin_unreachable();
 }
 
@@ -288,6 +314,7 @@ void FiberMain() {
 bool RunBlock(Launch& launch, uint3 block_idx, bool reverse) {
   const LaunchConfig& config = *launch.config;
   const int n = static_cast<int>(config.block.x * config.block.y * config.block.z);
+  launch.reverse = reverse;
   launch.live = n;
   launch.at_barrier = 0;
   for (Warp& warp : launch.warps) warp = Warp();
@@ -315,7 +342,8 @@ bool RunBlock(Launch& launch, uint3 block_idx, bool reverse) {
       if (t.state != State::kRunnable) continue;
       progress = true;
       launch.current = &t;
-      Context::Switch(launch.host, t.context);
+      t_builtins = &t.builtins;
+      Context::Switch(launch.host, t.context);  // back when no thread can run
       launch.current = nullptr;
       if (launch.failed) return false;
     }
@@ -402,7 +430,7 @@ void SyncThreads() {
   if (++launch.at_barrier == launch.live) {
     ReleaseBarrier();  // the last to arrive goes on
   } else {
-    SwitchToHost(self);
+    SwitchAway(self);
   }
   HappensAfter(&launch.barrier_sync[self.barrier_generation % 2]);
 }
@@ -428,8 +456,7 @@ uint64_t WarpExchange(WarpOp op, unsigned mask, uint64_t value, int arg, int wid
   self.width = width;
   self.state = State::kAtWarpOp;
   warp.waiting |= 1u << lane;
-  TryCompleteWarp(w);
-  if (self.state != State::kRunnable) SwitchToHost(self);
+  if (!TryCompleteWarpOp(w, lane)) SwitchAway(self);
   if (orders) HappensAfter(&launch.warps[w].sync[self.op_generation % 2]);
   return op == WarpOp::kSync ? value : self.result;
 }
