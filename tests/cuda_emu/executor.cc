@@ -13,19 +13,15 @@
 #include "tests/cuda_emu/fiber.h"
 
 #if defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#if __has_feature(address_sanitizer)
 #define LLMSERVE_EMU_BIG_STACKS 1
 #endif
-#if __has_feature(thread_sanitizer)
-#define LLMSERVE_EMU_TSAN 1
 #endif
-#endif
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#if defined(LLMSERVE_EMU_TSAN) || defined(__SANITIZE_ADDRESS__)
 #define LLMSERVE_EMU_BIG_STACKS 1
 #endif
-#if defined(__SANITIZE_THREAD__)
-#define LLMSERVE_EMU_TSAN 1
-#endif
+// ThreadSanitizer builds compile this file uninstrumented (its bookkeeping is shared by all the
+// fibers of a block, which TSan would report) and define LLMSERVE_EMU_TSAN for the annotations.
 #if LLMSERVE_EMU_TSAN
 #include <sanitizer/tsan_interface.h>
 #endif
@@ -151,6 +147,9 @@ std::string ThreadName(const Thread& t) {
 // halves the switches of a warp operation.
 void SwitchAway(Thread& self, bool finished = false) {
   Launch& launch = *g_launch;
+  // Everything a thread did is ordered before the executor's next look at the block (another
+  // thread gets no ordering from this: it acquires only barriers).
+  HappensBefore(&launch.exit_sync);
   const int n = static_cast<int>(launch.threads.size());
   Thread* next = nullptr;
   for (int k = 1; k <= n; ++k) {
@@ -176,6 +175,7 @@ void SwitchAway(Thread& self, bool finished = false) {
   Launch& launch = *g_launch;
   launch.failed = true;
   launch.fault = absl::StrCat(BlockName(launch), ": ", what);
+  HappensBefore(&launch.exit_sync);
   Context::Switch(launch.current->context, launch.host, /*from_finished=*/true);
   __builtin_unreachable();
 }
@@ -305,7 +305,6 @@ void FiberMain() {
   warp.live &= ~(1u << (self.linear % 32));
   if (after.at_barrier > 0 && after.at_barrier == after.live) ReleaseBarrier();
   TryCompleteWarp(self.linear / 32);
-  HappensBefore(&after.exit_sync);
   SwitchAway(self, /*finished=*/true);
   __builtin_unreachable();
 }
@@ -345,6 +344,7 @@ bool RunBlock(Launch& launch, uint3 block_idx, bool reverse) {
       t_builtins = &t.builtins;
       Context::Switch(launch.host, t.context);  // back when no thread can run
       launch.current = nullptr;
+      HappensAfter(&launch.exit_sync);
       if (launch.failed) return false;
     }
     if (launch.live == 0) break;
@@ -355,7 +355,6 @@ bool RunBlock(Launch& launch, uint3 block_idx, bool reverse) {
       return false;
     }
   }
-  HappensAfter(&launch.exit_sync);
   return true;
 }
 

@@ -7,16 +7,12 @@
 #include <cstdlib>
 
 #if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define LLMSERVE_EMU_TSAN 1
-#endif
 #if __has_feature(address_sanitizer)
 #define LLMSERVE_EMU_ASAN 1
 #endif
 #endif
-#if defined(__SANITIZE_THREAD__)
-#define LLMSERVE_EMU_TSAN 1
-#endif
+// ThreadSanitizer builds compile this file uninstrumented (its bookkeeping is shared by all the
+// fibers of a block, which TSan would report) and define LLMSERVE_EMU_TSAN for the annotations.
 #if defined(__SANITIZE_ADDRESS__)
 #define LLMSERVE_EMU_ASAN 1
 #endif
@@ -78,7 +74,8 @@ Context::Context(size_t stack_bytes, void (*entry)()) : stack_bytes_(stack_bytes
 
 Context::~Context() {
 #if LLMSERVE_EMU_TSAN
-  if (tsan_fiber_ != nullptr) __tsan_destroy_fiber(tsan_fiber_);
+  // A thread's own context holds the thread's TSan fiber, which is not ours to destroy.
+  if (tsan_fiber_ != nullptr && stack_ != nullptr) __tsan_destroy_fiber(tsan_fiber_);
 #endif
   if (stack_ != nullptr) munmap(stack_, stack_bytes_);
 }

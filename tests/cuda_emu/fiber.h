@@ -48,9 +48,9 @@ class Context {
   void (*entry_)() = nullptr;
   void* tsan_fiber_ = nullptr;
   // ASan: the fake stack of the context switched away from, and the stack of a thread context.
-  void* asan_fake_stack_ = nullptr;
-  const void* asan_bottom_ = nullptr;
-  size_t asan_size_ = 0;
+  [[maybe_unused]] void* asan_fake_stack_ = nullptr;
+  [[maybe_unused]] const void* asan_bottom_ = nullptr;
+  [[maybe_unused]] size_t asan_size_ = 0;
 };
 
 }  // namespace llmserve::cuda_emu
