@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Rewrites a CUDA source so that it compiles as host C++ for the CUDA emulator.
 
-Usage: rewrite_launches.py INPUT.cu OUTPUT.cc
+Usage: rewrite_launches.py INPUT.cu OUTPUT.cc [NAME]
+NAME: the file name for #line (default INPUT.cu); the build passes the path relative to the
+source root, so that the output is the same in every clone and ccache hits across them.
 
 Two constructs of the kernel language are not C++ and no macro can express them:
   kernel<<<grid, block[, shared_bytes[, stream]]>>>(args...);
@@ -115,9 +117,10 @@ def rewrite(text, path):
 
 def main():
     source, target = sys.argv[1], sys.argv[2]
+    name = sys.argv[3] if len(sys.argv) > 3 else source
     with open(source, encoding="utf-8") as f:
         text = f.read()
-    rewritten = f'#line 1 "{source}"\n' + rewrite(text, source)
+    rewritten = f'#line 1 "{name}"\n' + rewrite(text, name)
     with open(target, "w", encoding="utf-8") as f:
         f.write(rewritten)
 
