@@ -1,9 +1,11 @@
 # Helpers that give every llmserve target the same shape:
 #   llmserve_cc_library(NAME n [NO_UNITY] SRCS ... [HDRS ...] [DEPS ...]) -> library llmserve_n
 #   llmserve_cc_binary(NAME n SRCS ... [DEPS ...] [OUTPUT_NAME o]) -> executable n
-#   llmserve_cc_test(NAME n SRCS ... [DEPS ...] [LABELS ...] [TEST_FILTER f])
+#   llmserve_cc_test(NAME n SRCS ... [DEPS ...] [LABELS ...] [TEST_FILTER f] [TEST_PREFIX p])
 #                                                                 -> gtest executable + ctest entries
-#     (TEST_FILTER: a gtest filter on the cases that become ctest entries)
+#     (TEST_FILTER: a gtest filter on the cases that become ctest entries; TEST_PREFIX: put
+#     before each entry's name, for a second binary of the same test source, whose names would
+#     otherwise collide and share their ctest properties)
 # Our own code builds with -Wall -Wextra -Werror; generated code (proto/) does not.
 
 # Designated initializers leave the other fields at their defaults on purpose. GCC 12 reports a
@@ -134,7 +136,7 @@ function(llmserve_cc_binary)
 endfunction()
 
 function(llmserve_cc_test)
-  cmake_parse_arguments(ARG "" "NAME;TIMEOUT;TEST_FILTER" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "" "NAME;TIMEOUT;TEST_FILTER;TEST_PREFIX" "SRCS;DEPS;LABELS" ${ARGN})
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
   endif()
@@ -158,6 +160,9 @@ function(llmserve_cc_test)
   set(filter)
   if(ARG_TEST_FILTER)
     set(filter TEST_FILTER ${ARG_TEST_FILTER})
+  endif()
+  if(ARG_TEST_PREFIX)
+    list(APPEND filter TEST_PREFIX ${ARG_TEST_PREFIX})
   endif()
   gtest_discover_tests(${ARG_NAME} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 120 ${filter}
                        PROPERTIES ${properties})
