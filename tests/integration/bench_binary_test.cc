@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
+#include "tests/testing/json_lines_run.h"
 #include "tests/testing/scoped_temp_dir.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/test_model.h"
@@ -21,17 +22,12 @@
 namespace llmserve {
 namespace {
 
+using ::llmserve::testing::JsonLinesRun;
 using ::llmserve::testing::NumberAfter;
 using ::llmserve::testing::Subprocess;
 using Json = nlohmann::json;
 
 constexpr absl::Duration kPatience = absl::Seconds(120);
-
-struct BenchRun {
-  std::optional<int> exit_code;
-  std::vector<Json> reports;  // the JSON lines it printed
-  std::string output;         // stdout and stderr
-};
 
 class BenchBinaryTest : public ::testing::Test {
  protected:
@@ -62,19 +58,10 @@ class BenchBinaryTest : public ::testing::Test {
     ASSERT_GT(worker_port_, 0);
   }
 
-  static BenchRun Bench(const std::vector<std::string>& flags) {
+  static JsonLinesRun Bench(const std::vector<std::string>& flags) {
     std::vector<std::string> argv = {LLMSERVE_BENCH_BINARY, "--progress=off"};
     argv.insert(argv.end(), flags.begin(), flags.end());
-    Subprocess bench(argv);
-    BenchRun run;
-    run.exit_code = bench.WaitForExit(kPatience);
-    run.output = bench.output();
-    for (absl::string_view line : absl::StrSplit(run.output, '\n')) {
-      if (!line.empty() && line[0] == '{') {
-        run.reports.push_back(Json::parse(line, nullptr, /*allow_exceptions=*/false));
-      }
-    }
-    return run;
+    return ::llmserve::testing::RunForJsonLines(argv, kPatience);
   }
 
   static std::string Http() { return absl::StrCat("--target=127.0.0.1:", http_port_); }
@@ -108,15 +95,15 @@ void ExpectAllCompleted(const Json& report, int requests, int output_len) {
 
 TEST_F(BenchBinaryTest, OpenAiCompletionsSweepWritesAReportPerRateAndAPlot) {
   ::llmserve::testing::ScopedTempDir out;
-  const BenchRun run = Bench({Http(), "--requests=12", "--prompt-len=24", "--output-len=6",
-                              "--request-rate=40,inf", "--max-concurrency=8", "--vocab-size=64",
-                              "--slo-ttft=10s", "--result-file=" + out.path() + "/result.json",
-                              "--plot=" + out.path() + "/sweep.png"});
+  const JsonLinesRun run = Bench({Http(), "--requests=12", "--prompt-len=24", "--output-len=6",
+                                  "--request-rate=40,inf", "--max-concurrency=8", "--vocab-size=64",
+                                  "--slo-ttft=10s", "--result-file=" + out.path() + "/result.json",
+                                  "--plot=" + out.path() + "/sweep.png"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  ASSERT_EQ(run.reports.size(), 2u) << run.output;
-  EXPECT_EQ(run.reports[0]["rate"], 40.0);
-  EXPECT_EQ(run.reports[1]["rate"], "inf");
-  for (const Json& report : run.reports) {
+  ASSERT_EQ(run.lines.size(), 2u) << run.output;
+  EXPECT_EQ(run.lines[0]["rate"], 40.0);
+  EXPECT_EQ(run.lines[1]["rate"], "inf");
+  for (const Json& report : run.lines) {
     ExpectAllCompleted(report, 12, 6);
     EXPECT_EQ(report["api"], "openai");
     EXPECT_EQ(report["model"], "tiny");           // from GET /v1/models
@@ -138,27 +125,27 @@ TEST_F(BenchBinaryTest, OpenAiCompletionsSweepWritesAReportPerRateAndAPlot) {
 
 TEST_F(BenchBinaryTest, ChatInferenceAndWorkerApisCountTheSameLoad) {
   const std::string tokenizer = "--tokenizer=" + dir_->path();
-  const BenchRun chat = Bench({Http(), "--api=openai-chat", tokenizer, "--requests=6",
-                               "--prompt-len=16", "--output-len=5", "--request-rate=100"});
+  const JsonLinesRun chat = Bench({Http(), "--api=openai-chat", tokenizer, "--requests=6",
+                                   "--prompt-len=16", "--output-len=5", "--request-rate=100"});
   ASSERT_EQ(chat.exit_code, 0) << chat.output;
-  ASSERT_EQ(chat.reports.size(), 1u) << chat.output;
-  ExpectAllCompleted(chat.reports[0], 6, 5);
-  EXPECT_EQ(chat.reports[0]["api"], "openai-chat");
+  ASSERT_EQ(chat.lines.size(), 1u) << chat.output;
+  ExpectAllCompleted(chat.lines[0], 6, 5);
+  EXPECT_EQ(chat.lines[0]["api"], "openai-chat");
 
-  const BenchRun inference =
+  const JsonLinesRun inference =
       Bench({absl::StrCat("--target=127.0.0.1:", grpc_port_), "--api=inference", "--requests=6",
              "--prompt-len=16", "--output-len=5", "--format=table"});
   ASSERT_EQ(inference.exit_code, 0) << inference.output;
   EXPECT_NE(inference.output.find("TTFT ms p50 p99"), std::string::npos) << inference.output;
   EXPECT_NE(inference.output.find("inference 127.0.0.1:"), std::string::npos);
 
-  const BenchRun worker =
+  const JsonLinesRun worker =
       Bench({absl::StrCat("--target=127.0.0.1:", worker_port_), "--api=worker", "--requests=6",
              "--prompt-len=16", "--output-len=5", "--max-concurrency=2"});
   ASSERT_EQ(worker.exit_code, 0) << worker.output;
-  ASSERT_EQ(worker.reports.size(), 1u) << worker.output;
-  ExpectAllCompleted(worker.reports[0], 6, 5);
-  EXPECT_EQ(worker.reports[0]["client_threads"], 2);
+  ASSERT_EQ(worker.lines.size(), 1u) << worker.output;
+  ExpectAllCompleted(worker.lines[0], 6, 5);
+  EXPECT_EQ(worker.lines[0]["client_threads"], 2);
 }
 
 TEST_F(BenchBinaryTest, DatasetRequestsGoAsWritten) {
@@ -167,35 +154,36 @@ TEST_F(BenchBinaryTest, DatasetRequestsGoAsWritten) {
   std::ofstream(path) << "{\"prompt\": \"once upon a time\", \"output_len\": 3}\n"
                       << "{\"messages\": [{\"role\": \"user\", \"content\": \"hello\"}], "
                          "\"output_len\": 4}\n";
-  const BenchRun run = Bench({Http(), "--api=openai-chat", "--dataset=" + path, "--requests=4"});
+  const JsonLinesRun run =
+      Bench({Http(), "--api=openai-chat", "--dataset=" + path, "--requests=4"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  ASSERT_EQ(run.reports.size(), 1u) << run.output;
-  EXPECT_EQ(run.reports[0]["completed"], 4);
-  EXPECT_EQ(run.reports[0]["output_tokens"], 3 + 4 + 3 + 4);  // the file, twice
-  EXPECT_EQ(run.reports[0]["dataset"], path);
+  ASSERT_EQ(run.lines.size(), 1u) << run.output;
+  EXPECT_EQ(run.lines[0]["completed"], 4);
+  EXPECT_EQ(run.lines[0]["output_tokens"], 3 + 4 + 3 + 4);  // the file, twice
+  EXPECT_EQ(run.lines[0]["dataset"], path);
 
   // Completions take no conversation: refused before anything is sent.
-  const BenchRun refused = Bench({Http(), "--dataset=" + path});
+  const JsonLinesRun refused = Bench({Http(), "--dataset=" + path});
   EXPECT_EQ(refused.exit_code, 2) << refused.output;
   EXPECT_NE(refused.output.find("use --api=openai-chat"), std::string::npos) << refused.output;
 }
 
 TEST_F(BenchBinaryTest, FailedRequestsAreCountedByStatus) {
   // An unknown model: the gateway answers 404 to each request.
-  const BenchRun counted = Bench({Http(), "--model=nope", "--warmup=0", "--requests=3",
-                                  "--vocab-size=64", "--prompt-len=4", "--output-len=2"});
+  const JsonLinesRun counted = Bench({Http(), "--model=nope", "--warmup=0", "--requests=3",
+                                      "--vocab-size=64", "--prompt-len=4", "--output-len=2"});
   EXPECT_EQ(counted.exit_code, 3) << counted.output;
-  ASSERT_EQ(counted.reports.size(), 1u) << counted.output;
-  EXPECT_EQ(counted.reports[0]["failures"], Json::parse(R"({"http 404": 3})"));
-  EXPECT_NE(counted.reports[0]["first_error"].get<std::string>().find("does not exist"),
+  ASSERT_EQ(counted.lines.size(), 1u) << counted.output;
+  EXPECT_EQ(counted.lines[0]["failures"], Json::parse(R"({"http 404": 3})"));
+  EXPECT_NE(counted.lines[0]["first_error"].get<std::string>().find("does not exist"),
             std::string::npos);
   // With a warm-up, the run stops there and says why.
-  const BenchRun warm = Bench({Http(), "--model=nope", "--vocab-size=64", "--requests=3"});
+  const JsonLinesRun warm = Bench({Http(), "--model=nope", "--vocab-size=64", "--requests=3"});
   EXPECT_EQ(warm.exit_code, 1) << warm.output;
   EXPECT_NE(warm.output.find("every warm-up request failed: http 404"), std::string::npos)
       << warm.output;
   // Nothing listening.
-  const BenchRun down = Bench({"--target=127.0.0.1:1", "--vocab-size=64"});
+  const JsonLinesRun down = Bench({"--target=127.0.0.1:1", "--vocab-size=64"});
   EXPECT_EQ(down.exit_code, 1) << down.output;
   EXPECT_NE(down.output.find("cannot connect to 127.0.0.1:1"), std::string::npos) << down.output;
 }
@@ -217,7 +205,7 @@ TEST_F(BenchBinaryTest, BadFlagsNameTheFlag) {
       {{Http(), "--api-key=a\r\nX-Evil: 1"}, "--api_key holds a control character"},
   };
   for (const auto& [flags, message] : cases) {
-    const BenchRun run = Bench(flags);
+    const JsonLinesRun run = Bench(flags);
     EXPECT_EQ(run.exit_code, 2) << run.output;
     EXPECT_NE(run.output.find(message), std::string::npos)
         << "expected '" << message << "' in: " << run.output;

@@ -10,36 +10,22 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "tests/testing/json_lines_run.h"
 #include "tests/testing/scoped_temp_dir.h"
-#include "tests/testing/subprocess.h"
 #include "tests/testing/test_model.h"
 
 namespace llmserve {
 namespace {
 
-using ::llmserve::testing::Subprocess;
+using ::llmserve::testing::JsonLinesRun;
 using Json = nlohmann::json;
 
 constexpr absl::Duration kPatience = absl::Seconds(120);
 
-struct ToolRun {
-  std::optional<int> exit_code;
-  std::string output;  // stdout and stderr
-  std::vector<Json> lines;
-};
-
-ToolRun RunBinary(const std::vector<std::string>& argv) {
-  Subprocess process(argv);
-  ToolRun run;
-  run.exit_code = process.WaitForExit(kPatience);
-  run.output = process.output();
-  for (absl::string_view line : absl::StrSplit(run.output, '\n')) {
-    if (!line.empty() && line.front() == '{') run.lines.push_back(Json::parse(line));
-  }
-  return run;
+JsonLinesRun RunBinary(const std::vector<std::string>& argv) {
+  return ::llmserve::testing::RunForJsonLines(argv, kPatience);
 }
 
 class EngineToolsTest : public ::testing::Test {
@@ -70,9 +56,9 @@ Json* EngineToolsTest::config_ = nullptr;
 TEST_F(EngineToolsTest, DumpLogitsWritesEveryPromptRowAndDecodesTheEnginesGreedyTokens) {
   const int64_t vocab = (*config_)["vocab_size"];
   const std::string out = dir_->File("logits.f32");
-  const ToolRun run = RunBinary({LLMSERVE_DUMP_LOGITS_BINARY, Model(), "--dtype=f32", "--threads=1",
-                                 "--prompts=" + Prompts("ids.txt", "1 2 3 4 5\n\n7 8 9\n"),
-                                 "--out=" + out, "--gen_len=4"});
+  const JsonLinesRun run = RunBinary(
+      {LLMSERVE_DUMP_LOGITS_BINARY, Model(), "--dtype=f32", "--threads=1",
+       "--prompts=" + Prompts("ids.txt", "1 2 3 4 5\n\n7 8 9\n"), "--out=" + out, "--gen_len=4"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
   ASSERT_EQ(run.lines.size(), 2u) << run.output;
   EXPECT_EQ(run.lines[0]["tokens"], 5);
@@ -95,9 +81,9 @@ TEST_F(EngineToolsTest, DumpLogitsWritesEveryPromptRowAndDecodesTheEnginesGreedy
             std::vector<float>(logits.begin() + vocab, logits.begin() + 2 * vocab));
 
   // The engine (scheduler, KV cache, sampler) decodes the same tokens greedily.
-  const ToolRun engine = RunBinary({LLMSERVE_RUN_BINARY, Model(), "--dtype=f32", "--threads=1",
-                                    "--prompt_ids=1 2 3 4 5", "--temperature=0", "--max_tokens=4",
-                                    "--ignore_eos", "--json"});
+  const JsonLinesRun engine = RunBinary({LLMSERVE_RUN_BINARY, Model(), "--dtype=f32", "--threads=1",
+                                         "--prompt_ids=1 2 3 4 5", "--temperature=0",
+                                         "--max_tokens=4", "--ignore_eos", "--json"});
   ASSERT_EQ(engine.exit_code, 0) << engine.output;
   ASSERT_GE(engine.lines.size(), 1u) << engine.output;  // then a summary line
   EXPECT_EQ(engine.lines[0]["token_ids"], run.lines[0]["greedy"]);
@@ -124,15 +110,16 @@ TEST_F(EngineToolsTest, DumpLogitsRefusesBadInputNamingIt) {
   for (const auto& c : cases) {
     std::vector<std::string> argv = {LLMSERVE_DUMP_LOGITS_BINARY, Model(), "--dtype=f32"};
     argv.insert(argv.end(), c.flags.begin(), c.flags.end());
-    const ToolRun run = RunBinary(argv);
+    const JsonLinesRun run = RunBinary(argv);
     EXPECT_EQ(run.exit_code, 1) << c.message << "\n" << run.output;
     EXPECT_NE(run.output.find(c.message), std::string::npos) << run.output;
   }
 }
 
 TEST_F(EngineToolsTest, BenchEngineReportsForwardTimeAndTheBytesAStepReads) {
-  const ToolRun run = RunBinary({LLMSERVE_BENCH_ENGINE_BINARY, Model(), "--dtype=f32",
-                                 "--threads=1", "--batch=1,3", "--prompt_len=8", "--gen_len=4"});
+  const JsonLinesRun run =
+      RunBinary({LLMSERVE_BENCH_ENGINE_BINARY, Model(), "--dtype=f32", "--threads=1", "--batch=1,3",
+                 "--prompt_len=8", "--gen_len=4"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
   ASSERT_EQ(run.lines.size(), 2u) << run.output;
   const int64_t vocab = (*config_)["vocab_size"], hidden = (*config_)["hidden_size"];

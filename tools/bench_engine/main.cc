@@ -247,8 +247,8 @@ int main(int argc, char** argv) {
     options.dtype = *dtype;
     options.block_size = block_size;
     // Only what the runs need (K and V, 16-bit), so that a big model's cache is quick to allocate.
-    options.kv_cache_bytes = blocks_needed * 2 * config->num_layers * config->num_kv_heads *
-                             block_size * config->head_dim * 2;
+    options.kv_cache_bytes =
+        blocks_needed * llmserve::worker::CudaKvBytesPerBlock(*config, block_size);
     options.max_num_batched_tokens = std::max(max_tokens, max_batch);
     options.max_num_seqs = max_batch;
     // int8 is quantized while uploading; an AWQ/GPTQ checkpoint's projections stay 4-bit.

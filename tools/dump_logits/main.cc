@@ -142,8 +142,8 @@ int main(int argc, char** argv) {
     options.device = absl::GetFlag(FLAGS_device);
     options.dtype = *dtype;
     options.block_size = kBlockSize;
-    options.kv_cache_bytes = int64_t{blocks} * 2 * config->num_layers * config->num_kv_heads *
-                             kBlockSize * config->head_dim * 2;
+    options.kv_cache_bytes =
+        int64_t{blocks} * llmserve::worker::CudaKvBytesPerBlock(*config, kBlockSize);
     options.max_num_batched_tokens = static_cast<int32_t>(std::max<int64_t>(longest, 1));
     options.max_num_seqs = 1;
     auto cuda = llmserve::worker::CreateCudaBackend(*std::move(weights), options);

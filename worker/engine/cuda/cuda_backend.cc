@@ -193,7 +193,7 @@ CudaBackend::~CudaBackend() {
 }
 
 int64_t CudaBackend::KvBytesPerBlock(const ModelConfig& c, int32_t block_size) {
-  return 2 * c.num_layers * c.num_kv_heads * block_size * c.head_dim * int64_t{2};
+  return CudaKvBytesPerBlock(c, block_size);
 }
 
 absl::Status CudaBackend::Init(const ModelWeights& weights) {

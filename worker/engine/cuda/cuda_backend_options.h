@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "worker/model/dtype.h"
+#include "worker/model/model_config.h"
 #include "worker/model/quantization.h"
 
 namespace llmserve::worker {
@@ -36,6 +37,12 @@ struct CudaBackendOptions {
   int32_t max_num_batched_tokens = 2048;
   int32_t max_num_seqs = 256;
 };
+
+// Bytes of one KV block on the device: K and V of every layer in the 16-bit device dtype. Here
+// rather than on CudaBackend so that code sizing a cache without linking CUDA (the tools) uses it.
+inline int64_t CudaKvBytesPerBlock(const ModelConfig& c, int32_t block_size) {
+  return 2 * c.num_layers * c.num_kv_heads * block_size * c.head_dim * int64_t{2};
+}
 
 }  // namespace llmserve::worker
 
