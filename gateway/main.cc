@@ -50,6 +50,9 @@ ABSL_FLAG(
     absl::Duration, stream_idle_timeout, absl::Minutes(5),
     "a request whose worker sends nothing for this long fails (retried elsewhere before its "
     "first token); 0: no limit. A worker silent past its heartbeat fails its requests sooner");
+ABSL_FLAG(absl::Duration, worker_backoff_max, absl::Seconds(30),
+          "a worker that fails is probed again after a backoff that doubles from 500ms up to this "
+          "(a restarted worker is back in at most this long)");
 ABSL_FLAG(std::string, tool_call_parser, "auto",
           "how models write tool calls: auto (detected from the chat template), hermes, "
           "llama3_json, mistral, none (tool calls are never parsed)");
@@ -145,6 +148,7 @@ absl::StatusOr<llmserve::gateway::GatewayServerOptions> OptionsFromFlags() {
   options.pool.worker_dns = absl::GetFlag(FLAGS_worker_dns);
   options.pool.dns_refresh = absl::GetFlag(FLAGS_dns_refresh);
   options.pool.stream_idle_timeout = absl::GetFlag(FLAGS_stream_idle_timeout);
+  options.pool.backoff_max = absl::GetFlag(FLAGS_worker_backoff_max);
   absl::StatusOr<llmserve::gateway::RoutingPolicy> routing =
       llmserve::gateway::ParseRoutingPolicy(absl::GetFlag(FLAGS_routing));
   if (!routing.ok()) {

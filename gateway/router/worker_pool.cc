@@ -172,10 +172,10 @@ absl::Status ValidateWorkerPoolOptions(const WorkerPoolOptions& options) {
       options.dns_refresh <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("probe, backoff and DNS refresh durations must be positive");
   }
-  if (options.backoff_max < options.backoff_initial) {
+  if (options.backoff_max < options.backoff_initial || options.backoff_max > absl::Hours(1)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "the longest backoff (", absl::FormatDuration(options.backoff_max),
-        ") is shorter than the first (", absl::FormatDuration(options.backoff_initial), ")"));
+        "--worker_backoff_max must be in [", absl::FormatDuration(options.backoff_initial),
+        " (the first backoff), 1h], got ", absl::FormatDuration(options.backoff_max)));
   }
   if (options.stream_idle_timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(

@@ -13,8 +13,9 @@
        --query_of_death_retries=1 for this: by default a request whose worker dies while running
        it is not retried (query-of-death protection, query_of_death_test.py covers it);
      - restarted on the same port, the worker is re-admitted: the gateway's
-       llmserve_gateway_worker_up for it goes back to 1 and new requests are served by it (its
-       own llmserve_request_success_total rises).
+       llmserve_gateway_worker_up for it goes back to 1 within --worker_backoff_max (2 s here)
+       plus a probe, and new requests are served by it (its own llmserve_request_success_total
+       rises).
 2. SIGTERM a worker under load: it drains (the requests it runs finish), new requests go to the
    other worker, no request fails, it exits 0; restarted, the gateway admits it again.
 3. SIGTERM the gateway under load: every stream that had started finishes (the gateway logs
@@ -65,6 +66,11 @@ REFUSAL_P95_BOUND_S = 0.25
 REFUSAL_MAX_BOUND_S = 1.0
 THROUGHPUT_RATIO_BOUND = 0.5
 EXIT_BOUND_S = 30
+# The gateway's cap on its probing backoff for a failed worker. With the default (30 s) the
+# backoff had doubled to 16 s while the worker was dead, and re-admission took 29 s: half of the
+# test's time, spent waiting.
+WORKER_BACKOFF_MAX_S = 2
+READMIT_BOUND_S = WORKER_BACKOFF_MAX_S + 5 * SANITIZER_SLOWDOWN
 
 FINISH_LENGTH = 2  # llmserve.v1.FinishReason
 
@@ -472,6 +478,9 @@ def kill_a_worker(cluster, summary):
                lambda: gateway.worker_up().get(first.address) == 1, PATIENCE_S, 0.05,
                describe=lambda: f"worker_up: {gateway.worker_up()}")
     readmitted = time.monotonic() - started
+    expect(readmitted < READMIT_BOUND_S,
+           f"restart: re-admitted {readmitted:.1f} s after it served, past the bound of "
+           f"{READMIT_BOUND_S} s (--worker_backoff_max={WORKER_BACKOFF_MAX_S}s plus a probe)")
     served = [run_http(gateway.http_port, f"after restart {i}", 4) for i in range(6)]
     expect(all(r.ok for r in served), f"restart: requests failed: {served}")
     by_restarted = worker_counts(restarted)["success"]
@@ -659,7 +668,8 @@ def run(binaries):
             # retried elsewhere (phase 1).
             cluster.gateway = cluster.start_gateway(cluster.workers, "--routing=round_robin",
                                                     "--drain_timeout=60s",
-                                                    "--query_of_death_retries=1")
+                                                    "--query_of_death_retries=1",
+                                                    f"--worker_backoff_max={WORKER_BACKOFF_MAX_S}s")
             cluster.wait_ready(cluster.gateway, cluster.workers)
             for phase in (kill_a_worker, sigterm_a_worker, sigterm_the_gateway, overload):
                 phase_start = time.monotonic()

@@ -532,6 +532,14 @@ TEST_F(GatewayBinaryTest, BadFlagsFailWithAClearMessage) {
               std::string::npos)
         << gateway.output();
   }
+  {
+    Subprocess gateway({LLMSERVE_GATEWAY_BINARY, "--workers=a:1", "--worker_backoff_max=100ms"});
+    EXPECT_EQ(gateway.WaitForExit(kPatience), 2);
+    EXPECT_NE(gateway.output().find("--worker_backoff_max must be in [500ms (the first backoff), "
+                                    "1h], got 100ms"),
+              std::string::npos)
+        << gateway.output();
+  }
   for (const char* entries : {"--max_logprob_entries=0", "--max-logprob-entries=2000000000"}) {
     Subprocess gateway({LLMSERVE_GATEWAY_BINARY, "--workers=a:1", entries});
     EXPECT_EQ(gateway.WaitForExit(kPatience), 2) << entries;

@@ -85,8 +85,10 @@ TEST_F(WorkerPoolTest, OptionsAreValidated) {
                                        .backoff_initial = absl::Seconds(2),
                                        .backoff_max = absl::Seconds(1)})
                 .message()
-                .find("the longest backoff (1s) is shorter than the first (2s)"),
+                .find("--worker_backoff_max must be in [2s (the first backoff), 1h], got 1s"),
             absl::string_view::npos);
+  EXPECT_FALSE(
+      ValidateWorkerPoolOptions({.workers = {"host:1"}, .backoff_max = absl::Hours(2)}).ok());
 }
 
 TEST_F(WorkerPoolTest, FindsWorkersAndRoutesByPrefix) {
