@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/json_lines_run.h"
 #include "tests/testing/scoped_temp_dir.h"
 #include "tests/testing/subprocess.h"
@@ -34,13 +35,13 @@ class BenchBinaryTest : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new ::llmserve::testing::ScopedTempDir();
     ASSERT_TRUE(::llmserve::testing::WriteTinyModel(dir_->path()).ok());
-    worker_ = new Subprocess({LLMSERVE_WORKER_BINARY, "--model=" + dir_->path(),
+    worker_ = new Subprocess({::llmserve::testing::WorkerBinary(), "--model=" + dir_->path(),
                               "--served-model-name=tiny", "--host=127.0.0.1", "--port=0",
                               "--metrics-port=-1", "--threads=1", "--kv-cache-memory=64MiB"});
     ASSERT_TRUE(worker_->WaitForOutput("no metrics server", kPatience)) << worker_->output();
     worker_port_ = NumberAfter(worker_->output(), " on 127.0.0.1:");
     gateway_ =
-        new Subprocess({LLMSERVE_GATEWAY_BINARY, "--host=127.0.0.1", "--grpc-port=0",
+        new Subprocess({::llmserve::testing::GatewayBinary(), "--host=127.0.0.1", "--grpc-port=0",
                         "--http-port=0", absl::StrCat("--workers=127.0.0.1:", worker_port_)});
     ASSERT_TRUE(gateway_->WaitForOutput("gateway: ready", kPatience)) << gateway_->output();
     grpc_port_ = NumberAfter(gateway_->output(), "gRPC on 127.0.0.1:");
@@ -59,7 +60,7 @@ class BenchBinaryTest : public ::testing::Test {
   }
 
   static JsonLinesRun Bench(const std::vector<std::string>& flags) {
-    std::vector<std::string> argv = {LLMSERVE_BENCH_BINARY, "--progress=off"};
+    std::vector<std::string> argv = {::llmserve::testing::BenchBinary(), "--progress=off"};
     argv.insert(argv.end(), flags.begin(), flags.end());
     return ::llmserve::testing::RunForJsonLines(argv, kPatience);
   }

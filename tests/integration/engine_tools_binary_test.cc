@@ -12,6 +12,7 @@
 
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/json_lines_run.h"
 #include "tests/testing/scoped_temp_dir.h"
 #include "tests/testing/test_model.h"
@@ -57,7 +58,7 @@ TEST_F(EngineToolsTest, DumpLogitsWritesEveryPromptRowAndDecodesTheEnginesGreedy
   const int64_t vocab = (*config_)["vocab_size"];
   const std::string out = dir_->File("logits.f32");
   const JsonLinesRun run = RunBinary(
-      {LLMSERVE_DUMP_LOGITS_BINARY, Model(), "--dtype=f32", "--threads=1",
+      {::llmserve::testing::DumpLogitsBinary(), Model(), "--dtype=f32", "--threads=1",
        "--prompts=" + Prompts("ids.txt", "1 2 3 4 5\n\n7 8 9\n"), "--out=" + out, "--gen_len=4"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
   ASSERT_EQ(run.lines.size(), 2u) << run.output;
@@ -81,9 +82,9 @@ TEST_F(EngineToolsTest, DumpLogitsWritesEveryPromptRowAndDecodesTheEnginesGreedy
             std::vector<float>(logits.begin() + vocab, logits.begin() + 2 * vocab));
 
   // The engine (scheduler, KV cache, sampler) decodes the same tokens greedily.
-  const JsonLinesRun engine = RunBinary({LLMSERVE_RUN_BINARY, Model(), "--dtype=f32", "--threads=1",
-                                         "--prompt_ids=1 2 3 4 5", "--temperature=0",
-                                         "--max_tokens=4", "--ignore_eos", "--json"});
+  const JsonLinesRun engine = RunBinary(
+      {::llmserve::testing::RunToolBinary(), Model(), "--dtype=f32", "--threads=1",
+       "--prompt_ids=1 2 3 4 5", "--temperature=0", "--max_tokens=4", "--ignore_eos", "--json"});
   ASSERT_EQ(engine.exit_code, 0) << engine.output;
   ASSERT_GE(engine.lines.size(), 1u) << engine.output;  // then a summary line
   EXPECT_EQ(engine.lines[0]["token_ids"], run.lines[0]["greedy"]);
@@ -108,7 +109,8 @@ TEST_F(EngineToolsTest, DumpLogitsRefusesBadInputNamingIt) {
       {{"--prompts=" + Prompts("ok3.txt", "1\n"), out, "--gen_len=-1"}, "--gen_len must be in"},
   };
   for (const auto& c : cases) {
-    std::vector<std::string> argv = {LLMSERVE_DUMP_LOGITS_BINARY, Model(), "--dtype=f32"};
+    std::vector<std::string> argv = {::llmserve::testing::DumpLogitsBinary(), Model(),
+                                     "--dtype=f32"};
     argv.insert(argv.end(), c.flags.begin(), c.flags.end());
     const JsonLinesRun run = RunBinary(argv);
     EXPECT_EQ(run.exit_code, 1) << c.message << "\n" << run.output;
@@ -118,8 +120,8 @@ TEST_F(EngineToolsTest, DumpLogitsRefusesBadInputNamingIt) {
 
 TEST_F(EngineToolsTest, BenchEngineReportsForwardTimeAndTheBytesAStepReads) {
   const JsonLinesRun run =
-      RunBinary({LLMSERVE_BENCH_ENGINE_BINARY, Model(), "--dtype=f32", "--threads=1", "--batch=1,3",
-                 "--prompt_len=8", "--gen_len=4"});
+      RunBinary({::llmserve::testing::BenchEngineBinary(), Model(), "--dtype=f32", "--threads=1",
+                 "--batch=1,3", "--prompt_len=8", "--gen_len=4"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
   ASSERT_EQ(run.lines.size(), 2u) << run.output;
   const int64_t vocab = (*config_)["vocab_size"], hidden = (*config_)["hidden_size"];

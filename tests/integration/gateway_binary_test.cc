@@ -17,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "llmserve/v1/inference.grpc.pb.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/sanitizers.h"
 #include "tests/testing/scoped_temp_dir.h"
@@ -71,7 +72,7 @@ class GatewayBinaryTest : public ::testing::Test {
 
   std::unique_ptr<Subprocess> StartWorker(int* port) {
     auto worker = std::make_unique<Subprocess>(
-        std::vector<std::string>{LLMSERVE_WORKER_BINARY, "--model=" + dir_.path(),
+        std::vector<std::string>{::llmserve::testing::WorkerBinary(), "--model=" + dir_.path(),
                                  "--served-model-name=tiny", "--host=127.0.0.1", "--port=0",
                                  "--metrics-port=-1", "--threads=1", "--kv-cache-memory=64MiB"});
     EXPECT_TRUE(worker->WaitForOutput("no metrics server", kPatience)) << worker->output();
@@ -82,8 +83,8 @@ class GatewayBinaryTest : public ::testing::Test {
   // A gateway on loopback ports with `flags` added, once it has a ready worker.
   std::unique_ptr<Subprocess> StartGateway(const std::vector<std::string>& flags, int* grpc_port,
                                            int* http_port) {
-    std::vector<std::string> argv = {LLMSERVE_GATEWAY_BINARY, "--host=127.0.0.1", "--grpc-port=0",
-                                     "--http-port=0"};
+    std::vector<std::string> argv = {::llmserve::testing::GatewayBinary(), "--host=127.0.0.1",
+                                     "--grpc-port=0", "--http-port=0"};
     argv.insert(argv.end(), flags.begin(), flags.end());
     auto gateway = std::make_unique<Subprocess>(argv);
     EXPECT_TRUE(gateway->WaitForOutput("gateway: ready", kPatience)) << gateway->output();
@@ -395,7 +396,7 @@ TEST_F(GatewayBinaryTest, ARollingRestartOfOneWorkerUnderLoadLosesNoRequest) {
   EXPECT_EQ(worker_a->WaitForExit(kPatience), 0) << worker_a->output();
   const int ok_while_down = ok.load();
   ASSERT_TRUE(wait_for_ok(ok_while_down + 8));  // served by b alone meanwhile
-  Subprocess replacement({LLMSERVE_WORKER_BINARY, "--model=" + dir_.path(),
+  Subprocess replacement({::llmserve::testing::WorkerBinary(), "--model=" + dir_.path(),
                           "--served-model-name=tiny", "--host=127.0.0.1",
                           absl::StrCat("--port=", port_a), "--metrics-port=0", "--threads=1",
                           "--kv-cache-memory=64MiB"});
@@ -509,31 +510,34 @@ TEST_F(GatewayBinaryTest, HttpHeaderTimeoutFlagClosesASilentConnection) {
 
 TEST_F(GatewayBinaryTest, BadFlagsFailWithAClearMessage) {
   {
-    Subprocess gateway({LLMSERVE_GATEWAY_BINARY, "--workers=nohost"});
+    Subprocess gateway({::llmserve::testing::GatewayBinary(), "--workers=nohost"});
     EXPECT_EQ(gateway.WaitForExit(kPatience), 2);
     EXPECT_NE(gateway.output().find("\"nohost\" is not host:port"), std::string::npos)
         << gateway.output();
   }
   {
-    Subprocess gateway({LLMSERVE_GATEWAY_BINARY, "--workers=a:1", "--routing=random"});
+    Subprocess gateway({::llmserve::testing::GatewayBinary(), "--workers=a:1", "--routing=random"});
     EXPECT_EQ(gateway.WaitForExit(kPatience), 2);
     EXPECT_NE(gateway.output().find("--routing"), std::string::npos) << gateway.output();
   }
   {
-    Subprocess gateway({LLMSERVE_GATEWAY_BINARY, "--workers=a:1", "--http_idle_timeout=0s"});
+    Subprocess gateway(
+        {::llmserve::testing::GatewayBinary(), "--workers=a:1", "--http_idle_timeout=0s"});
     EXPECT_EQ(gateway.WaitForExit(kPatience), 2);
     EXPECT_NE(gateway.output().find("--http_idle_timeout must be in [1s, 24h]"), std::string::npos)
         << gateway.output();
   }
   {
-    Subprocess gateway({LLMSERVE_GATEWAY_BINARY, "--workers=a:1", "--http_header_timeout=1h"});
+    Subprocess gateway(
+        {::llmserve::testing::GatewayBinary(), "--workers=a:1", "--http_header_timeout=1h"});
     EXPECT_EQ(gateway.WaitForExit(kPatience), 2);
     EXPECT_NE(gateway.output().find("--http_header_timeout must be in [1s, 10m]"),
               std::string::npos)
         << gateway.output();
   }
   {
-    Subprocess gateway({LLMSERVE_GATEWAY_BINARY, "--workers=a:1", "--worker_backoff_max=100ms"});
+    Subprocess gateway(
+        {::llmserve::testing::GatewayBinary(), "--workers=a:1", "--worker_backoff_max=100ms"});
     EXPECT_EQ(gateway.WaitForExit(kPatience), 2);
     EXPECT_NE(gateway.output().find("--worker_backoff_max must be in [500ms (the first backoff), "
                                     "1h], got 100ms"),
@@ -541,15 +545,15 @@ TEST_F(GatewayBinaryTest, BadFlagsFailWithAClearMessage) {
         << gateway.output();
   }
   for (const char* entries : {"--max_logprob_entries=0", "--max-logprob-entries=2000000000"}) {
-    Subprocess gateway({LLMSERVE_GATEWAY_BINARY, "--workers=a:1", entries});
+    Subprocess gateway({::llmserve::testing::GatewayBinary(), "--workers=a:1", entries});
     EXPECT_EQ(gateway.WaitForExit(kPatience), 2) << entries;
     EXPECT_NE(gateway.output().find("--max_logprob_entries must be in [1, 1073741824]"),
               std::string::npos)
         << gateway.output();
   }
   {
-    Subprocess gateway({LLMSERVE_GATEWAY_BINARY, "--workers=a:1", "--host=0.0.0.0", "--grpc-port=0",
-                        "--http-port=0"});
+    Subprocess gateway({::llmserve::testing::GatewayBinary(), "--workers=a:1", "--host=0.0.0.0",
+                        "--grpc-port=0", "--http-port=0"});
     EXPECT_EQ(gateway.WaitForExit(kPatience), 1);
     EXPECT_NE(gateway.output().find("--allow_unauthenticated"), std::string::npos)
         << gateway.output();

@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "llmserve/worker/v1/worker.grpc.pb.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/scoped_temp_dir.h"
 #include "tests/testing/subprocess.h"
@@ -31,9 +32,12 @@ class WorkerBinaryTest : public ::testing::Test {
   std::vector<std::string> Args(std::vector<std::string> extra) {
     // No --host: the worker listens on loopback unless told otherwise (the tests read
     // "on 127.0.0.1:" from its log).
-    std::vector<std::string> args = {
-        LLMSERVE_WORKER_BINARY, "--model=" + dir_.path(), "--port=0", "--metrics-port=0",
-        "--threads=1",          "--kv-cache-memory=8MiB"};
+    std::vector<std::string> args = {::llmserve::testing::WorkerBinary(),
+                                     "--model=" + dir_.path(),
+                                     "--port=0",
+                                     "--metrics-port=0",
+                                     "--threads=1",
+                                     "--kv-cache-memory=8MiB"};
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   }
@@ -95,7 +99,8 @@ TEST_F(WorkerBinaryTest, BadFlagsFailWithAClearMessage) {
     EXPECT_NE(worker.output().find("--kv_cache_memory"), std::string::npos) << worker.output();
   }
   {
-    Subprocess worker({LLMSERVE_WORKER_BINARY, "--model=" + dir_.path() + "/missing", "--port=0"});
+    Subprocess worker(
+        {::llmserve::testing::WorkerBinary(), "--model=" + dir_.path() + "/missing", "--port=0"});
     EXPECT_EQ(worker.WaitForExit(kPatience), 1);
     EXPECT_NE(worker.output().find("NOT_FOUND"), std::string::npos) << worker.output();
   }

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/chat_template/chat_template.h"
 #include "gtest/gtest.h"
+#include "tests/testing/build_paths.h"
 
 namespace llmserve::common {
 namespace {
@@ -22,7 +23,7 @@ const std::vector<std::string> kLlama3Specials = {"<|begin_of_text|>", "<|start_
 const std::vector<std::string> kChatMlSpecials = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
 
 ChatTemplate Corpus(const std::string& name) {
-  std::ifstream file(absl::StrCat(LLMSERVE_CHAT_TEMPLATE_CORPUS, "/", name));
+  std::ifstream file(absl::StrCat(::llmserve::testing::ChatTemplateCorpusDir(), "/", name));
   EXPECT_TRUE(file.good()) << name;
   const std::string source((std::istreambuf_iterator<char>(file)),
                            std::istreambuf_iterator<char>());

@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "llmserve/v1/inference.pb.h"
 #include "llmserve/worker/v1/worker.pb.h"
+#include "tests/testing/build_paths.h"
 
 namespace {
 
@@ -56,8 +57,8 @@ void CheckMessage(const Descriptor* message, std::vector<std::string>* undocumen
 class ProtoContractTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::ifstream in(LLMSERVE_PROTO_DESCRIPTOR_SET, std::ios::binary);
-    ASSERT_TRUE(in) << "cannot open " << LLMSERVE_PROTO_DESCRIPTOR_SET;
+    std::ifstream in(::llmserve::testing::ProtoDescriptorSet(), std::ios::binary);
+    ASSERT_TRUE(in) << "cannot open " << ::llmserve::testing::ProtoDescriptorSet();
     ASSERT_TRUE(set_.ParseFromIstream(&in));
     for (const auto& file : set_.file()) ASSERT_NE(pool_.BuildFile(file), nullptr) << file.name();
   }

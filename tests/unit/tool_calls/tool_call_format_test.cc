@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/build_paths.h"
 
 namespace llmserve::gateway::tool_calls {
 namespace {
@@ -15,7 +16,8 @@ using ::testing::HasSubstr;
 
 // A real template of the chat-template corpus (tests/unit/chat_template/corpus/SOURCES.md).
 std::string CorpusTemplate(const std::string& name) {
-  std::ifstream file(std::string(LLMSERVE_CHAT_TEMPLATE_CORPUS) + "/" + name + ".jinja");
+  std::ifstream file(std::string(::llmserve::testing::ChatTemplateCorpusDir()) + "/" + name +
+                     ".jinja");
   std::stringstream text;
   text << file.rdbuf();
   EXPECT_FALSE(text.str().empty()) << name;

@@ -1,0 +1,14 @@
+#include "tests/testing/build_paths.h"
+
+namespace llmserve::testing {
+
+const char* WorkerBinary() { return LLMSERVE_WORKER_BINARY; }
+const char* GatewayBinary() { return LLMSERVE_GATEWAY_BINARY; }
+const char* BenchBinary() { return LLMSERVE_BENCH_BINARY; }
+const char* BenchEngineBinary() { return LLMSERVE_BENCH_ENGINE_BINARY; }
+const char* DumpLogitsBinary() { return LLMSERVE_DUMP_LOGITS_BINARY; }
+const char* RunToolBinary() { return LLMSERVE_RUN_BINARY; }
+const char* ChatTemplateCorpusDir() { return LLMSERVE_CHAT_TEMPLATE_CORPUS; }
+const char* ProtoDescriptorSet() { return LLMSERVE_PROTO_DESCRIPTOR_SET; }
+
+}  // namespace llmserve::testing
