@@ -243,5 +243,20 @@ TEST_F(CudaEmuServingTest, GreedyTokensThroughTheGatewayMatchTheCpuWorker) {
   EXPECT_EQ(cpu_worker->WaitForExit(kPatience), 0) << cpu_worker->output();
 }
 
+// A head dim without kernels (the tiny preset's 16; stories260K has 8) stops the worker at load
+// with the backend's message, through the plugin, before it listens.
+TEST_F(CudaEmuServingTest, AHeadDimWithoutKernelsStopsTheWorkerClearly) {
+  ::llmserve::testing::ScopedTempDir tiny("cuda_emu_serving_test");
+  ASSERT_TRUE(::llmserve::testing::WriteTinyModel(tiny.path()).ok());
+  Subprocess worker({LLMSERVE_WORKER_BINARY, "--model=" + tiny.path(), "--backend=cuda",
+                     "--dtype=bf16", "--port=0", "--metrics-port=-1", "--kv-cache-memory=4MiB"},
+                    {absl::StrCat("LLMSERVE_CUDA_PLUGIN=", LLMSERVE_CUDA_EMU_PLUGIN)});
+  EXPECT_EQ(worker.WaitForExit(kPatience), 1) << worker.output();
+  EXPECT_NE(worker.output().find("UNIMPLEMENTED: the CUDA backend has attention kernels for "
+                                 "head_dim 64 and 128, not 16"),
+            std::string::npos)
+      << worker.output();
+}
+
 }  // namespace
 }  // namespace llmserve
