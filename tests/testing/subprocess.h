@@ -11,8 +11,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstring>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -23,17 +26,33 @@ namespace llmserve::testing {
 
 class Subprocess {
  public:
-  explicit Subprocess(const std::vector<std::string>& argv) {
+  // Runs argv[0] with this process's environment plus `env` ("NAME=value" entries, replacing
+  // variables of the same name).
+  explicit Subprocess(const std::vector<std::string>& argv,
+                      const std::vector<std::string>& env = {}) {
+    // Everything the child needs is built before fork: between fork and exec a child of a
+    // multithreaded process may only make async-signal-safe calls (no malloc).
+    std::vector<char*> args;
+    for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+    args.push_back(nullptr);
+    std::vector<char*> environment;
+    for (char** entry = environ; *entry != nullptr; ++entry) {
+      const std::string_view name(*entry, std::strcspn(*entry, "="));
+      const bool replaced = std::any_of(env.begin(), env.end(), [name](const std::string& e) {
+        return e.size() > name.size() && e[name.size()] == '=' &&
+               e.compare(0, name.size(), name) == 0;
+      });
+      if (!replaced) environment.push_back(*entry);
+    }
+    for (const std::string& entry : env) environment.push_back(const_cast<char*>(entry.c_str()));
+    environment.push_back(nullptr);
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) return;
     pid_ = fork();
     if (pid_ == 0) {
       dup2(fds[1], STDERR_FILENO);
       dup2(fds[1], STDOUT_FILENO);
-      std::vector<char*> args;
-      for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
-      args.push_back(nullptr);
-      execv(args[0], args.data());
+      execve(args[0], args.data(), environment.data());
       _exit(127);
     }
     close(fds[1]);

@@ -122,9 +122,8 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
   }
   if (!cuda::IsSupportedHeadDim(c.head_dim)) {
     return absl::UnimplementedError(
-        absl::StrCat("the CUDA backend has attention kernels for "
-                     "head_dim 64 and 128, not ",
-                     c.head_dim));
+        absl::StrCat("the CUDA backend has attention kernels for head_dim 64 and 128, not ",
+                     c.head_dim, " (docs/cuda.md; the CPU backend runs any head_dim)"));
   }
   if (c.num_kv_heads < 1 || c.num_heads % c.num_kv_heads != 0 ||
       c.num_heads / c.num_kv_heads > cuda::kMaxGqaGroup) {

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/base/logging.h"
 #include "worker/engine/cuda/cuda_plugin_api.h"
 
 namespace llmserve::worker {
@@ -71,6 +72,9 @@ absl::StatusOr<CudaPlugin> Load() {
         abi_version == nullptr ? -1 : abi_version(), ", expected ", kCudaPluginAbiVersion,
         "): use the plugin built with it"));
   }
+  // Which file serves --backend=cuda: LLMSERVE_CUDA_PLUGIN can name another build's, or the
+  // test-only emulated one (docs/cuda.md).
+  LLMSERVE_LOG(INFO) << "CUDA backend plugin: " << path;
   return plugin;
 }
 
