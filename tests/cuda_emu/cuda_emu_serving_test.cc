@@ -26,6 +26,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "llmserve/v1/inference.grpc.pb.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/scoped_temp_dir.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/test_model.h"
@@ -61,7 +62,7 @@ class CudaEmuServingTest : public ::testing::Test {
   std::unique_ptr<Subprocess> StartWorker(const std::string& name,
                                           const std::vector<std::string>& flags,
                                           const std::vector<std::string>& env, int* port) {
-    std::vector<std::string> argv = {LLMSERVE_WORKER_BINARY,
+    std::vector<std::string> argv = {::llmserve::testing::WorkerBinary(),
                                      "--model=" + dir_.path(),
                                      "--served-model-name=" + name,
                                      "--host=127.0.0.1",
@@ -129,20 +130,21 @@ double ShiftedNmse(const std::vector<v1::TokenLogprob>& top, const float* row, i
 
 TEST_F(CudaEmuServingTest, GreedyTokensThroughTheGatewayMatchTheCpuWorker) {
   int cuda_port = -1, cpu_port = -1;
-  std::unique_ptr<Subprocess> cuda_worker =
-      StartWorker(kCudaModel, {"--backend=cuda", "--dtype=bf16"},
-                  {absl::StrCat("LLMSERVE_CUDA_PLUGIN=", LLMSERVE_CUDA_EMU_PLUGIN)}, &cuda_port);
+  std::unique_ptr<Subprocess> cuda_worker = StartWorker(
+      kCudaModel, {"--backend=cuda", "--dtype=bf16"},
+      {absl::StrCat("LLMSERVE_CUDA_PLUGIN=", ::llmserve::testing::CudaEmuPlugin())}, &cuda_port);
   std::unique_ptr<Subprocess> cpu_worker =
       StartWorker(kCpuModel, {"--backend=cpu", "--threads=1"}, {}, &cpu_port);
   ASSERT_GT(cuda_port, 0) << cuda_worker->output();
   ASSERT_GT(cpu_port, 0) << cpu_worker->output();
   // The emulated plugin served, not the real one a CUDA build puts in lib/.
-  EXPECT_NE(
-      cuda_worker->output().find(absl::StrCat("CUDA backend plugin: ", LLMSERVE_CUDA_EMU_PLUGIN)),
-      std::string::npos)
+  EXPECT_NE(cuda_worker->output().find(
+                absl::StrCat("CUDA backend plugin: ", ::llmserve::testing::CudaEmuPlugin())),
+            std::string::npos)
       << cuda_worker->output();
 
-  Subprocess gateway({LLMSERVE_GATEWAY_BINARY, "--host=127.0.0.1", "--grpc-port=0", "--http-port=0",
+  Subprocess gateway({::llmserve::testing::GatewayBinary(), "--host=127.0.0.1", "--grpc-port=0",
+                      "--http-port=0",
                       absl::StrCat("--workers=127.0.0.1:", cuda_port, ",127.0.0.1:", cpu_port)});
   ASSERT_TRUE(gateway.WaitForOutput("gateway: ready", kPatience)) << gateway.output();
   const int grpc_port = NumberAfter(gateway.output(), "gRPC on 127.0.0.1:");
@@ -246,9 +248,10 @@ TEST_F(CudaEmuServingTest, GreedyTokensThroughTheGatewayMatchTheCpuWorker) {
 TEST_F(CudaEmuServingTest, AHeadDimWithoutKernelsStopsTheWorkerClearly) {
   ::llmserve::testing::ScopedTempDir tiny("cuda_emu_serving_test");
   ASSERT_TRUE(::llmserve::testing::WriteTinyModel(tiny.path()).ok());
-  Subprocess worker({LLMSERVE_WORKER_BINARY, "--model=" + tiny.path(), "--backend=cuda",
-                     "--dtype=bf16", "--port=0", "--metrics-port=-1", "--kv-cache-memory=4MiB"},
-                    {absl::StrCat("LLMSERVE_CUDA_PLUGIN=", LLMSERVE_CUDA_EMU_PLUGIN)});
+  Subprocess worker(
+      {::llmserve::testing::WorkerBinary(), "--model=" + tiny.path(), "--backend=cuda",
+       "--dtype=bf16", "--port=0", "--metrics-port=-1", "--kv-cache-memory=4MiB"},
+      {absl::StrCat("LLMSERVE_CUDA_PLUGIN=", ::llmserve::testing::CudaEmuPlugin())});
   EXPECT_EQ(worker.WaitForExit(kPatience), 1) << worker.output();
   EXPECT_NE(worker.output().find("UNIMPLEMENTED: the CUDA backend has attention kernels for "
                                  "head_dim 64 and 128, not 16"),

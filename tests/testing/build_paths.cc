@@ -10,5 +10,12 @@ const char* DumpLogitsBinary() { return LLMSERVE_DUMP_LOGITS_BINARY; }
 const char* RunToolBinary() { return LLMSERVE_RUN_BINARY; }
 const char* ChatTemplateCorpusDir() { return LLMSERVE_CHAT_TEMPLATE_CORPUS; }
 const char* ProtoDescriptorSet() { return LLMSERVE_PROTO_DESCRIPTOR_SET; }
+const char* CudaEmuPlugin() {
+#ifdef LLMSERVE_CUDA_EMU_PLUGIN
+  return LLMSERVE_CUDA_EMU_PLUGIN;
+#else
+  return "";
+#endif
+}
 
 }  // namespace llmserve::testing

@@ -18,6 +18,8 @@ const char* RunToolBinary();      // llmserve-run
 const char* ChatTemplateCorpusDir();
 // The serialized FileDescriptorSet of proto/ that the build writes.
 const char* ProtoDescriptorSet();
+// libllmserve_cuda_emu.so (tests/cuda_emu); empty in a tree without the CUDA emulator.
+const char* CudaEmuPlugin();
 
 }  // namespace llmserve::testing
 
