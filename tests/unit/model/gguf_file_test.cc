@@ -4,7 +4,9 @@
 
 #include "worker/model/gguf/gguf_file.h"
 
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -227,6 +229,20 @@ TEST(GgufFileTest, OpensFromDiskAndReportsMissingFiles) {
   std::ofstream(dir.File("empty.gguf"), std::ios::binary).flush();
   EXPECT_THAT(GgufFile::Open(dir.File("empty.gguf")).status().message(), HasSubstr("empty"));
   EXPECT_THAT(GgufFile::Open(dir.path()).status().message(), HasSubstr("not a regular file"));
+}
+
+// The fuzz target's seeds (tests/fuzz/make_gguf_seeds.py) are accepted whole, so that fuzzing
+// starts from files that reach every stage of the parser.
+TEST(GgufFileTest, FuzzSeedsAreValidFiles) {
+  int seeds = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(LLMSERVE_GGUF_SEEDS_DIR)) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const Parsed parsed = Parse(bytes);
+    EXPECT_TRUE(parsed.file.ok()) << entry.path() << ": " << parsed.file.status();
+    ++seeds;
+  }
+  EXPECT_GE(seeds, 4);
 }
 
 }  // namespace
