@@ -91,7 +91,7 @@ TEST(GgufDequantizeTest, Q5_0AndQ5_1TakeTheFifthBitOfElementJFromBitJ) {
   const uint32_t qh = 0x80010003u;  // elements 0, 1, 16 and 31
   for (int b = 0; b < 4; ++b) q5_0[2 + b] = (qh >> (8 * b)) & 0xff;
   for (int j = 0; j < 16; ++j) q5_0[6 + j] = static_cast<unsigned char>(j | ((15 - j) << 4));
-  auto expected = [qh](int j) {
+  auto expected = [&](int j) {
     const int nibble = j < 16 ? j : 15 - (j - 16);
     return nibble + (((qh >> j) & 1) ? 16 : 0);
   };
