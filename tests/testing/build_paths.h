@@ -14,6 +14,8 @@ const char* BenchBinary();        // llmserve-bench
 const char* BenchEngineBinary();  // llmserve-bench-engine
 const char* DumpLogitsBinary();   // llmserve-dump-logits
 const char* RunToolBinary();      // llmserve-run
+// The source tree's root.
+const char* SourceDir();
 // tests/unit/chat_template/corpus in the source tree.
 const char* ChatTemplateCorpusDir();
 // The serialized FileDescriptorSet of proto/ that the build writes.

@@ -13,6 +13,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/build_paths.h"
 #include "tests/testing/gguf_writer.h"
 #include "tests/testing/scoped_temp_dir.h"
 
@@ -235,7 +236,8 @@ TEST(GgufFileTest, OpensFromDiskAndReportsMissingFiles) {
 // starts from files that reach every stage of the parser.
 TEST(GgufFileTest, FuzzSeedsAreValidFiles) {
   int seeds = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(LLMSERVE_GGUF_SEEDS_DIR)) {
+  for (const auto& entry : std::filesystem::directory_iterator(
+           std::string(::llmserve::testing::SourceDir()) + "/tests/fuzz/seeds/gguf")) {
     std::ifstream in(entry.path(), std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     const Parsed parsed = Parse(bytes);
