@@ -2,7 +2,8 @@
 // reference greedy ids (expected/reference_greedy.jsonl) from the f32 file, one prompt alone and
 // all of them batched, served with --max_model_len=512 (the checkpoint's context; the file
 // declares llama.cpp's converter default of 128); llmserve-bench-engine (with --quantization=int8)
-// and llmserve-dump-logits run on the quantized file; a path that is no model is refused by name.
+// and llmserve-dump-logits run on the quantized file; text prompts give llama.cpp's own greedy text
+// (expected/llama_cpp_greedy.jsonl); a path that is no model is refused by name.
 // Skips with a message when LLMSERVE_TESTDATA is unset or lacks the models.
 
 #include <cstdlib>
@@ -96,6 +97,50 @@ TEST(GgufToolsTest, RunReproducesTheReferenceGreedyIdsAloneAndBatched) {
     const size_t index = result["index"].get<size_t>();
     ASSERT_LT(index, cases.size());
     EXPECT_EQ(result["token_ids"], cases[index]["greedy_ids"]) << cases[index]["case"];
+  }
+}
+
+// Text in, text out, against llama.cpp itself (expected/llama_cpp_greedy.jsonl, llama-cli --temp 0
+// -n 64): the f32 file's three stories, with the tokenizer from the file's metadata.
+TEST(GgufToolsTest, RunWritesLlamaCppsGreedyTextFromTextPrompts) {
+  std::string why;
+  const std::string dir = StoriesDir(&why);
+  if (dir.empty()) GTEST_SKIP() << why;
+  std::vector<Json> cases;
+  std::ifstream in(dir + "/expected/llama_cpp_greedy.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    Json c = Json::parse(line);
+    if (c["gguf"] == "stories260K-f32.gguf") cases.push_back(std::move(c));
+  }
+  ASSERT_EQ(cases.size(), 3u);
+  const ::llmserve::testing::ScopedTempDir temp("gguf_text");
+  const std::string prompts = temp.File("prompts.jsonl");
+  {
+    std::ofstream out(prompts);
+    for (const Json& c : cases) {
+      // An empty prompt is BOS alone for llama.cpp.
+      out << (c["prompt"] == "" ? Json{{"prompt_ids", {1}}} : Json{{"prompt", c["prompt"]}}).dump()
+          << "\n";
+    }
+  }
+  const JsonLinesRun run = ::llmserve::testing::RunForJsonLines(
+      {::llmserve::testing::RunToolBinary(), "--model=" + dir + "/gguf/stories260K-f32.gguf",
+       "--max_model_len=512", "--temperature=0", "--ignore_eos", "--max_tokens=64", "--threads=1",
+       "--json", "--prompts=" + prompts},
+      kPatience);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  ASSERT_EQ(run.lines.size(), cases.size() + 1) << run.output;
+  const auto strip = [](std::string text) {
+    text.erase(0, text.find_first_not_of(" \n"));
+    text.erase(text.find_last_not_of(" \n") + 1);
+    return text;
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Json& c = cases[run.lines[i]["index"].get<size_t>()];
+    EXPECT_EQ(strip(c["prompt"].get<std::string>() + run.lines[i]["text"].get<std::string>()),
+              strip(c["text"].get<std::string>()))
+        << c["prompt"];
   }
 }
 
