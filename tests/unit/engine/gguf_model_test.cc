@@ -125,7 +125,7 @@ Trajectory Greedy(CpuBackend& backend, const std::vector<int32_t>& prompt, int s
   return out;
 }
 
-TEST(GgufStoriesTest, F32ReproducesTheReferenceGreedyIdsAlone) {
+TEST(GgufStoriesEngineTest, F32ReproducesTheReferenceGreedyIdsAlone) {
   std::string why;
   const std::string dir = ModelsDir("stories260K", &why);
   if (dir.empty()) GTEST_SKIP() << why;
@@ -140,7 +140,7 @@ TEST(GgufStoriesTest, F32ReproducesTheReferenceGreedyIdsAlone) {
   }
 }
 
-TEST(GgufStoriesTest, F32ReproducesTheReferenceGreedyIdsBatched) {
+TEST(GgufStoriesEngineTest, F32ReproducesTheReferenceGreedyIdsBatched) {
   std::string why;
   const std::string dir = ModelsDir("stories260K", &why);
   if (dir.empty()) GTEST_SKIP() << why;
@@ -176,7 +176,7 @@ TEST(GgufStoriesTest, F32ReproducesTheReferenceGreedyIdsBatched) {
   }
 }
 
-TEST(GgufStoriesTest, TheFileDeclaresTheConvertersContextOf128) {
+TEST(GgufStoriesEngineTest, TheFileDeclaresTheConvertersContextOf128) {
   std::string why;
   const std::string dir = ModelsDir("stories260K", &why);
   if (dir.empty()) GTEST_SKIP() << why;
@@ -187,7 +187,7 @@ TEST(GgufStoriesTest, TheFileDeclaresTheConvertersContextOf128) {
   EXPECT_EQ(LoadModelConfig(path, kStoriesContext)->max_model_len, kStoriesContext);
 }
 
-TEST(GgufStoriesTest, F16AndQ4KMPickTheF32TokensUntilANearTie) {
+TEST(GgufStoriesEngineTest, F16AndQ4KMPickTheF32TokensUntilANearTie) {
   std::string why;
   const std::string dir = ModelsDir("stories260K", &why);
   if (dir.empty()) GTEST_SKIP() << why;
@@ -235,7 +235,7 @@ struct ZooCase {
   int bits_rank;  // 0: F16, 1: BF16, 2: 8-bit, 3: 6-bit, 4: 5-bit, 5: 4-bit
 };
 
-TEST(GgufQuantZooTest, EveryTypeLoadsGeneratesAndNearsTheF32Logits) {
+TEST(GgufQuantZooEngineTest, EveryTypeLoadsGeneratesAndNearsTheF32Logits) {
   std::string why;
   const std::string dir = ModelsDir("gguf-quant-zoo", &why);
   if (dir.empty()) GTEST_SKIP() << why;
