@@ -3,6 +3,7 @@
 //
 //   llmserve-bench-engine --model models/small --dtype bf16 --batch 1,4,16 --prompt-len 512
 //       --gen-len 128 --threads 2
+//   llmserve-bench-engine --model model-Q4_K_M.gguf --dtype f32 --batch 1,8
 //
 // Flags may be spelled with dashes or underscores (--prompt-len, --prompt_len).
 //
@@ -45,12 +46,16 @@
 #include "worker/engine/cuda/projection_image.h"
 #include "worker/model/auto_dtype.h"
 #include "worker/model/dtype.h"
-#include "worker/model/model_files.h"
+#include "worker/model/model_loader.h"
 #include "worker/model/model_weights.h"
 #include "worker/model/quantization.h"
 #include "worker/sampling/vector_ops.h"
 
-ABSL_FLAG(std::string, model, "", "model directory (config.json, safetensors, ...)");
+ABSL_FLAG(std::string, model, "",
+          "a model directory (config.json, safetensors, ...) or a GGUF file");
+ABSL_FLAG(int64_t, max_model_len, 0,
+          "context length (0: the model's); a GGUF file's RoPE model may go past its declared "
+          "context_length");
 ABSL_FLAG(std::string, dtype, "f32",
           "runtime weight dtype: f32, bf16, f16 or auto (the checkpoint's torch_dtype)");
 ABSL_FLAG(std::string, batch, "1,4,16,32,64", "comma-separated batch sizes");
@@ -164,7 +169,8 @@ Result RunOnce(Backend& backend, int batch, int prompt_len, int gen_len, int max
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("engine throughput: --model DIR [--dtype] [--batch 1,4,16] ...");
+  absl::SetProgramUsageMessage(
+      "engine throughput: --model DIR|FILE.gguf [--dtype] [--batch 1,4,16] ...");
   llmserve::common::NormalizeFlagNames(argc, argv);
   absl::ParseCommandLine(argc, argv);
   const std::string model = absl::GetFlag(FLAGS_model);
@@ -200,10 +206,8 @@ int main(int argc, char** argv) {
   const int max_tokens = absl::GetFlag(FLAGS_max_batched_tokens);
   if (max_tokens < 1) return Fail("--max_batched_tokens must be >= 1");
 
-  auto files = llmserve::worker::ModelFiles::Open(model);
-  if (!files.ok()) return Fail(std::string(files.status().message()));
-  auto config = llmserve::worker::ParseModelConfig((*files)->config_json(),
-                                                   (*files)->generation_config_json());
+  const int64_t max_model_len = absl::GetFlag(FLAGS_max_model_len);
+  auto config = llmserve::worker::LoadModelConfig(model, max_model_len);
   if (!config.ok()) return Fail(std::string(config.status().message()));
   // What runs: the flag, or an AWQ/GPTQ checkpoint's own.
   const auto resolved = llmserve::worker::ResolveQuantization(*quantization, config->quantization);
@@ -218,7 +222,7 @@ int main(int argc, char** argv) {
       return Fail(status.ToString());
     }
   }
-  auto weights = llmserve::worker::LoadModelWeights(**files, *config, *dtype);
+  auto weights = llmserve::worker::LoadModel(model, max_model_len, *dtype);
   if (!weights.ok()) return Fail(std::string(weights.status().message()));
   const int max_batch = *std::max_element(batches.begin(), batches.end());
   const int32_t block_size = absl::GetFlag(FLAGS_block_size);

@@ -26,10 +26,14 @@
 #include "worker/engine/cpu/cpu_backend.h"
 #include "worker/engine/cuda/cuda_plugin_loader.h"
 #include "worker/model/auto_dtype.h"
-#include "worker/model/model_files.h"
+#include "worker/model/model_loader.h"
 #include "worker/model/model_weights.h"
 
-ABSL_FLAG(std::string, model, "", "model directory (config.json, safetensors, ...)");
+ABSL_FLAG(std::string, model, "",
+          "a model directory (config.json, safetensors, ...) or a GGUF file");
+ABSL_FLAG(int64_t, max_model_len, 0,
+          "context length (0: the model's); a GGUF file's RoPE model may go past its declared "
+          "context_length");
 ABSL_FLAG(std::string, backend, "cpu", "cpu or cuda");
 ABSL_FLAG(std::string, dtype, "f32", "runtime weight dtype: f32 (CPU only), bf16, f16 or auto");
 ABSL_FLAG(int, device, 0, "CUDA device index for --backend=cuda");
@@ -102,10 +106,8 @@ int main(int argc, char** argv) {
   const auto dtype =
       llmserve::worker::ResolveDTypeFlag(absl::GetFlag(FLAGS_dtype), model, backend_name);
   if (!dtype.ok()) return Fail("--dtype: " + std::string(dtype.status().message()));
-  auto files = llmserve::worker::ModelFiles::Open(model);
-  if (!files.ok()) return Fail(std::string(files.status().message()));
-  auto config = llmserve::worker::ParseModelConfig((*files)->config_json(),
-                                                   (*files)->generation_config_json());
+  const int64_t max_model_len = absl::GetFlag(FLAGS_max_model_len);
+  auto config = llmserve::worker::LoadModelConfig(model, max_model_len);
   if (!config.ok()) return Fail(std::string(config.status().message()));
   const auto prompts = ReadPrompts(absl::GetFlag(FLAGS_prompts), config->vocab_size);
   if (!prompts.ok()) return Fail(std::string(prompts.status().message()));
@@ -120,7 +122,7 @@ int main(int argc, char** argv) {
       return Fail(status.ToString());
     }
   }
-  auto weights = llmserve::worker::LoadModelWeights(**files, *config, *dtype);
+  auto weights = llmserve::worker::LoadModel(model, max_model_len, *dtype);
   if (!weights.ok()) return Fail(std::string(weights.status().message()));
 
   // Prompts run one at a time, so one sequence's blocks are enough and are reused.

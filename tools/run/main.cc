@@ -1,6 +1,7 @@
 // llmserve-run: the whole engine in one process, without servers.
 //
 //   llmserve-run --model DIR --prompt "Once upon a time" --max-tokens 32        (streams text)
+//   llmserve-run --model model.gguf --prompt-ids "1 403" --temperature 0        (a GGUF file)
 //   llmserve-run --model DIR --prompt-ids "1 2 3" --json --logprobs 3
 //   llmserve-run --model DIR --prompts prompts.jsonl --json                       (batched)
 //   llmserve-run --model DIR --bench --bench-requests 64 --bench-prompt-len 128
@@ -25,10 +26,12 @@
 #include "tools/run/runner.h"
 #include "worker/engine/cpu_engine_builder.h"
 #include "worker/model/auto_dtype.h"
+#include "worker/model/gguf_tokenizer.h"
+#include "worker/model/model_loader.h"
 #include "worker/model/quantization.h"
 #include "worker/speculative/speculative_flags.h"
 
-ABSL_FLAG(std::string, model, "", "model directory");
+ABSL_FLAG(std::string, model, "", "a Hugging Face model directory or a GGUF file");
 ABSL_FLAG(std::string, dtype, "f32",
           "runtime weight dtype: f32, bf16, f16 or auto (the checkpoint's torch_dtype)");
 ABSL_FLAG(std::string, quantization, "none",
@@ -42,6 +45,9 @@ ABSL_FLAG(bool, quantized_activations, false,
 ABSL_FLAG(int, threads, 0, "kernel threads (0: one per hardware thread)");
 ABSL_FLAG(double, kv_cache_gb, 1.0, "KV cache size in GiB");
 ABSL_FLAG(int, block_size, 16, "tokens per KV cache block");
+ABSL_FLAG(int64_t, max_model_len, 0,
+          "context length to serve (0: the model's); a GGUF file's RoPE model may go past its "
+          "declared context_length");
 ABSL_FLAG(int, max_num_seqs, 64, "most requests in one step");
 ABSL_FLAG(int, max_num_batched_tokens, 2048, "most tokens in one step");
 ABSL_FLAG(bool, prefix_caching, true, "reuse the KV cache of shared prompt prefixes");
@@ -142,10 +148,33 @@ absl::StatusOr<std::vector<RunPrompt>> PromptsFromFlags() {
   return std::vector<RunPrompt>{std::move(prompt)};
 }
 
+// The model's tokenizer: a directory's tokenizer.json, or a GGUF file's tokenizer.ggml.* keys;
+// null when the model has none (token-id prompts still work).
+absl::StatusOr<std::unique_ptr<llmserve::common::tokenizer::Tokenizer>> LoadTokenizer(
+    const std::string& model) {
+  using llmserve::common::tokenizer::Tokenizer;
+  if (llmserve::worker::DetectModelFormat(model).value_or(
+          llmserve::worker::ModelFormat::kHuggingFaceDirectory) ==
+      llmserve::worker::ModelFormat::kGguf) {
+    auto files = llmserve::worker::TokenizerFilesFromGgufPath(model);
+    if (absl::IsNotFound(files.status()) || absl::IsUnimplemented(files.status())) {
+      std::fprintf(stderr, "llmserve-run: %s: only token-id prompts work\n",
+                   std::string(files.status().message()).c_str());
+      return std::unique_ptr<Tokenizer>();
+    }
+    if (!files.ok()) return files.status();
+    return Tokenizer::FromJson(files->tokenizer_json, files->tokenizer_config_json);
+  }
+  auto loaded = Tokenizer::FromDirectory(model);
+  if (absl::IsNotFound(loaded.status())) return std::unique_ptr<Tokenizer>();
+  return loaded;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("offline generation: --model DIR (--prompt TEXT | --bench) ...");
+  absl::SetProgramUsageMessage(
+      "offline generation: --model DIR|FILE.gguf (--prompt TEXT | --bench) ...");
   llmserve::common::NormalizeFlagNames(argc, argv);
   absl::ParseCommandLine(argc, argv);
   if (absl::GetFlag(FLAGS_model).empty()) return Fail("--model DIR is required");
@@ -169,6 +198,7 @@ int main(int argc, char** argv) {
       .num_threads = absl::GetFlag(FLAGS_threads),
       .kv_cache_bytes = static_cast<int64_t>(kv_gb * (1 << 30)),
       .block_size = absl::GetFlag(FLAGS_block_size),
+      .max_model_len = absl::GetFlag(FLAGS_max_model_len),
       .engine = {.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens),
                  .max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs),
                  .enable_prefix_caching = absl::GetFlag(FLAGS_prefix_caching),
@@ -192,14 +222,9 @@ int main(int argc, char** argv) {
 
   const auto prompts = PromptsFromFlags();
   if (!prompts.ok()) return Fail(std::string(prompts.status().message()));
-  std::unique_ptr<llmserve::common::tokenizer::Tokenizer> tokenizer;
-  if (auto loaded = llmserve::common::tokenizer::Tokenizer::FromDirectory(options.model_dir);
-      loaded.ok()) {
-    tokenizer = *std::move(loaded);
-  } else if (!absl::IsNotFound(loaded.status())) {
-    return Fail(std::string(loaded.status().message()));
-  }
-  llmserve::tools::Runner runner(engine->get(), tokenizer.get());
+  auto tokenizer = LoadTokenizer(options.model_dir);
+  if (!tokenizer.ok()) return Fail(std::string(tokenizer.status().message()));
+  llmserve::tools::Runner runner(engine->get(), tokenizer->get());
   const bool json = absl::GetFlag(FLAGS_json);
   const bool single = prompts->size() == 1;
   int64_t generated = 0, failed = 0;

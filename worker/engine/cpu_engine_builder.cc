@@ -10,7 +10,7 @@
 #include "common/base/cgroup_limits.h"
 #include "common/status/status_macros.h"
 #include "worker/engine/cpu/cpu_backend.h"
-#include "worker/model/model_weights.h"
+#include "worker/model/model_loader.h"
 
 namespace llmserve::worker {
 namespace {
@@ -39,7 +39,7 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> BuildDraftBackend(const CpuEngineOpt
                                                               const CpuBackend& target) {
   const std::string& dir = options.engine.speculative.model;
   absl::StatusOr<std::unique_ptr<ModelWeights>> weights =
-      LoadModelDirectory(dir, /*max_model_len=*/0, options.dtype, /*progress=*/{});
+      LoadModel(dir, /*max_model_len=*/0, options.dtype, /*progress=*/{});
   if (!weights.ok()) {
     return absl::Status(weights.status().code(),
                         absl::StrCat("draft model: ", weights.status().message()));
@@ -74,8 +74,8 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildCpuEngine(const CpuEngineOptions& o
         absl::StrCat("block_size ", options.block_size, " is outside [1, 1024]"));
   }
   std::unique_ptr<ModelWeights> weights;
-  LLMSERVE_ASSIGN_OR_RETURN(weights, LoadModelDirectory(options.model_dir, options.max_model_len,
-                                                        options.dtype, options.load_progress));
+  LLMSERVE_ASSIGN_OR_RETURN(weights, LoadModel(options.model_dir, options.max_model_len,
+                                               options.dtype, options.load_progress));
   int64_t kv_cache_bytes = options.kv_cache_bytes;
   if (kv_cache_bytes <= 0) {
     if (!(options.kv_cache_fraction > 0 && options.kv_cache_fraction <= 1)) {

@@ -1,5 +1,6 @@
-// Builds an Engine on the CPU backend from a model directory: the one place that turns "a path
-// and some flags" into a running engine, for llmserve-run, the benchmarks and the worker.
+// Builds an Engine on the CPU backend from a model directory or a GGUF file (model_loader.h): the
+// one place that turns "a path and some flags" into a running engine, for llmserve-run, the
+// benchmarks and the worker.
 //
 // Thread-safe: a pure function.
 
@@ -19,6 +20,7 @@
 namespace llmserve::worker {
 
 struct CpuEngineOptions {
+  // A Hugging Face model directory or a GGUF file (model_loader.h).
   std::string model_dir;
   DType dtype = DType::kF32;
   // Projections quantized at load (CpuBackendOptions), and the LM head with them.
@@ -33,7 +35,8 @@ struct CpuEngineOptions {
   int64_t kv_cache_bytes = int64_t{1} << 30;
   double kv_cache_fraction = 0;
   int32_t block_size = 16;
-  // Context length to serve; 0 = the model's. Above the model's is INVALID_ARGUMENT.
+  // Context length to serve; 0 = the model's. Above the model's is INVALID_ARGUMENT, except for
+  // a GGUF file's RoPE model (model_loader.h).
   int64_t max_model_len = 0;
   EngineConfig engine;
   // Reports weight loading, layer by layer.

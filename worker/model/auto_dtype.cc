@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "worker/model/gguf/gguf_file.h"
+#include "worker/model/model_loader.h"
 
 namespace llmserve::worker {
 
@@ -36,6 +38,26 @@ absl::StatusOr<DType> CheckpointDType(const ModelFiles& files) {
   return ParseSafetensorsDType(largest->dtype);
 }
 
+absl::StatusOr<DType> GgufCheckpointDType(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<gguf::GgufFile>> file = gguf::GgufFile::Open(path);
+  if (!file.ok()) return file.status();
+  const gguf::GgufTensor* largest = nullptr;
+  for (const gguf::GgufTensor& tensor : (*file)->tensors()) {
+    if (largest == nullptr || tensor.num_elements > largest->num_elements) largest = &tensor;
+  }
+  if (largest == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": no tensors to take the dtype from"));
+  }
+  switch (largest->type) {
+    case gguf::GgmlType::kF16:
+      return DType::kF16;
+    case gguf::GgmlType::kBF16:
+      return DType::kBF16;
+    default:
+      return DType::kF32;
+  }
+}
+
 absl::StatusOr<DType> ResolveDTypeFlag(absl::string_view flag, const std::string& model_dir,
                                        absl::string_view backend) {
   if (flag != "auto") {
@@ -46,9 +68,16 @@ absl::StatusOr<DType> ResolveDTypeFlag(absl::string_view flag, const std::string
     }
     return dtype;
   }
-  absl::StatusOr<std::unique_ptr<ModelFiles>> files = ModelFiles::Open(model_dir);
-  if (!files.ok()) return files.status();
-  absl::StatusOr<DType> dtype = CheckpointDType(**files);
+  absl::StatusOr<ModelFormat> format = DetectModelFormat(model_dir);
+  if (!format.ok()) return format.status();
+  absl::StatusOr<DType> dtype;
+  if (*format == ModelFormat::kGguf) {
+    dtype = GgufCheckpointDType(model_dir);
+  } else {
+    absl::StatusOr<std::unique_ptr<ModelFiles>> files = ModelFiles::Open(model_dir);
+    if (!files.ok()) return files.status();
+    dtype = CheckpointDType(**files);
+  }
   if (!dtype.ok()) return dtype.status();
   if (backend == "cuda" && *dtype == DType::kF32) return DType::kF16;
   return dtype;

@@ -21,7 +21,12 @@ namespace llmserve::worker {
 // int8, ...).
 absl::StatusOr<DType> CheckpointDType(const ModelFiles& files);
 
-// The value of a --dtype flag for the model in `model_dir` on `backend` ("cpu", "cuda"):
+// A GGUF file's own dtype: that of its largest tensor when F32, F16 or BF16; f32 when it is
+// quantized (its dequantized values are exact in f32, not always in 16 bits).
+absl::StatusOr<DType> GgufCheckpointDType(const std::string& path);
+
+// The value of a --dtype flag for the model at `model_dir` (a directory or a GGUF file, as
+// model_loader.h tells them apart) on `backend` ("cpu", "cuda"):
 // "f32"/"f16"/"bf16" (and their long names) as given; "auto" the checkpoint's dtype, except that
 // an f32 checkpoint runs as f16 on the CUDA backend, which has 16-bit kernels only. Errors
 // (unknown value, unreadable model directory) are returned as they are, for the caller to prefix

@@ -22,10 +22,12 @@
 #include "common/status/status_macros.h"
 #include "worker/model/auto_dtype.h"
 #include "worker/model/model_files.h"
+#include "worker/model/model_loader.h"
 #include "worker/service/worker_server.h"
 #include "worker/speculative/speculative_flags.h"
 
-ABSL_FLAG(std::string, model, "", "Hugging Face model directory to serve (required)");
+ABSL_FLAG(std::string, model, "",
+          "the model to serve (required): a Hugging Face model directory or a GGUF file");
 ABSL_FLAG(std::string, served_model_name, "",
           "name the model is served under (default: the model directory's name)");
 ABSL_FLAG(std::string, backend, "cpu", "compute backend: cpu or cuda");
@@ -131,7 +133,10 @@ absl::StatusOr<llmserve::worker::WorkerServerOptions> OptionsFromFlags() {
   // reports why (NOT_FOUND, a malformed file) as it does for any dtype; without --model,
   // validation below names that flag.
   const bool auto_dtype = absl::GetFlag(FLAGS_dtype) == "auto";
-  if (!auto_dtype || llmserve::worker::ModelFiles::Open(options.model_dir).ok()) {
+  if (!auto_dtype || llmserve::worker::ModelFiles::Open(options.model_dir).ok() ||
+      llmserve::worker::DetectModelFormat(options.model_dir)
+              .value_or(llmserve::worker::ModelFormat::kHuggingFaceDirectory) ==
+          llmserve::worker::ModelFormat::kGguf) {
     absl::StatusOr<llmserve::worker::DType> dtype = llmserve::worker::ResolveDTypeFlag(
         absl::GetFlag(FLAGS_dtype), options.model_dir, options.backend);
     if (!dtype.ok()) {

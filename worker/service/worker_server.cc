@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -17,7 +18,9 @@
 #include "common/status/status_macros.h"
 #include "worker/engine/cpu_engine_builder.h"
 #include "worker/engine/cuda/cuda_engine_builder.h"
+#include "worker/model/gguf_tokenizer.h"
 #include "worker/model/model_files.h"
+#include "worker/model/model_loader.h"
 
 namespace llmserve::worker {
 namespace {
@@ -31,10 +34,14 @@ absl::Status CheckRange(absl::string_view flag, int64_t value, int64_t low, int6
       absl::StrCat("--", flag, "=", value, " is outside [", low, ", ", high, "]"));
 }
 
+// The model's name when --served_model_name is not given: the directory's or the file's name,
+// without a ".gguf" extension.
 std::string DirectoryName(std::string path) {
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
+  std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (name.size() > 5 && absl::EndsWithIgnoreCase(name, ".gguf")) name.resize(name.size() - 5);
+  return name;
 }
 
 std::string WorkerId() {
@@ -47,6 +54,25 @@ std::string WorkerId() {
 // The tokenizer files the gateway needs (GetModelInfo). A missing tokenizer.json is allowed
 // (token-id prompts still work) but logged; a malformed tokenizer_config.json is an error.
 absl::Status AddTokenizerFiles(const std::string& model_dir, v1::ModelInfo* info) {
+  if (DetectModelFormat(model_dir).value_or(ModelFormat::kHuggingFaceDirectory) ==
+      ModelFormat::kGguf) {
+    // The same files a directory has, built from tokenizer.ggml.* (gguf_tokenizer.h).
+    absl::StatusOr<GgufTokenizerFiles> files = TokenizerFilesFromGgufPath(model_dir);
+    if (absl::IsNotFound(files.status()) || absl::IsUnimplemented(files.status())) {
+      LLMSERVE_LOG(WARNING) << files.status().message() << ": clients must send token ids";
+      return absl::OkStatus();
+    }
+    if (!files.ok()) return files.status();
+    if (files->tokenizer_json.size() > kMaxTokenizerBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          model_dir, ": the tokenizer is ", files->tokenizer_json.size(),
+          " bytes as tokenizer.json, more than GetModelInfo carries (", kMaxTokenizerBytes, ")"));
+    }
+    info->set_tokenizer_json(std::move(files->tokenizer_json));
+    info->set_tokenizer_config_json(std::move(files->tokenizer_config_json));
+    info->set_chat_template(std::move(files->chat_template));
+    return absl::OkStatus();
+  }
   absl::StatusOr<std::string> tokenizer =
       ReadTextFile(model_dir + "/tokenizer.json", kMaxTokenizerBytes);
   if (tokenizer.ok()) {

@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
 #include "worker/engine/cuda/cuda_plugin_loader.h"
-#include "worker/model/model_weights.h"
+#include "worker/model/model_loader.h"
 
 namespace llmserve::worker {
 
@@ -21,8 +21,8 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildCudaEngine(const CudaEngineOptions&
   // Before the (possibly long) weight load.
   LLMSERVE_RETURN_IF_ERROR(CheckCudaDevice(options.device));
   std::unique_ptr<ModelWeights> weights;
-  LLMSERVE_ASSIGN_OR_RETURN(weights, LoadModelDirectory(options.model_dir, options.max_model_len,
-                                                        options.dtype, options.load_progress));
+  LLMSERVE_ASSIGN_OR_RETURN(weights, LoadModel(options.model_dir, options.max_model_len,
+                                               options.dtype, options.load_progress));
   // int8 on a 4-bit checkpoint, awq/gptq on another format. An AWQ/GPTQ checkpoint's projections
   // stay in 4 bits: the backend has kernels for them.
   Quantization resolved;

@@ -19,6 +19,7 @@
 namespace llmserve::worker {
 
 struct CudaEngineOptions {
+  // A Hugging Face model directory or a GGUF file (model_loader.h).
   std::string model_dir;
   int device = 0;
   // bf16 or f16 (the checkpoint is converted while loading).
@@ -32,7 +33,8 @@ struct CudaEngineOptions {
   int64_t kv_cache_bytes = 0;
   double kv_cache_fraction = 0.9;
   int32_t block_size = 16;
-  // Context length to serve; 0 = the model's. Above the model's is INVALID_ARGUMENT.
+  // Context length to serve; 0 = the model's. Above the model's is INVALID_ARGUMENT, except for
+  // a GGUF file's RoPE model (model_loader.h).
   int64_t max_model_len = 0;
   // Its max_num_batched_tokens and max_num_seqs also size the backend's workspace.
   EngineConfig engine;

@@ -1,0 +1,290 @@
+#include "worker/model/gguf_weights.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/base/cgroup_limits.h"
+#include "common/base/logging.h"
+#include "common/status/status_macros.h"
+#include "worker/model/gguf/gguf_dequantize.h"
+
+namespace llmserve::worker {
+namespace {
+
+// f32 values dequantized at a time (16 MiB): bounds the scratch buffer whatever the tensor size.
+constexpr int64_t kGgufChunkFloats = int64_t{1} << 22;
+
+std::string GgufDimsString(const std::vector<int64_t>& dims) {
+  return absl::StrCat("[", absl::StrJoin(dims, ", "), "]");
+}
+
+// Hands out the file's tensors by name, checking their shapes, converts them into runtime tensors,
+// and remembers which were used so that leftovers can be reported.
+class GgufTensorTaker {
+ public:
+  explicit GgufTensorTaker(const gguf::GgufFile& file) : file_(file) {}
+
+  bool Has(const std::string& name) const { return file_.FindTensor(name) != nullptr; }
+
+  // Tensor `name` with GGUF dims `dims`, converted to `dtype` as a runtime tensor of the reversed
+  // shape ([dims[1], dims[0]] for a matrix).
+  absl::StatusOr<Tensor> Load(const std::string& name, const std::vector<int64_t>& dims,
+                              DType dtype) {
+    Tensor tensor(dtype, std::vector<int64_t>(dims.rbegin(), dims.rend()));
+    LLMSERVE_RETURN_IF_ERROR(CopyInto(name, dims, &tensor, 0));
+    return tensor;
+  }
+
+  // Copies tensor `name` (GGUF dims `dims`, 1-D or 2-D) into `dst` from element
+  // `first_row * dims[0]` on (for a 1-D tensor: from element `first_row`). With `rope_heads` > 0,
+  // the rows (of a 1-D tensor: the elements) of each of that many heads go from llama.cpp's
+  // adjacent-pair order back to halves.
+  absl::Status CopyInto(const std::string& name, const std::vector<int64_t>& dims, Tensor* dst,
+                        int64_t first_row, int64_t rope_heads = 0) {
+    const gguf::GgufTensor* tensor;
+    LLMSERVE_ASSIGN_OR_RETURN(tensor, Take(name, dims));
+    const int64_t cols = dims.size() == 1 ? 1 : dims[0];
+    const int64_t rows = dims.size() == 1 ? dims[0] : dims[1];
+    LLMSERVE_CHECK(first_row >= 0 && (first_row + rows) * cols <= dst->NumElements())
+        << name << " does not fit its destination";
+    int64_t head_rows = rows;
+    if (rope_heads > 0) {
+      head_rows = rows / rope_heads;
+      if (head_rows * rope_heads != rows || head_rows % 2 != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(file_.name(), ": tensor '", name,
+                                                       "': ", rows, " rows are not ", rope_heads,
+                                                       " heads of an even size"));
+      }
+    }
+    const size_t element = DTypeSize(dst->dtype());
+    auto* out = static_cast<unsigned char*>(dst->data()) + first_row * cols * element;
+    if (dims.size() == 1) {
+      // A vector is one GGUF row; biases and norms are small.
+      buffer_.resize(rows);
+      LLMSERVE_RETURN_IF_ERROR(gguf::DequantizeRows(*tensor, 0, 1, absl::MakeSpan(buffer_)));
+      if (rope_heads > 0) UnpermuteRows(buffer_.data(), rows, head_rows, 1);
+      ConvertElements(buffer_.data(), DType::kF32, out, dst->dtype(), rows);
+      return absl::OkStatus();
+    }
+    // Whole heads per chunk, so that a permutation never crosses a chunk.
+    const int64_t per_chunk =
+        std::max<int64_t>(1, kGgufChunkFloats / (head_rows * cols)) * head_rows;
+    for (int64_t row = 0; row < rows; row += per_chunk) {
+      const int64_t n = std::min(per_chunk, rows - row);
+      buffer_.resize(n * cols);
+      LLMSERVE_RETURN_IF_ERROR(gguf::DequantizeRows(*tensor, row, n, absl::MakeSpan(buffer_)));
+      if (rope_heads > 0) UnpermuteRows(buffer_.data(), n, head_rows, cols);
+      ConvertElements(buffer_.data(), DType::kF32, out + row * cols * element, dst->dtype(),
+                      n * cols);
+    }
+    return absl::OkStatus();
+  }
+
+  // INVALID_ARGUMENT listing the tensors nobody took.
+  absl::Status CheckNothingLeft() const {
+    std::vector<std::string> left;
+    for (const gguf::GgufTensor& tensor : file_.tensors()) {
+      if (!used_.contains(tensor.name)) left.push_back(tensor.name);
+    }
+    if (left.empty()) return absl::OkStatus();
+    std::sort(left.begin(), left.end());
+    const size_t count = left.size();
+    if (left.size() > 8) left.resize(8);
+    return absl::InvalidArgumentError(absl::StrCat(
+        file_.name(), ": ", count, " tensors this model does not use: ", absl::StrJoin(left, ", "),
+        count > left.size() ? ", ..." : ""));
+  }
+
+ private:
+  absl::StatusOr<const gguf::GgufTensor*> Take(const std::string& name,
+                                               const std::vector<int64_t>& dims) {
+    const gguf::GgufTensor* tensor = file_.FindTensor(name);
+    if (tensor == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(file_.name(), ": tensor '", name, "' ",
+                                                     GgufDimsString(dims), " is missing"));
+    }
+    if (tensor->dims != dims) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          file_.name(), ": tensor '", name, "' has shape ", GgufDimsString(tensor->dims),
+          ", expected ", GgufDimsString(dims), " (GGUF order, fastest dimension first)"));
+    }
+    used_.insert(name);
+    return tensor;
+  }
+
+  // `rows` rows of `cols` values, in heads of `head_rows`: row h * head_rows + 2i + j moves to
+  // h * head_rows + j * head_rows / 2 + i (the inverse of llama.cpp's LlamaModel.permute).
+  void UnpermuteRows(float* data, int64_t rows, int64_t head_rows, int64_t cols) {
+    permuted_.assign(data, data + rows * cols);
+    const int64_t half = head_rows / 2;
+    for (int64_t head = 0; head < rows / head_rows; ++head) {
+      for (int64_t i = 0; i < half; ++i) {
+        for (int64_t j = 0; j < 2; ++j) {
+          const int64_t from = head * head_rows + 2 * i + j, to = head * head_rows + j * half + i;
+          std::copy_n(permuted_.data() + from * cols, cols, data + to * cols);
+        }
+      }
+    }
+  }
+
+  const gguf::GgufFile& file_;
+  absl::flat_hash_set<std::string> used_;
+  std::vector<float> buffer_;
+  std::vector<float> permuted_;
+};
+
+absl::Status LoadGgufLlamaLayer(GgufTensorTaker& taker, const ModelConfig& c, DType dtype,
+                                bool permute, int i, LayerWeights* l) {
+  const std::string p = absl::StrCat("blk.", i, ".");
+  const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  const int64_t inter = c.intermediate_size;
+  const int64_t q_heads = permute ? c.num_heads : 0, k_heads = permute ? c.num_kv_heads : 0;
+  LLMSERVE_ASSIGN_OR_RETURN(l->attn_norm_weight,
+                            taker.Load(p + "attn_norm.weight", {h}, DType::kF32));
+  l->qkv_weight = Tensor(dtype, {q + 2 * kv, h});
+  LLMSERVE_RETURN_IF_ERROR(taker.CopyInto(p + "attn_q.weight", {h, q}, &l->qkv_weight, 0, q_heads));
+  LLMSERVE_RETURN_IF_ERROR(
+      taker.CopyInto(p + "attn_k.weight", {h, kv}, &l->qkv_weight, q, k_heads));
+  LLMSERVE_RETURN_IF_ERROR(taker.CopyInto(p + "attn_v.weight", {h, kv}, &l->qkv_weight, q + kv));
+  if (c.qkv_bias) {
+    l->qkv_bias = Tensor(DType::kF32, {q + 2 * kv});
+    LLMSERVE_RETURN_IF_ERROR(taker.CopyInto(p + "attn_q.bias", {q}, &l->qkv_bias, 0, q_heads));
+    LLMSERVE_RETURN_IF_ERROR(taker.CopyInto(p + "attn_k.bias", {kv}, &l->qkv_bias, q, k_heads));
+    LLMSERVE_RETURN_IF_ERROR(taker.CopyInto(p + "attn_v.bias", {kv}, &l->qkv_bias, q + kv));
+  }
+  LLMSERVE_ASSIGN_OR_RETURN(l->o_weight, taker.Load(p + "attn_output.weight", {q, h}, dtype));
+  if (c.o_bias) {
+    LLMSERVE_ASSIGN_OR_RETURN(l->o_bias, taker.Load(p + "attn_output.bias", {h}, DType::kF32));
+  }
+  LLMSERVE_ASSIGN_OR_RETURN(l->mlp_norm_weight,
+                            taker.Load(p + "ffn_norm.weight", {h}, DType::kF32));
+  l->up_weight = Tensor(dtype, {2 * inter, h});
+  LLMSERVE_RETURN_IF_ERROR(taker.CopyInto(p + "ffn_gate.weight", {h, inter}, &l->up_weight, 0));
+  LLMSERVE_RETURN_IF_ERROR(taker.CopyInto(p + "ffn_up.weight", {h, inter}, &l->up_weight, inter));
+  LLMSERVE_ASSIGN_OR_RETURN(l->down_weight, taker.Load(p + "ffn_down.weight", {inter, h}, dtype));
+  if (c.mlp_bias) {
+    l->up_bias = Tensor(DType::kF32, {2 * inter});
+    LLMSERVE_RETURN_IF_ERROR(taker.CopyInto(p + "ffn_gate.bias", {inter}, &l->up_bias, 0));
+    LLMSERVE_RETURN_IF_ERROR(taker.CopyInto(p + "ffn_up.bias", {inter}, &l->up_bias, inter));
+    LLMSERVE_ASSIGN_OR_RETURN(l->down_bias, taker.Load(p + "ffn_down.bias", {h}, DType::kF32));
+  }
+  return absl::OkStatus();
+}
+
+// llama.cpp's converter stores GPT-2's Conv1D weights transposed to [out, in] (GGUF [in, out]),
+// q/k/v still fused: the runtime layout already.
+absl::Status LoadGgufGpt2Layer(GgufTensorTaker& taker, const ModelConfig& c, DType dtype, int i,
+                               LayerWeights* l) {
+  const std::string p = absl::StrCat("blk.", i, ".");
+  const int64_t h = c.hidden_size, inter = c.intermediate_size;
+  const auto f32 = [&](const std::string& name, int64_t size, Tensor* out) -> absl::Status {
+    LLMSERVE_ASSIGN_OR_RETURN(*out, taker.Load(p + name, {size}, DType::kF32));
+    return absl::OkStatus();
+  };
+  LLMSERVE_RETURN_IF_ERROR(f32("attn_norm.weight", h, &l->attn_norm_weight));
+  LLMSERVE_RETURN_IF_ERROR(f32("attn_norm.bias", h, &l->attn_norm_bias));
+  LLMSERVE_ASSIGN_OR_RETURN(l->qkv_weight, taker.Load(p + "attn_qkv.weight", {h, 3 * h}, dtype));
+  LLMSERVE_RETURN_IF_ERROR(f32("attn_qkv.bias", 3 * h, &l->qkv_bias));
+  LLMSERVE_ASSIGN_OR_RETURN(l->o_weight, taker.Load(p + "attn_output.weight", {h, h}, dtype));
+  LLMSERVE_RETURN_IF_ERROR(f32("attn_output.bias", h, &l->o_bias));
+  LLMSERVE_RETURN_IF_ERROR(f32("ffn_norm.weight", h, &l->mlp_norm_weight));
+  LLMSERVE_RETURN_IF_ERROR(f32("ffn_norm.bias", h, &l->mlp_norm_bias));
+  LLMSERVE_ASSIGN_OR_RETURN(l->up_weight, taker.Load(p + "ffn_up.weight", {h, inter}, dtype));
+  LLMSERVE_RETURN_IF_ERROR(f32("ffn_up.bias", inter, &l->up_bias));
+  LLMSERVE_ASSIGN_OR_RETURN(l->down_weight, taker.Load(p + "ffn_down.weight", {inter, h}, dtype));
+  LLMSERVE_RETURN_IF_ERROR(f32("ffn_down.bias", h, &l->down_bias));
+  return absl::OkStatus();
+}
+
+std::string FormatBytes(int64_t bytes) {
+  if (bytes < (int64_t{1} << 20)) return absl::StrCat(bytes, " bytes");
+  if (bytes < (int64_t{1} << 30)) return absl::StrFormat("%.1f MiB", bytes / 1048576.0);
+  return absl::StrFormat("%.2f GiB", bytes / 1073741824.0);
+}
+
+}  // namespace
+
+int64_t GgufRuntimeWeightBytes(const gguf::GgufFile& file, DType dtype) {
+  int64_t total = 0;
+  for (const gguf::GgufTensor& tensor : file.tensors()) {
+    const bool matrix = tensor.dims.size() >= 2 && tensor.name != "position_embd.weight";
+    total += tensor.num_elements * static_cast<int64_t>(matrix ? DTypeSize(dtype) : 4);
+  }
+  return total;
+}
+
+int64_t PhysicalMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGE_SIZE);
+  int64_t bytes = pages > 0 && page_size > 0 ? int64_t{pages} * page_size : INT64_MAX;
+  const common::CgroupLimits limits = common::ReadCgroupLimits();
+  if (limits.memory_limit_bytes) bytes = std::min(bytes, *limits.memory_limit_bytes);
+  return bytes;
+}
+
+absl::StatusOr<std::unique_ptr<ModelWeights>> LoadGgufWeights(const gguf::GgufFile& file,
+                                                              const ModelConfig& config,
+                                                              const GgufLoadOptions& options) {
+  const DType dtype = options.dtype;
+  // The weights plus the scratch (two f32 chunks), before the first allocation.
+  int64_t largest = 0;
+  for (const gguf::GgufTensor& tensor : file.tensors()) {
+    largest = std::max(largest, tensor.num_elements);
+  }
+  const int64_t needed =
+      GgufRuntimeWeightBytes(file, dtype) + 2 * 4 * std::min(largest, kGgufChunkFloats);
+  const int64_t limit =
+      options.memory_limit_bytes > 0 ? options.memory_limit_bytes : PhysicalMemoryBytes();
+  if (needed > limit) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        file.name(), ": the weights need ", FormatBytes(needed), " in ", DTypeName(dtype),
+        " (every tensor is dequantized at load), more than the ", FormatBytes(limit),
+        " of memory this machine (or its cgroup) has; try a smaller --dtype or model"));
+  }
+  auto weights = std::make_unique<ModelWeights>();
+  weights->config = config;
+  weights->dtype = dtype;
+  GgufTensorTaker taker(file);
+  const int64_t h = config.hidden_size, vocab = config.vocab_size;
+  LLMSERVE_ASSIGN_OR_RETURN(weights->token_embedding,
+                            taker.Load("token_embd.weight", {h, vocab}, dtype));
+  weights->layers.resize(config.num_layers);
+  const bool gpt2 = config.family == ModelFamily::kGpt2;
+  // Only llama.cpp's `llama` graph rotates adjacent pairs (ModelConfigFromGguf names qwen2
+  // Qwen2ForCausalLM).
+  const bool permute = !gpt2 && config.architecture == "LlamaForCausalLM";
+  if (gpt2) {
+    LLMSERVE_ASSIGN_OR_RETURN(
+        weights->position_embedding,
+        taker.Load("position_embd.weight", {h, config.max_position_embeddings}, DType::kF32));
+  }
+  for (int i = 0; i < config.num_layers; ++i) {
+    if (gpt2) {
+      LLMSERVE_RETURN_IF_ERROR(LoadGgufGpt2Layer(taker, config, dtype, i, &weights->layers[i]));
+    } else {
+      LLMSERVE_RETURN_IF_ERROR(
+          LoadGgufLlamaLayer(taker, config, dtype, permute, i, &weights->layers[i]));
+    }
+    if (options.progress) options.progress(i + 1, config.num_layers);
+  }
+  LLMSERVE_ASSIGN_OR_RETURN(weights->final_norm_weight,
+                            taker.Load("output_norm.weight", {h}, DType::kF32));
+  if (gpt2) {
+    LLMSERVE_ASSIGN_OR_RETURN(weights->final_norm_bias,
+                              taker.Load("output_norm.bias", {h}, DType::kF32));
+  }
+  if (!config.tied_embeddings) {
+    LLMSERVE_ASSIGN_OR_RETURN(weights->lm_head, taker.Load("output.weight", {h, vocab}, dtype));
+  }
+  LLMSERVE_RETURN_IF_ERROR(taker.CheckNothingLeft());
+  return weights;
+}
+
+}  // namespace llmserve::worker

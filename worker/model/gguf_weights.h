@@ -1,0 +1,62 @@
+// The weights of a GGUF file (llama.cpp's tensor names) in the runtime layout of ModelWeights
+// (model_weights.h): every tensor is dequantized to f32 a few rows at a time (never the whole file
+// at once) and converted to the runtime dtype; norms, biases and learned positions stay f32.
+//
+// Names (GGUF order, dims[0] fastest; `blk.N.` per layer):
+//   llama, qwen2: token_embd, attn_norm, attn_q/k/v (+ .bias), attn_output, ffn_norm, ffn_gate,
+//                 ffn_up, ffn_down (+ .bias each when the config says so), output_norm, output
+//   gpt2:         token_embd, position_embd, attn_norm (+ bias), attn_qkv, attn_output, ffn_norm,
+//                 ffn_up, ffn_down (each with a bias), output_norm (+ bias), output
+// `output.weight` is optional (absent: the LM head is the embedding table, config.tied_embeddings).
+//
+// llama.cpp's `llama` graph rotates adjacent pairs (2i, 2i+1) of each head where ours rotates
+// halves (i, i + head_dim/2), so its converter permutes the Q and K rows (and biases) of each head
+// into pair order; this loader permutes them back: GGUF row h * head_dim + 2i + j becomes row
+// h * head_dim + j * head_dim/2 + i, with num_heads heads for Q and num_kv_heads for K.
+// `qwen2` (NEOX rotation in llama.cpp, halves like ours) and `gpt2` (no RoPE) are not permuted.
+//
+// Before anything is allocated, the runtime size of the weights is checked against the machine's
+// physical memory (capped by the cgroup limit): a model that cannot fit is RESOURCE_EXHAUSTED.
+//
+// Thread-safe: a pure function of its arguments.
+
+#ifndef LLMSERVE_WORKER_MODEL_GGUF_WEIGHTS_H_
+#define LLMSERVE_WORKER_MODEL_GGUF_WEIGHTS_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "worker/model/dtype.h"
+#include "worker/model/gguf/gguf_file.h"
+#include "worker/model/model_config.h"
+#include "worker/model/model_weights.h"
+
+namespace llmserve::worker {
+
+struct GgufLoadOptions {
+  DType dtype = DType::kF32;
+  LoadProgress progress;
+  // The memory the weights must fit in; 0: this machine's physical memory, capped by the cgroup
+  // memory limit (PhysicalMemoryBytes). Tests give a small one.
+  int64_t memory_limit_bytes = 0;
+};
+
+// Loads the weights of `file`, whose config ModelConfigFromGguf gave (max_model_len may have been
+// changed since). INVALID_ARGUMENT naming the tensor for a missing tensor, a shape other than the
+// config's, or a tensor the model does not use; RESOURCE_EXHAUSTED when the weights would not fit
+// in memory.
+absl::StatusOr<std::unique_ptr<ModelWeights>> LoadGgufWeights(const gguf::GgufFile& file,
+                                                              const ModelConfig& config,
+                                                              const GgufLoadOptions& options);
+
+// Bytes the runtime weights of `file` take in `dtype`: matrices in `dtype`, 1-D tensors and
+// learned positions in f32 (what LoadGgufWeights allocates).
+int64_t GgufRuntimeWeightBytes(const gguf::GgufFile& file, DType dtype);
+
+// This machine's physical memory (sysconf), capped by this process's cgroup memory limit.
+int64_t PhysicalMemoryBytes();
+
+}  // namespace llmserve::worker
+
+#endif  // LLMSERVE_WORKER_MODEL_GGUF_WEIGHTS_H_
