@@ -24,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "tests/testing/testdata_models.h"
 #include "tests/unit/cuda/greedy_margin.h"
 #include "tests/unit/engine/greedy_generation.h"
 #include "worker/engine/cpu/cpu_backend.h"
@@ -38,20 +39,7 @@ using ::llmserve::worker::cuda::testing::GreedyTokenIsDecided;
 // The checkpoint's context length (README.md there), which the GGUF files do not carry.
 constexpr int64_t kStoriesContext = 512;
 
-// $LLMSERVE_TESTDATA/models/<sub>, or "" (with the reason in `why`) when it is not there.
-std::string ModelsDir(const std::string& sub, std::string* why) {
-  const char* root = std::getenv("LLMSERVE_TESTDATA");
-  if (root == nullptr || *root == '\0') {
-    *why = "LLMSERVE_TESTDATA is not set (the GGUF files are in $LLMSERVE_TESTDATA/models)";
-    return "";
-  }
-  const std::string dir = std::string(root) + "/models/" + sub;
-  if (!std::filesystem::is_directory(dir)) {
-    *why = dir + " does not exist";
-    return "";
-  }
-  return dir;
-}
+using ::llmserve::testing::ModelsDir;
 
 struct ReferenceCase {
   std::string name;

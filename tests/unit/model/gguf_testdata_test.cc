@@ -18,6 +18,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/testdata_models.h"
 #include "worker/model/gguf/gguf_dequantize.h"
 #include "worker/model/gguf/gguf_file.h"
 
@@ -26,20 +27,7 @@ namespace {
 
 using ::testing::ElementsAre;
 
-// $LLMSERVE_TESTDATA/models/<sub>, or "" (with the reason in `why`) when it is not there.
-std::string ModelsDir(const std::string& sub, std::string* why) {
-  const char* root = std::getenv("LLMSERVE_TESTDATA");
-  if (root == nullptr || *root == '\0') {
-    *why = "LLMSERVE_TESTDATA is not set (the GGUF files are in $LLMSERVE_TESTDATA/models)";
-    return "";
-  }
-  const std::string dir = std::string(root) + "/models/" + sub;
-  if (!std::filesystem::is_directory(dir)) {
-    *why = dir + " does not exist";
-    return "";
-  }
-  return dir;
-}
+using ::llmserve::testing::ModelsDir;
 
 const nlohmann::json& Samples(const std::string& dir) {
   static const nlohmann::json* samples = [&dir] {
