@@ -56,7 +56,7 @@ ABSL_FLAG(std::string, model, "",
 ABSL_FLAG(int64_t, max_model_len, 0,
           "context length (0: the model's); a GGUF file's RoPE model may go past its declared "
           "context_length");
-ABSL_FLAG(std::string, dtype, "f32",
+ABSL_FLAG(std::string, dtype, "auto",
           "runtime weight dtype: f32, bf16, f16 or auto (the checkpoint's torch_dtype)");
 ABSL_FLAG(std::string, batch, "1,4,16,32,64", "comma-separated batch sizes");
 ABSL_FLAG(int, prompt_len, 512, "prompt tokens per sequence");

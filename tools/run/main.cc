@@ -32,7 +32,7 @@
 #include "worker/speculative/speculative_flags.h"
 
 ABSL_FLAG(std::string, model, "", "a Hugging Face model directory or a GGUF file");
-ABSL_FLAG(std::string, dtype, "f32",
+ABSL_FLAG(std::string, dtype, "auto",
           "runtime weight dtype: f32, bf16, f16 or auto (the checkpoint's torch_dtype)");
 ABSL_FLAG(std::string, quantization, "none",
           "none, int8 (quantize at load, per output channel, weights only), or awq / gptq (the "
