@@ -1,13 +1,6 @@
 #include "worker/model/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <nlohmann/json.hpp>
 #include <utility>
 
@@ -177,39 +170,19 @@ absl::StatusOr<std::vector<SafetensorsTensor>> ParseSafetensors(absl::string_vie
 }
 
 absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int error = errno;
-    const std::string message = absl::StrCat(path, ": ", std::strerror(error));
-    return error == ENOENT ? absl::NotFoundError(message) : absl::InvalidArgumentError(message);
-  }
-  struct stat info;
-  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-    ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
-  }
-  const size_t size = static_cast<size_t>(info.st_size);
-  if (size < 8) {
-    ::close(fd);
+  absl::StatusOr<std::unique_ptr<MappedFile>> mapping = MappedFile::Open(path);
+  if (!mapping.ok()) return mapping.status();
+  if ((*mapping)->size() < 8) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": shorter than the 8-byte header length"));
   }
-  void* mapping = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);  // the mapping keeps the file alive
-  if (mapping == MAP_FAILED) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": mmap failed: ", std::strerror(errno)));
-  }
-  std::unique_ptr<SafetensorsFile> file(new SafetensorsFile(path, mapping, size));
   absl::StatusOr<std::vector<SafetensorsTensor>> tensors =
-      ParseSafetensors(path, static_cast<const unsigned char*>(mapping), size);
+      ParseSafetensors(path, (*mapping)->data(), (*mapping)->size());
   if (!tensors.ok()) return tensors.status();
+  std::unique_ptr<SafetensorsFile> file(new SafetensorsFile(path, *std::move(mapping)));
   file->tensors_ = *std::move(tensors);
   for (size_t i = 0; i < file->tensors_.size(); ++i) file->index_[file->tensors_[i].name] = i;
   return file;
-}
-
-SafetensorsFile::~SafetensorsFile() {
-  if (mapping_ != nullptr) ::munmap(mapping_, mapping_size_);
 }
 
 const SafetensorsTensor* SafetensorsFile::Find(absl::string_view name) const {

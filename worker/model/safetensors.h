@@ -20,6 +20,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/base/mapped_file.h"
 
 namespace llmserve::worker {
 
@@ -51,7 +52,6 @@ class SafetensorsFile {
 
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
-  ~SafetensorsFile();
 
   const std::string& path() const { return path_; }
   // Sorted by name.
@@ -60,12 +60,11 @@ class SafetensorsFile {
   const SafetensorsTensor* Find(absl::string_view name) const;
 
  private:
-  SafetensorsFile(std::string path, void* mapping, size_t size)
-      : path_(std::move(path)), mapping_(mapping), mapping_size_(size) {}
+  SafetensorsFile(std::string path, std::unique_ptr<MappedFile> mapping)
+      : path_(std::move(path)), mapping_(std::move(mapping)) {}
 
   std::string path_;
-  void* mapping_ = nullptr;
-  size_t mapping_size_ = 0;
+  std::unique_ptr<MappedFile> mapping_;
   std::vector<SafetensorsTensor> tensors_;
   absl::flat_hash_map<std::string, size_t> index_;
 };

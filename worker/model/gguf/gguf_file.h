@@ -19,6 +19,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/base/mapped_file.h"
 #include "worker/model/gguf/gguf_metadata.h"
 #include "worker/model/gguf/gguf_parser.h"
 #include "worker/model/gguf/gguf_tensor.h"
@@ -37,7 +38,6 @@ class GgufFile {
 
   GgufFile(const GgufFile&) = delete;
   GgufFile& operator=(const GgufFile&) = delete;
-  ~GgufFile();
 
   // The path (Open) or name (Parse).
   const std::string& name() const { return name_; }
@@ -54,12 +54,11 @@ class GgufFile {
   absl::StatusOr<const GgufTensor*> GetTensor(absl::string_view name) const;
 
  private:
-  GgufFile(std::string name, void* mapping, size_t mapping_size, GgufContents contents);
+  GgufFile(std::string name, std::unique_ptr<MappedFile> mapping, GgufContents contents);
 
   std::string name_;
-  // Owned when Open mapped the file; nullptr after Parse.
-  void* mapping_ = nullptr;
-  size_t mapping_size_ = 0;
+  // The file when Open mapped it; nullptr after Parse.
+  std::unique_ptr<MappedFile> mapping_;
   GgufContents contents_;
   absl::flat_hash_map<std::string, size_t> index_;
 };
