@@ -5,8 +5,6 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -19,6 +17,7 @@
 #include "llmserve/v1/inference.grpc.pb.h"
 #include "tests/testing/build_paths.h"
 #include "tests/testing/subprocess.h"
+#include "tests/testing/testdata_models.h"
 
 namespace llmserve {
 namespace {
@@ -29,13 +28,9 @@ using ::llmserve::testing::Subprocess;
 constexpr absl::Duration kPatience = absl::Seconds(60);
 
 TEST(GgufGatewayTest, ATextPromptGivesTheReferenceStory) {
-  const char* root = std::getenv("LLMSERVE_TESTDATA");
-  if (root == nullptr || *root == '\0') {
-    GTEST_SKIP()
-        << "LLMSERVE_TESTDATA is not set (the GGUF files are in $LLMSERVE_TESTDATA/models)";
-  }
-  const std::string dir = std::string(root) + "/models/stories260K";
-  if (!std::filesystem::is_directory(dir)) GTEST_SKIP() << dir << " does not exist";
+  std::string why;
+  const std::string dir = ::llmserve::testing::ModelsDir("stories260K", &why);
+  if (dir.empty()) GTEST_SKIP() << why;
   nlohmann::json reference;
   std::ifstream in(dir + "/expected/reference_greedy.jsonl");
   for (std::string line; std::getline(in, line);) {

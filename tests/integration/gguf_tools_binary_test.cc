@@ -6,7 +6,6 @@
 // (expected/llama_cpp_greedy.jsonl); a path that is no model is refused by name.
 // Skips with a message when LLMSERVE_TESTDATA is unset or lacks the models.
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -19,6 +18,7 @@
 #include "tests/testing/build_paths.h"
 #include "tests/testing/json_lines_run.h"
 #include "tests/testing/scoped_temp_dir.h"
+#include "tests/testing/testdata_models.h"
 
 namespace llmserve {
 namespace {
@@ -28,19 +28,8 @@ using Json = nlohmann::json;
 
 constexpr absl::Duration kPatience = absl::Seconds(120);
 
-// $LLMSERVE_TESTDATA/models/stories260K, or "" (with the reason in `why`).
 std::string StoriesDir(std::string* why) {
-  const char* root = std::getenv("LLMSERVE_TESTDATA");
-  if (root == nullptr || *root == '\0') {
-    *why = "LLMSERVE_TESTDATA is not set (the GGUF files are in $LLMSERVE_TESTDATA/models)";
-    return "";
-  }
-  const std::string dir = std::string(root) + "/models/stories260K";
-  if (!std::filesystem::is_directory(dir)) {
-    *why = dir + " does not exist";
-    return "";
-  }
-  return dir;
+  return ::llmserve::testing::ModelsDir("stories260K", why);
 }
 
 std::vector<Json> ReferenceCases(const std::string& dir) {

@@ -3,7 +3,6 @@
 
 #include "worker/model/gguf_model_config.h"
 
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/gguf_writer.h"
+#include "tests/testing/testdata_models.h"
 
 namespace llmserve::worker {
 namespace {
@@ -199,12 +199,12 @@ TEST(GgufModelConfigTest, ErrorsNameTheKey) {
 }
 
 TEST(GgufModelConfigTest, Stories260K) {
-  const char* root = std::getenv("LLMSERVE_TESTDATA");
-  if (root == nullptr || *root == '\0') GTEST_SKIP() << "LLMSERVE_TESTDATA is not set";
+  std::string why;
+  const std::string dir = ::llmserve::testing::ModelsDir("stories260K", &why);
+  if (dir.empty()) GTEST_SKIP() << why;
   for (const char* name : {"f32", "F16", "Q4_K_M"}) {
     SCOPED_TRACE(name);
-    const std::string path =
-        absl::StrCat(root, "/models/stories260K/gguf/stories260K-", name, ".gguf");
+    const std::string path = absl::StrCat(dir, "/gguf/stories260K-", name, ".gguf");
     absl::StatusOr<std::unique_ptr<gguf::GgufFile>> file = gguf::GgufFile::Open(path);
     if (!file.ok() && file.status().code() == absl::StatusCode::kNotFound) {
       GTEST_SKIP() << path << " does not exist";

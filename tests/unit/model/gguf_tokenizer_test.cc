@@ -7,8 +7,6 @@
 
 #include "worker/model/gguf_tokenizer.h"
 
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -19,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/gguf_writer.h"
+#include "tests/testing/testdata_models.h"
 
 namespace llmserve::worker {
 namespace {
@@ -53,17 +52,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> TokenizerOf(const GgufWriter& writer)
 }
 
 std::string StoriesDir(std::string* why) {
-  const char* root = std::getenv("LLMSERVE_TESTDATA");
-  if (root == nullptr || *root == '\0') {
-    *why = "LLMSERVE_TESTDATA is not set (the GGUF files are in $LLMSERVE_TESTDATA/models)";
-    return "";
-  }
-  const std::string dir = std::string(root) + "/models/stories260K";
-  if (!std::filesystem::is_directory(dir)) {
-    *why = dir + " does not exist";
-    return "";
-  }
-  return dir;
+  return ::llmserve::testing::ModelsDir("stories260K", why);
 }
 
 TEST(GgufTokenizerTest, StoriesVocabularyIsTheSentencePieceModels) {
