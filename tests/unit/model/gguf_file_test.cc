@@ -15,28 +15,21 @@
 #include "gtest/gtest.h"
 #include "tests/testing/build_paths.h"
 #include "tests/testing/gguf_writer.h"
+#include "tests/testing/parsed_gguf.h"
 #include "tests/testing/scoped_temp_dir.h"
 
 namespace llmserve::worker::gguf {
 namespace {
 
-using ::llmserve::testing::ExactBuffer;
 using ::llmserve::testing::GgufBytes;
 using ::llmserve::testing::GgufWriter;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-// Keeps the bytes alive next to the file that points into them.
-struct Parsed {
-  std::unique_ptr<ExactBuffer> buffer;
-  absl::StatusOr<std::unique_ptr<GgufFile>> file;
-};
+using Parsed = ::llmserve::testing::ParsedGguf;
 
 Parsed Parse(const std::string& bytes) {
-  Parsed parsed;
-  parsed.buffer = std::make_unique<ExactBuffer>(bytes);
-  parsed.file = GgufFile::Parse("test.gguf", parsed.buffer->data.get(), parsed.buffer->size);
-  return parsed;
+  return ::llmserve::testing::ParseGgufBytes(bytes, "test.gguf");
 }
 
 TEST(GgufFileTest, ReadsHeaderMetadataAndTensorsOfVersion3) {

@@ -11,35 +11,23 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/gguf_writer.h"
+#include "tests/testing/parsed_gguf.h"
 #include "tests/testing/testdata_models.h"
 
 namespace llmserve::worker {
 namespace {
 
-using ::llmserve::testing::ExactBuffer;
 using ::llmserve::testing::GgufWriter;
+using ::llmserve::testing::ParsedGguf;
+using ::llmserve::testing::ParseGgufBytes;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-struct Parsed {
-  std::unique_ptr<ExactBuffer> buffer;
-  std::unique_ptr<gguf::GgufFile> file;
-};
-
-Parsed Parse(const GgufWriter& writer) {
-  Parsed parsed;
-  parsed.buffer = std::make_unique<ExactBuffer>(writer.Build());
-  absl::StatusOr<std::unique_ptr<gguf::GgufFile>> file =
-      gguf::GgufFile::Parse("m.gguf", parsed.buffer->data.get(), parsed.buffer->size);
-  EXPECT_TRUE(file.ok()) << file.status();
-  if (file.ok()) parsed.file = *std::move(file);
-  return parsed;
-}
-
 absl::StatusOr<ModelConfig> ConfigOf(const GgufWriter& writer) {
-  const Parsed parsed = Parse(writer);
-  if (parsed.file == nullptr) return absl::InternalError("the test file does not parse");
-  return ModelConfigFromGguf(*parsed.file);
+  const ParsedGguf parsed = ParseGgufBytes(writer.Build(), "m.gguf");
+  EXPECT_TRUE(parsed.file.ok()) << parsed.file.status();
+  if (!parsed.file.ok()) return absl::InternalError("the test file does not parse");
+  return ModelConfigFromGguf(**parsed.file);
 }
 
 // A Llama-shaped file: hidden 16, 4 heads of 4, 2 KV heads, FFN 24, 2 layers, vocabulary 10.

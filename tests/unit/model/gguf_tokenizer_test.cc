@@ -17,36 +17,24 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/gguf_writer.h"
+#include "tests/testing/parsed_gguf.h"
 #include "tests/testing/testdata_models.h"
 
 namespace llmserve::worker {
 namespace {
 
 using ::llmserve::common::tokenizer::Tokenizer;
-using ::llmserve::testing::ExactBuffer;
 using ::llmserve::testing::GgufWriter;
+using ::llmserve::testing::ParsedGguf;
+using ::llmserve::testing::ParseGgufBytes;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-struct Built {
-  std::unique_ptr<ExactBuffer> buffer;
-  std::unique_ptr<gguf::GgufFile> file;
-};
-
-Built Parse(const GgufWriter& writer) {
-  Built built;
-  built.buffer = std::make_unique<ExactBuffer>(writer.Build());
-  absl::StatusOr<std::unique_ptr<gguf::GgufFile>> file =
-      gguf::GgufFile::Parse("t.gguf", built.buffer->data.get(), built.buffer->size);
-  EXPECT_TRUE(file.ok()) << file.status();
-  if (file.ok()) built.file = *std::move(file);
-  return built;
-}
-
 absl::StatusOr<std::unique_ptr<Tokenizer>> TokenizerOf(const GgufWriter& writer) {
-  const Built built = Parse(writer);
-  if (built.file == nullptr) return absl::InternalError("the test file does not parse");
-  absl::StatusOr<GgufTokenizerFiles> files = TokenizerFilesFromGguf(*built.file);
+  const ParsedGguf parsed = ParseGgufBytes(writer.Build(), "t.gguf");
+  EXPECT_TRUE(parsed.file.ok()) << parsed.file.status();
+  if (!parsed.file.ok()) return absl::InternalError("the test file does not parse");
+  absl::StatusOr<GgufTokenizerFiles> files = TokenizerFilesFromGguf(**parsed.file);
   if (!files.ok()) return files.status();
   return Tokenizer::FromJson(files->tokenizer_json, files->tokenizer_config_json);
 }
