@@ -50,8 +50,13 @@ structured::GrammarCompiler& Compiler() {
     absl::StatusOr<std::shared_ptr<const structured::TokenVocabulary>> vocab =
         structured::TokenVocabulary::FromTokenBytes(pieces, is_text, {kEos});
     if (!vocab.ok()) Fail("the vocabulary does not build");
-    // A small cache: inputs rarely repeat, and evictions get exercised.
-    return new structured::GrammarCompiler(*vocab, 4);
+    // A small cache: inputs rarely repeat, and evictions get exercised. A work budget 16 times
+    // smaller than the worker's: the budget paths are the same code, and an input that runs to
+    // the budget at every step (the seeds regex_*budget*) then costs 0.5 s rather than 8, which
+    // would leave the fuzzer a few hundred runs in the CI's 15 seconds.
+    return new structured::GrammarCompiler(
+        *vocab, 4, structured::GrammarCompiler::kDefaultCacheBytes,
+        structured::CompiledGrammar::kDefaultMaxWorkPerCall / 16);
   }();
   return *compiler;
 }

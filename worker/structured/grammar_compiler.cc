@@ -50,8 +50,11 @@ size_t GrammarBytes(const Grammar& g) {
 
 }  // namespace
 
-CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocabulary> vocab)
-    : grammar_(std::move(grammar)), vocab_(std::move(vocab)) {}
+CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocabulary> vocab,
+                                 int64_t max_work_per_call)
+    : grammar_(std::move(grammar)),
+      vocab_(std::move(vocab)),
+      max_work_per_call_(max_work_per_call) {}
 
 size_t CompiledGrammar::MemoryBound() const {
   // The grammar, and its shared mask cache when full (each mask a bit per token; the
@@ -74,8 +77,12 @@ void CompiledGrammar::StoreMask(const std::string& state_key,
 }
 
 GrammarCompiler::GrammarCompiler(std::shared_ptr<const TokenVocabulary> vocab,
-                                 size_t cache_capacity, size_t cache_bytes)
-    : vocab_(std::move(vocab)), capacity_(cache_capacity), cache_bytes_(cache_bytes) {}
+                                 size_t cache_capacity, size_t cache_bytes,
+                                 int64_t max_work_per_call)
+    : vocab_(std::move(vocab)),
+      capacity_(cache_capacity),
+      cache_bytes_(cache_bytes),
+      max_work_per_call_(max_work_per_call) {}
 
 size_t GrammarCompiler::cached_bytes() const {
   absl::MutexLock lock(&mu_);
@@ -147,7 +154,8 @@ absl::StatusOr<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::Compile(
   // wins and both return it.
   absl::StatusOr<Grammar> grammar = BuildGrammar(constraint);
   if (!grammar.ok()) return grammar.status();
-  auto compiled = std::make_shared<const CompiledGrammar>(*std::move(grammar), vocab_);
+  auto compiled =
+      std::make_shared<const CompiledGrammar>(*std::move(grammar), vocab_, max_work_per_call_);
   {
     // The probe: the initial state and its mask, within the matcher's per-token work budget,
     // here on the caller's thread rather than on the engine thread. A constraint whose start is

@@ -48,9 +48,18 @@ struct CachedMask {
 
 class CompiledGrammar {
  public:
-  CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocabulary> vocab);
+  // The work one matcher call (the constructor, a mask, a token) may do, so that one request's
+  // mask delays the others' step by a bounded amount. Units: a trie node walked or a stack tested
+  // costs 1, a stack expanded GrammarMatcher::kExpandCost (10-16 ns a unit on a 2-core EPYC; a
+  // cold mask of a 128k vocabulary is ~340k units; docs/structured-outputs.md has the figures).
+  static constexpr int64_t kDefaultMaxWorkPerCall = int64_t{1} << 22;
+
+  CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocabulary> vocab,
+                  int64_t max_work_per_call = kDefaultMaxWorkPerCall);
 
   const Grammar& grammar() const { return grammar_; }
+  // The per-call work budget of every matcher of this grammar.
+  int64_t max_work_per_call() const { return max_work_per_call_; }
   const TokenVocabulary& vocab() const { return *vocab_; }
   // What this grammar can hold in memory: its tables and a full shared mask cache.
   size_t MemoryBound() const;
@@ -64,6 +73,7 @@ class CompiledGrammar {
  private:
   Grammar grammar_;
   std::shared_ptr<const TokenVocabulary> vocab_;
+  int64_t max_work_per_call_;
   mutable absl::Mutex mu_;
   mutable absl::flat_hash_map<std::string, std::shared_ptr<const CachedMask>> masks_
       ABSL_GUARDED_BY(mu_);
@@ -72,10 +82,13 @@ class CompiledGrammar {
 class GrammarCompiler {
  public:
   // The cache keeps at most cache_capacity grammars and cache_bytes of them (each counted at its
-  // CompiledGrammar::MemoryBound), evicting the least recently used.
+  // CompiledGrammar::MemoryBound), evicting the least recently used. The grammars it compiles
+  // have the per-call work budget max_work_per_call (the probe below included); the worker uses
+  // the default, the fuzz target a smaller one so that an expensive input costs it less time.
   static constexpr size_t kDefaultCacheBytes = size_t{256} << 20;
   explicit GrammarCompiler(std::shared_ptr<const TokenVocabulary> vocab,
-                           size_t cache_capacity = 128, size_t cache_bytes = kDefaultCacheBytes);
+                           size_t cache_capacity = 128, size_t cache_bytes = kDefaultCacheBytes,
+                           int64_t max_work_per_call = CompiledGrammar::kDefaultMaxWorkPerCall);
 
   // Cached by (kind, text, choices). INVALID_ARGUMENT naming what is wrong; for schemas the
   // JSON path ("response_format schema: properties.age.type: ..."). Compiling includes a probe:
@@ -97,6 +110,7 @@ class GrammarCompiler {
   std::shared_ptr<const TokenVocabulary> vocab_;
   const size_t capacity_;
   const size_t cache_bytes_;
+  const int64_t max_work_per_call_;
   mutable absl::Mutex mu_;
   // LRU: most recent at the front.
   std::list<Entry> lru_ ABSL_GUARDED_BY(mu_);

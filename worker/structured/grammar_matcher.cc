@@ -82,11 +82,11 @@ void GrammarMatcher::Expand(int32_t start, std::vector<int32_t>* out) {
 bool GrammarMatcher::Charge(int64_t units) {
   work_ += units;
   stats_.max_call_work = std::max(stats_.max_call_work, work_);
-  if (work_ <= kMaxWorkPerCall) return true;
+  if (work_ <= compiled_->max_work_per_call()) return true;
   if (status_.ok()) {
     // The constraint's fault, not the worker's: never retried elsewhere.
     status_ = absl::InvalidArgumentError(absl::StrCat(
-        "the constraint needs more than ", kMaxWorkPerCall,
+        "the constraint needs more than ", compiled_->max_work_per_call(),
         " units of matching work for one token (the limit; a unit is 10-16 ns on a 2-core EPYC): "
         "simplify it, e.g. fewer nested or counted repetitions of optional items"));
   }

@@ -49,18 +49,16 @@ class GrammarMatcher {
   static constexpr size_t kMaxNodes = 1 << 18;
   static constexpr size_t kMaxRollback = 256;
   static constexpr size_t kMaxMasksPerMatcher = 32;
-  // The work one call (the constructor, a mask, a token) may do, so that one request's mask
-  // delays the others' step by a bounded amount. Units: a trie node walked or a stack tested
-  // costs 1, a stack expanded kExpandCost (10-16 ns a unit on a 2-core EPYC; a cold mask of a
-  // 128k vocabulary is ~340k units; docs/structured-outputs.md has the figures).
-  static constexpr int64_t kMaxWorkPerCall = int64_t{1} << 22;
+  // The default per-call work budget (CompiledGrammar::max_work_per_call says what a grammar's
+  // matchers use, and what the units are).
+  static constexpr int64_t kMaxWorkPerCall = CompiledGrammar::kDefaultMaxWorkPerCall;
   static constexpr int64_t kExpandCost = 16;
 
   // Computes the initial state within the work budget; status() says when it could not.
   explicit GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar);
 
-  // OK until a call ran past kMaxWorkPerCall; then INVALID_ARGUMENT naming the limit, and the
-  // matcher refuses everything (FillNextTokenBitmask and AcceptToken return false).
+  // OK until a call ran past the grammar's max_work_per_call; then INVALID_ARGUMENT naming the
+  // limit, and the matcher refuses everything (FillNextTokenBitmask and AcceptToken return false).
   const absl::Status& status() const { return status_; }
 
   // Sets bit t (bitmask[t / 32] >> (t % 32) & 1) for every token t that keeps the output a

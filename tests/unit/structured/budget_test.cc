@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/unit/structured/test_util.h"
@@ -157,6 +158,40 @@ TEST(BudgetTest, MatcherPastItsBudgetFailsAndRefusesEverything) {
   EXPECT_FALSE(matcher.AcceptToken('x'));
   EXPECT_FALSE(matcher.Rollback(1));
   EXPECT_FALSE(matcher.FillNextTokenBitmask(absl::MakeSpan(bits)));
+}
+
+TEST(BudgetTest, TheCompilersWorkBudgetIsEveryMatchersBudget) {
+  // The mask after "abc" takes W units within the default budget; a compiler given a budget
+  // under W compiles the same constraint (its probe is cheap) into matchers that fail there,
+  // naming that budget, and one given a budget over W into matchers that do not.
+  const std::string regex = "abc(.?){60}";
+  int64_t work = 0;
+  {
+    auto grammar = CompileOk(Constraint::Kind::kRegex, regex, ByteVocabulary());
+    ASSERT_NE(grammar, nullptr);
+    GrammarMatcher matcher(grammar);
+    std::vector<uint32_t> bits((grammar->vocab().size() + 31) / 32);
+    ASSERT_TRUE(matcher.AcceptString("abc"));
+    ASSERT_TRUE(matcher.FillNextTokenBitmask(absl::MakeSpan(bits))) << matcher.status();
+    work = matcher.stats().max_call_work;
+  }
+  ASSERT_GT(work, 1000);
+  for (const int64_t budget : {work / 2, work * 2}) {
+    SCOPED_TRACE(budget);
+    GrammarCompiler compiler(ByteVocabulary(), 4, GrammarCompiler::kDefaultCacheBytes, budget);
+    absl::StatusOr<std::shared_ptr<const CompiledGrammar>> grammar =
+        compiler.Compile(Make(Constraint::Kind::kRegex, regex));
+    ASSERT_TRUE(grammar.ok()) << grammar.status();
+    EXPECT_EQ((*grammar)->max_work_per_call(), budget);
+    GrammarMatcher matcher(*grammar);
+    std::vector<uint32_t> bits(((*grammar)->vocab().size() + 31) / 32);
+    ASSERT_TRUE(matcher.AcceptString("abc"));
+    const bool filled = matcher.FillNextTokenBitmask(absl::MakeSpan(bits));
+    EXPECT_EQ(filled, budget > work) << matcher.status();
+    if (!filled) {
+      EXPECT_THAT(matcher.status().message(), HasSubstr(absl::StrCat("more than ", budget)));
+    }
+  }
 }
 
 TEST(BudgetTest, EveryMatcherOfTheExpensiveStateFails) {
