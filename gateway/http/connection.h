@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-// GCC 12 needs <utility> before Asio (docs/DESIGN.md, section 7).
+// GCC 12 needs <utility> before Asio (docs/building.md, "Dependencies").
 #include <boost/asio.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/parser.hpp>

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-// GCC 12 needs <utility> before Asio (docs/DESIGN.md, section 7).
+// GCC 12 needs <utility> before Asio (docs/building.md, "Dependencies").
 #include <boost/asio.hpp>
 
 #include "absl/base/thread_annotations.h"

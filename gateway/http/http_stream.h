@@ -18,7 +18,7 @@
 #include <string>
 #include <utility>
 
-// GCC 12 needs <utility> before Asio (docs/DESIGN.md, section 7).
+// GCC 12 needs <utility> before Asio (docs/building.md, "Dependencies").
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
 

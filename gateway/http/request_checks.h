@@ -15,7 +15,7 @@
 #include <optional>
 #include <utility>
 
-// GCC 12 needs <utility> before Asio/Beast (docs/DESIGN.md, section 7).
+// GCC 12 needs <utility> before Asio/Beast (docs/building.md, "Dependencies").
 #include <boost/beast/http/message.hpp>
 
 #include "absl/status/status.h"

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-// GCC 12 needs <utility> before Asio/Beast headers (see docs/DESIGN.md, section 7).
+// GCC 12 needs <utility> before Asio/Beast headers (docs/building.md, "Dependencies").
 #include <boost/beast/http/status.hpp>
 
 #include "absl/strings/ascii.h"

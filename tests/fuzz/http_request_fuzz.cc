@@ -37,7 +37,7 @@
 #include <utility>
 #include <vector>
 
-// GCC 12 needs <utility> before Asio/Beast (docs/DESIGN.md, section 7).
+// GCC 12 needs <utility> before Asio/Beast (docs/building.md, "Dependencies").
 #include <boost/asio.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/http/error.hpp>

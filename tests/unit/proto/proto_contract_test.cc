@@ -1,6 +1,6 @@
 // Checks the contracts in proto/: every service, method, message, field, enum and enum value has
 // a comment (its meaning, unit, default and limit belong there), and the generated code agrees
-// with what DESIGN.md §3 promises.
+// with what the contracts of docs/api.md promise.
 
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/descriptor.pb.h>

@@ -20,7 +20,8 @@ struct Expected {
   std::string code_name;
 };
 
-// Written out independently of status_table.cc: DESIGN.md §3 fixes the HTTP statuses.
+// Written out independently of status_table.cc: docs/architecture.md, "Errors", fixes the HTTP
+// statuses.
 const std::vector<Expected>& AllCodes() {
   static const auto* const kAll = new std::vector<Expected>{
       {absl::StatusCode::kCancelled, grpc::StatusCode::CANCELLED, 499, "cancelled", "cancelled"},
