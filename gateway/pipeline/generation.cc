@@ -14,8 +14,6 @@
 namespace llmserve::gateway {
 namespace {
 
-std::atomic<int> live_generations{0};
-
 // Worker request ids must be unique on the worker; clients' ids need not be.
 std::string WorkerRequestId(const std::string& request_id) {
   static std::atomic<uint64_t> counter{0};
@@ -69,7 +67,9 @@ std::shared_ptr<Generation> Generation::Start(WorkerClient* workers, PreparedReq
 Generation::Generation(WorkerClient* workers, PreparedRequest request,
                        const GenerationOptions& options,
                        std::shared_ptr<GenerationObserver> observer)
-    : workers_(workers),
+    : in_flight_(options.in_flight != nullptr ? options.in_flight->Enter()
+                                              : InFlightCount::Guard()),
+      workers_(workers),
       request_(std::move(request)),
       options_(options),
       prompt_hashes_(absl::MakeConstSpan(request_.worker_request.prompt_token_ids().data(),
@@ -78,7 +78,6 @@ Generation::Generation(WorkerClient* workers, PreparedRequest request,
       observer_(std::move(observer)),
       fingerprint_(RequestFingerprint(request_.model->name(), request_.worker_request)),
       stop_matcher_(request_.stop_strings) {
-  ++live_generations;
   if (request_.model->tokenizer() != nullptr) {
     const auto& prompt = request_.worker_request.prompt_token_ids();
     detokenizer_.emplace(request_.model->tokenizer(),
@@ -86,10 +85,6 @@ Generation::Generation(WorkerClient* workers, PreparedRequest request,
                          request_.skip_special_tokens);
   }
 }
-
-Generation::~Generation() { --live_generations; }
-
-int Generation::live_count() { return live_generations.load(); }
 
 void Generation::Cancel() {
   absl::MutexLock lock(&mutex_);

@@ -30,6 +30,7 @@
 #include "absl/time/time.h"
 #include "common/tokenizer/incremental_detokenizer.h"
 #include "gateway/metrics/gateway_metrics.h"
+#include "gateway/pipeline/in_flight_count.h"
 #include "gateway/pipeline/prompt_builder.h"
 #include "gateway/pipeline/query_of_death.h"
 #include "gateway/pipeline/stop_matcher.h"
@@ -79,20 +80,18 @@ struct GenerationOptions {
   // Query-of-death protection, shared by every generation of the gateway. Null: a request whose
   // worker went away is not retried and nothing is quarantined.
   QueryOfDeathGuard* query_of_death = nullptr;
+  // Counts the generation for as long as it is alive (RequestTracker::generations), so that a
+  // gateway shutting down can wait for it before it destroys the worker client. Null: not counted.
+  std::shared_ptr<InFlightCount> in_flight;
 };
 
 class Generation : public std::enable_shared_from_this<Generation> {
  public:
-  // `workers` must outlive every generation (see live_count).
+  // `workers` must outlive every generation (see GenerationOptions::in_flight).
   static std::shared_ptr<Generation> Start(WorkerClient* workers, PreparedRequest request,
                                            const GenerationOptions& options,
                                            std::shared_ptr<GenerationObserver> observer);
   void Cancel();
-  ~Generation();
-
-  // Generations alive in this process: a gateway shutting down waits for zero before it destroys
-  // the worker client they use.
-  static int live_count();
 
  private:
   // One attempt's call observer: holds the generation alive until the call is done.
@@ -108,6 +107,9 @@ class Generation : public std::enable_shared_from_this<Generation> {
   void Complete(GenerationResult result);
   ::llmserve::v1::GeneratedToken ToPublicToken(const worker::v1::GeneratedToken& token) const;
 
+  // First, so that it is released last: the generation is done with the worker client only once
+  // every other member is destroyed.
+  const InFlightCount::Guard in_flight_;
   WorkerClient* const workers_;
   const PreparedRequest request_;
   const GenerationOptions options_;

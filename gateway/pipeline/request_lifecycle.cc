@@ -8,20 +8,20 @@ namespace llmserve::gateway {
 
 std::shared_ptr<RequestLifecycle> RequestTracker::Begin(absl::string_view api) {
   return std::make_shared<RequestLifecycle>(admission_, metrics_, std::string(api),
-                                            ActiveGuard(active_), ActiveGuard(CounterOf(api)));
+                                            active_->Enter(), CounterOf(api)->Enter());
 }
 
-std::shared_ptr<std::atomic<int>> RequestTracker::CounterOf(absl::string_view api) {
+std::shared_ptr<InFlightCount> RequestTracker::CounterOf(absl::string_view api) {
   absl::MutexLock lock(&api_mutex_);
-  std::shared_ptr<std::atomic<int>>& counter = active_by_api_[api];
-  if (counter == nullptr) counter = std::make_shared<std::atomic<int>>(0);
+  std::shared_ptr<InFlightCount>& counter = active_by_api_[api];
+  if (counter == nullptr) counter = InFlightCount::Create();
   return counter;
 }
 
 int RequestTracker::active(absl::string_view api) const {
   absl::MutexLock lock(&api_mutex_);
   const auto it = active_by_api_.find(api);
-  return it == active_by_api_.end() ? 0 : it->second->load();
+  return it == active_by_api_.end() ? 0 : it->second->count();
 }
 
 absl::Status RequestTracker::CheckAccepting() const {
@@ -30,7 +30,8 @@ absl::Status RequestTracker::CheckAccepting() const {
 }
 
 RequestLifecycle::RequestLifecycle(const RequestAdmission* admission, GatewayMetrics* metrics,
-                                   std::string api, ActiveGuard active, ActiveGuard active_in_api)
+                                   std::string api, InFlightCount::Guard active,
+                                   InFlightCount::Guard active_in_api)
     : admission_(admission),
       metrics_(metrics),
       api_(std::move(api)),

@@ -9,15 +9,15 @@
 // there, so that no frontend can count a request twice or forget one. A lifecycle destroyed
 // without Finish (its client left) ends as CANCELLED.
 //
-// RequestTracker owns what both frontends share: whether new requests are accepted (drain) and
-// how many are in flight.
+// RequestTracker owns what both frontends share: whether new requests are accepted (drain), how
+// many are in flight, and how many generations are still alive (they may outlive their request
+// while a cancelled worker call unwinds).
 //
 // Thread-safe.
 
 #ifndef LLMSERVE_GATEWAY_PIPELINE_REQUEST_LIFECYCLE_H_
 #define LLMSERVE_GATEWAY_PIPELINE_REQUEST_LIFECYCLE_H_
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -32,7 +32,7 @@
 #include "absl/time/time.h"
 #include "gateway/admission/request_admission.h"
 #include "gateway/metrics/gateway_metrics.h"
-#include "gateway/pipeline/active_guard.h"
+#include "gateway/pipeline/in_flight_count.h"
 
 namespace llmserve::gateway {
 
@@ -52,20 +52,28 @@ class RequestTracker {
   void StartDrain() { draining_ = true; }
   bool draining() const { return draining_; }
   // Requests in flight on both APIs; of one API.
-  int active() const { return active_->load(); }
+  int active() const { return active_->count(); }
   int active(absl::string_view api) const;
+  // Waits until no request is in flight or until `deadline`; returns how many are left.
+  int WaitForRequests(absl::Time deadline) const { return active_->WaitForZero(deadline); }
+
+  // What each generation the frontends start counts itself in (GenerationOptions::in_flight).
+  const std::shared_ptr<InFlightCount>& generations() const { return generations_; }
+  // Waits until no generation is alive or until `deadline`; returns how many are left.
+  int WaitForGenerations(absl::Time deadline) const { return generations_->WaitForZero(deadline); }
 
   const RequestAdmission& admission() const { return *admission_; }
 
  private:
-  std::shared_ptr<std::atomic<int>> CounterOf(absl::string_view api);
+  std::shared_ptr<InFlightCount> CounterOf(absl::string_view api);
 
   const RequestAdmission* const admission_;
   GatewayMetrics* const metrics_;
   std::atomic<bool> draining_{false};
-  const std::shared_ptr<std::atomic<int>> active_ = std::make_shared<std::atomic<int>>(0);
+  const std::shared_ptr<InFlightCount> active_ = InFlightCount::Create();
+  const std::shared_ptr<InFlightCount> generations_ = InFlightCount::Create();
   mutable absl::Mutex api_mutex_;
-  absl::flat_hash_map<std::string, std::shared_ptr<std::atomic<int>>> active_by_api_
+  absl::flat_hash_map<std::string, std::shared_ptr<InFlightCount>> active_by_api_
       ABSL_GUARDED_BY(api_mutex_);
 };
 
@@ -73,7 +81,7 @@ class RequestLifecycle : public std::enable_shared_from_this<RequestLifecycle> {
  public:
   // From RequestTracker::Begin.
   RequestLifecycle(const RequestAdmission* admission, GatewayMetrics* metrics, std::string api,
-                   ActiveGuard active, ActiveGuard active_in_api);
+                   InFlightCount::Guard active, InFlightCount::Guard active_in_api);
   ~RequestLifecycle();
   RequestLifecycle(const RequestLifecycle&) = delete;
   RequestLifecycle& operator=(const RequestLifecycle&) = delete;
@@ -102,8 +110,8 @@ class RequestLifecycle : public std::enable_shared_from_this<RequestLifecycle> {
   GatewayMetrics* const metrics_;
   const std::string api_;
   const absl::Time arrival_ = absl::Now();
-  const ActiveGuard active_;
-  const ActiveGuard active_in_api_;
+  const InFlightCount::Guard active_;
+  const InFlightCount::Guard active_in_api_;
   absl::Mutex mutex_;
   std::string model_ ABSL_GUARDED_BY(mutex_);
   // Set once admitted.

@@ -240,10 +240,7 @@ int GatewayServer::Drain() {
                      << tracker_->active("http") << " HTTP requests, up to "
                      << absl::FormatDuration(options_.drain_timeout);
   const absl::Time deadline = absl::Now() + options_.drain_timeout;
-  while (active_requests() > 0 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  const int left = active_requests();
+  const int left = tracker_->WaitForRequests(deadline);
   // The last responses' bytes may still be on their way out: HTTP connections get what is left of
   // the drain timeout (at least a moment) to close by themselves; then the rest is cut, which
   // cancels their generations.
@@ -274,10 +271,7 @@ GatewayServer::~GatewayServer() {
   openai_.reset();
   inference_.reset();
   // Cancelled generations may still be unwinding on gRPC threads, and they use the pool.
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (Generation::live_count() > 0 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
+  if (tracker_ != nullptr) tracker_->WaitForGenerations(absl::Now() + absl::Seconds(10));
   pool_.reset();
 }
 

@@ -413,6 +413,7 @@ InferenceService::Started InferenceService::MakeStarted(PreparedRequest request,
   started.generation.metrics = options_.metrics;
   started.generation.query_of_death = options_.query_of_death_guard;
   started.generation.api = "grpc";
+  started.generation.in_flight = tracker_->generations();
   if (options_.isolate_cache_per_principal) {
     started.generation.cache_salt = started.principal.name;
   }

@@ -536,6 +536,7 @@ void OpenAiApi::StartGeneration(PendingGeneration pending, std::vector<PreparedR
   generation.metrics = options_.metrics;
   generation.query_of_death = options_.query_of_death_guard;
   generation.api = "http";
+  generation.in_flight = tracker_->generations();
   if (options_.isolate_cache_per_principal) generation.cache_salt = pending.principal.name;
   const std::string id =
       absl::StrCat(pending.endpoint == OpenAiEndpoint::kChatCompletions ? "chatcmpl-" : "cmpl-",

@@ -5,9 +5,12 @@
 
 #include <memory>
 #include <string>
+#include <thread>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "absl/time/time.h"
 #include "gateway/admission/concurrency_limiter.h"
 #include "gateway/admission/rate_limiter.h"
 #include "gateway/metrics/gateway_metrics.h"
@@ -40,6 +43,45 @@ class RequestLifecycleTest : public ::testing::Test {
     return absl::StrContains(metrics_.Render(), series);
   }
 };
+
+TEST(InFlightCountTest, AGuardCountsOnceWhereverItIsMovedAndMayOutliveItsCount) {
+  std::shared_ptr<InFlightCount> count = InFlightCount::Create();
+  InFlightCount::Guard first = count->Enter();
+  InFlightCount::Guard second = count->Enter();
+  EXPECT_EQ(count->count(), 2);
+  InFlightCount::Guard moved = std::move(first);
+  EXPECT_EQ(count->count(), 2);
+  moved = std::move(second);  // releases what `moved` held
+  EXPECT_EQ(count->count(), 1);
+  InFlightCount::Guard none;  // counts nothing
+  none = InFlightCount::Guard();
+  std::weak_ptr<InFlightCount> weak = count;
+  count.reset();  // the guard keeps the count alive
+  EXPECT_FALSE(weak.expired());
+  moved = InFlightCount::Guard();
+  EXPECT_TRUE(weak.expired());
+}
+
+TEST(InFlightCountTest, WaitForZeroReturnsWhenTheLastGuardGoesOrAtItsDeadline) {
+  std::shared_ptr<InFlightCount> count = InFlightCount::Create();
+  EXPECT_EQ(count->WaitForZero(absl::InfinitePast()), 0);
+  auto guard = std::make_unique<InFlightCount::Guard>(count->Enter());
+  EXPECT_EQ(count->WaitForZero(absl::InfinitePast()), 1);  // the deadline has passed
+  // Released on another thread while this one waits without a deadline it could reach.
+  std::thread releaser([&guard] { guard.reset(); });
+  EXPECT_EQ(count->WaitForZero(absl::InfiniteFuture()), 0);
+  releaser.join();
+}
+
+TEST_F(RequestLifecycleTest, GenerationsAreCountedApartFromRequests) {
+  std::shared_ptr<RequestLifecycle> request = tracker_.Begin("grpc");
+  InFlightCount::Guard generation = tracker_.generations()->Enter();
+  request.reset();
+  EXPECT_EQ(tracker_.WaitForRequests(absl::InfinitePast()), 0);
+  EXPECT_EQ(tracker_.WaitForGenerations(absl::InfinitePast()), 1);
+  generation = InFlightCount::Guard();
+  EXPECT_EQ(tracker_.WaitForGenerations(absl::InfinitePast()), 0);
+}
 
 TEST_F(RequestLifecycleTest, CountsInFlightUntilDestroyedAndRefusesWhileDraining) {
   std::shared_ptr<RequestLifecycle> first = tracker_.Begin("grpc");
