@@ -277,7 +277,16 @@ std::vector<std::vector<SampleResult>> Engine::SampleAll(const SchedulerOutput& 
       live.sampling.Append(token);
       results[i].push_back(std::move(result));
       if (live.matcher != nullptr && !live.matcher->AcceptToken(token)) {
-        // Only a dead end gets here (MaskLogits let EOS through), and EOS ends the request.
+        if (!live.matcher->status().ok()) {
+          // Accepting ran past the matcher's work budget (its mask had not): the request ends
+          // with the error at its next mask, as when a mask is over budget.
+          if (live.constraint_error.ok()) {
+            live.constraint_error = absl::InvalidArgumentError(
+                absl::StrCat("structured_output: ", live.matcher->status().message()));
+          }
+          break;
+        }
+        // Otherwise only a dead end gets here (MaskLogits let EOS through), and EOS ends it.
         if (std::find(scheduler_config_.eos_token_ids.begin(),
                       scheduler_config_.eos_token_ids.end(),
                       token) == scheduler_config_.eos_token_ids.end()) {
