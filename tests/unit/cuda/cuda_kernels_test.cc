@@ -24,6 +24,7 @@
 #include "worker/engine/cpu/paged_attention.h"
 #include "worker/engine/cuda/attention.h"
 #include "worker/engine/cuda/kernels.h"
+#include "worker/model/rope.h"
 
 namespace llmserve::worker::cuda {
 
@@ -124,7 +125,7 @@ TEST_P(RopeKvTest, RotatesQueriesAndWritesKvSlots) {
     config.rope_scaling.factor = 8;
     config.rope_scaling.original_max_position_embeddings = 8192;
   }
-  const std::vector<double> inv_freq = cpu::RopeInverseFrequencies(config);
+  const std::vector<double> inv_freq = RopeInverseFrequencies(config);
   const int tokens = 9, width = (6 + 2 * 2) * head_dim, q_width = 6 * head_dim;
   const int kv_width = 2 * head_dim;
   // One sequence whose tokens sit at scattered positions (up to 1e5: the double angle matters).

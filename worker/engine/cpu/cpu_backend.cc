@@ -10,6 +10,7 @@
 #include "common/base/cgroup_limits.h"
 #include "common/status/status_macros.h"
 #include "worker/engine/cpu/kernels.h"
+#include "worker/model/rope.h"
 
 namespace llmserve::worker {
 namespace {
@@ -152,7 +153,7 @@ CpuBackend::CpuBackend(std::unique_ptr<ModelWeights> weights, const CpuBackendOp
   for (const LayerProjections& p : projections_) {
     weight_bytes_ += p.qkv.SizeBytes() + p.o.SizeBytes() + p.up.SizeBytes() + p.down.SizeBytes();
   }
-  if (c.position == PositionKind::kRope) rope_inv_freq_ = cpu::RopeInverseFrequencies(c);
+  if (c.position == PositionKind::kRope) rope_inv_freq_ = RopeInverseFrequencies(c);
   const int64_t layer_floats = layout_.Offset(num_blocks_, 0, 0);
   k_cache_.assign(c.num_layers * layer_floats, 0.0f);
   v_cache_.assign(c.num_layers * layer_floats, 0.0f);

@@ -33,9 +33,6 @@ void Activate(Activation activation, float* x, int64_t count);
 void GatedActivate(Activation activation, const float* gate_up, int64_t rows, int64_t n,
                    float* out);
 
-// The rotary inverse frequencies of `config` (head_dim / 2 values), rope scaling applied.
-std::vector<double> RopeInverseFrequencies(const ModelConfig& config);
-
 // Rotates `num_heads` heads of `head_dim` values at `x` (contiguous) for `position`, the way
 // Hugging Face's Llama does (rotate_half: pairs (i, i + head_dim / 2)).
 void ApplyRope(const std::vector<double>& inv_freq, int64_t position, int64_t num_heads,

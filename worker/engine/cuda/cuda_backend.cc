@@ -10,12 +10,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status/status_macros.h"
-#include "worker/engine/cpu/kernels.h"
 #include "worker/engine/cuda/attention.h"
 #include "worker/engine/cuda/cuda_status.h"
 #include "worker/engine/cuda/gemm.h"
 #include "worker/engine/cuda/projection_image.h"
 #include "worker/engine/cuda/quantized_gemm.h"
+#include "worker/model/rope.h"
 
 namespace llmserve::worker {
 namespace {
@@ -302,7 +302,7 @@ absl::Status CudaBackend::UploadWeights(const ModelWeights& weights) {
   std::vector<double> inv_freq;
   size_t inv_freq_offset = 0;
   if (c.position == PositionKind::kRope) {
-    inv_freq = cpu::RopeInverseFrequencies(c);  // the CPU backend's, scaling included
+    inv_freq = RopeInverseFrequencies(c);  // the CPU backend's, scaling included
     inv_freq_offset = AlignUp(total);
     total = inv_freq_offset + inv_freq.size() * sizeof(double);
   }
