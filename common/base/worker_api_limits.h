@@ -7,6 +7,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+
+#include "absl/strings/str_cat.h"
 
 namespace llmserve::common {
 
@@ -34,6 +37,31 @@ inline constexpr int kMaxLogitBiasEntries = 300;
 inline constexpr float kMaxLogitBias = 100.0f;
 // Worker only: the gateway makes the salt itself.
 inline constexpr size_t kMaxCacheSaltBytes = 256;
+
+// The ranges of the sampling fields, closed or open at the low end; each end names its own
+// errors (the gateway the public field, the worker its own).
+struct SamplingRange {
+  float low;
+  float high;
+  bool low_open;
+};
+inline constexpr SamplingRange kTemperatureRange{0.0f, 100.0f, false};
+inline constexpr SamplingRange kTopPRange{0.0f, 1.0f, true};
+inline constexpr SamplingRange kMinPRange{0.0f, 1.0f, false};
+inline constexpr SamplingRange kRepetitionPenaltyRange{0.0f, 2.0f, true};
+inline constexpr SamplingRange kPresencePenaltyRange{-2.0f, 2.0f, false};
+inline constexpr SamplingRange kFrequencyPenaltyRange{-2.0f, 2.0f, false};
+inline constexpr SamplingRange kLogitBiasRange{-kMaxLogitBias, kMaxLogitBias, false};
+
+// Written as an "inside" test, so that NaN, which compares false, is outside every range.
+inline bool InRange(float value, SamplingRange range) {
+  return (range.low_open ? value > range.low : value >= range.low) && value <= range.high;
+}
+
+// "[0, 100]", "(0, 1]".
+inline std::string RangeText(SamplingRange range) {
+  return absl::StrCat(range.low_open ? "(" : "[", range.low, ", ", range.high, "]");
+}
 
 }  // namespace llmserve::common
 

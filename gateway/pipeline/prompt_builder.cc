@@ -16,7 +16,6 @@ namespace {
 constexpr int kMaxStopStrings = 16;
 constexpr size_t kMaxStopStringBytes = 256;
 constexpr int kMaxChatMessages = 1024;
-using common::kMaxLogitBias;
 using common::kMaxLogitBiasEntries;
 using common::kMaxPriority;
 using common::kMaxRequestIdLength;
@@ -33,15 +32,9 @@ absl::Status CheckVocabulary(absl::string_view field, int index, int32_t id, uin
                  absl::StrCat(id, " is outside the vocabulary [0, ", vocab, ")"));
 }
 
-// Range checks written as "inside" tests so that NaN, which compares false, is refused.
-absl::Status CheckClosed(absl::string_view field, float value, float low, float high) {
-  if (value >= low && value <= high) return absl::OkStatus();
-  return Invalid(field, absl::StrCat(value, " is outside [", low, ", ", high, "]"));
-}
-
-absl::Status CheckLeftOpen(absl::string_view field, float value, float low, float high) {
-  if (value > low && value <= high) return absl::OkStatus();
-  return Invalid(field, absl::StrCat(value, " is outside (", low, ", ", high, "]"));
+absl::Status CheckRange(absl::string_view field, float value, common::SamplingRange range) {
+  if (common::InRange(value, range)) return absl::OkStatus();
+  return Invalid(field, absl::StrCat(value, " is outside ", common::RangeText(range)));
 }
 
 // The worker's ValidateLogitBias (worker/sampling/sampling_params.h), with the public field names.
@@ -59,7 +52,7 @@ absl::Status ValidateLogitBias(const ::llmserve::v1::SamplingParams& sampling,
                                          " is outside the vocabulary [0, ", vocab_size, ")"));
     }
     if (!seen.insert(entry.token_id()).second) return Invalid(field, "token id given twice");
-    LLMSERVE_RETURN_IF_ERROR(CheckClosed(field, entry.bias(), -kMaxLogitBias, kMaxLogitBias));
+    LLMSERVE_RETURN_IF_ERROR(CheckRange(field, entry.bias(), common::kLogitBiasRange));
   }
   return absl::OkStatus();
 }
@@ -83,11 +76,11 @@ absl::Status ValidateChatPrompt(const ::llmserve::v1::ChatPrompt& chat) {
 
 absl::Status ValidateSamplingParams(const ::llmserve::v1::SamplingParams& sampling,
                                     uint32_t vocab_size) {
-  // The same ranges as the worker's ValidateSamplingParams (worker/sampling/), which stays the
-  // last line for clients that reach a worker directly.
+  // The ranges of the worker's ValidateSamplingParams (worker/sampling/; one table in
+  // worker_api_limits.h), which stays the last line for clients that reach a worker directly.
   if (sampling.has_temperature()) {
     LLMSERVE_RETURN_IF_ERROR(
-        CheckClosed("sampling.temperature", sampling.temperature(), 0.0f, 100.0f));
+        CheckRange("sampling.temperature", sampling.temperature(), common::kTemperatureRange));
   }
   if (sampling.has_top_k() &&
       (sampling.top_k() < 0 || static_cast<uint32_t>(sampling.top_k()) > vocab_size)) {
@@ -95,22 +88,23 @@ absl::Status ValidateSamplingParams(const ::llmserve::v1::SamplingParams& sampli
                                                   "] (0 disables it)"));
   }
   if (sampling.has_top_p()) {
-    LLMSERVE_RETURN_IF_ERROR(CheckLeftOpen("sampling.top_p", sampling.top_p(), 0.0f, 1.0f));
+    LLMSERVE_RETURN_IF_ERROR(CheckRange("sampling.top_p", sampling.top_p(), common::kTopPRange));
   }
   if (sampling.has_min_p()) {
-    LLMSERVE_RETURN_IF_ERROR(CheckClosed("sampling.min_p", sampling.min_p(), 0.0f, 1.0f));
+    LLMSERVE_RETURN_IF_ERROR(CheckRange("sampling.min_p", sampling.min_p(), common::kMinPRange));
   }
   if (sampling.has_repetition_penalty()) {
-    LLMSERVE_RETURN_IF_ERROR(
-        CheckLeftOpen("sampling.repetition_penalty", sampling.repetition_penalty(), 0.0f, 2.0f));
+    LLMSERVE_RETURN_IF_ERROR(CheckRange("sampling.repetition_penalty",
+                                        sampling.repetition_penalty(),
+                                        common::kRepetitionPenaltyRange));
   }
   if (sampling.has_presence_penalty()) {
-    LLMSERVE_RETURN_IF_ERROR(
-        CheckClosed("sampling.presence_penalty", sampling.presence_penalty(), -2.0f, 2.0f));
+    LLMSERVE_RETURN_IF_ERROR(CheckRange("sampling.presence_penalty", sampling.presence_penalty(),
+                                        common::kPresencePenaltyRange));
   }
   if (sampling.has_frequency_penalty()) {
-    LLMSERVE_RETURN_IF_ERROR(
-        CheckClosed("sampling.frequency_penalty", sampling.frequency_penalty(), -2.0f, 2.0f));
+    LLMSERVE_RETURN_IF_ERROR(CheckRange("sampling.frequency_penalty", sampling.frequency_penalty(),
+                                        common::kFrequencyPenaltyRange));
   }
   if (sampling.top_logprobs() < 0 || sampling.top_logprobs() > kMaxTopLogprobs) {
     return Invalid("sampling.top_logprobs",

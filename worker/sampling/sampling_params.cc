@@ -11,33 +11,29 @@
 namespace llmserve::worker {
 namespace {
 
-// Range checks written as "inside" tests so that NaN, which compares false, is rejected.
-absl::Status CheckClosed(absl::string_view field, float value, float min, float max) {
-  if (value >= min && value <= max) return absl::OkStatus();
+absl::Status CheckRange(absl::string_view field, float value, common::SamplingRange range) {
+  if (common::InRange(value, range)) return absl::OkStatus();
   return absl::InvalidArgumentError(
-      absl::StrCat(field, " is ", value, ", outside [", min, ", ", max, "]"));
-}
-
-absl::Status CheckLeftOpen(absl::string_view field, float value, float min, float max) {
-  if (value > min && value <= max) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(field, " is ", value, ", outside (", min, ", ", max, "]"));
+      absl::StrCat(field, " is ", value, ", outside ", common::RangeText(range)));
 }
 
 }  // namespace
 
 absl::Status ValidateSamplingParams(const SamplingParams& params, int64_t vocab_size) {
-  LLMSERVE_RETURN_IF_ERROR(CheckClosed("temperature", params.temperature, 0.0f, 100.0f));
+  LLMSERVE_RETURN_IF_ERROR(
+      CheckRange("temperature", params.temperature, common::kTemperatureRange));
   if (params.top_k < 0 || params.top_k > vocab_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("top_k is ", params.top_k, ", outside [0, ", vocab_size, "] (0 disables it)"));
   }
-  LLMSERVE_RETURN_IF_ERROR(CheckLeftOpen("top_p", params.top_p, 0.0f, 1.0f));
-  LLMSERVE_RETURN_IF_ERROR(CheckClosed("min_p", params.min_p, 0.0f, 1.0f));
+  LLMSERVE_RETURN_IF_ERROR(CheckRange("top_p", params.top_p, common::kTopPRange));
+  LLMSERVE_RETURN_IF_ERROR(CheckRange("min_p", params.min_p, common::kMinPRange));
   LLMSERVE_RETURN_IF_ERROR(
-      CheckLeftOpen("repetition_penalty", params.repetition_penalty, 0.0f, 2.0f));
-  LLMSERVE_RETURN_IF_ERROR(CheckClosed("presence_penalty", params.presence_penalty, -2.0f, 2.0f));
-  LLMSERVE_RETURN_IF_ERROR(CheckClosed("frequency_penalty", params.frequency_penalty, -2.0f, 2.0f));
+      CheckRange("repetition_penalty", params.repetition_penalty, common::kRepetitionPenaltyRange));
+  LLMSERVE_RETURN_IF_ERROR(
+      CheckRange("presence_penalty", params.presence_penalty, common::kPresencePenaltyRange));
+  LLMSERVE_RETURN_IF_ERROR(
+      CheckRange("frequency_penalty", params.frequency_penalty, common::kFrequencyPenaltyRange));
   if (params.top_logprobs < 0 || params.top_logprobs > common::kMaxTopLogprobs) {
     return absl::InvalidArgumentError(absl::StrCat("top_logprobs is ", params.top_logprobs,
                                                    ", outside [0, ", common::kMaxTopLogprobs, "]"));
@@ -61,8 +57,7 @@ absl::Status ValidateLogitBias(absl::Span<const std::pair<int32_t, float>> logit
     if (!seen.insert(token_id).second) {
       return absl::InvalidArgumentError(absl::StrCat(field, ": token id given twice"));
     }
-    LLMSERVE_RETURN_IF_ERROR(
-        CheckClosed(field, bias, -common::kMaxLogitBias, common::kMaxLogitBias));
+    LLMSERVE_RETURN_IF_ERROR(CheckRange(field, bias, common::kLogitBiasRange));
   }
   return absl::OkStatus();
 }
