@@ -350,6 +350,32 @@ def substitute(expr):
             .replace('"$worker"', '".*"'))
 
 
+# Dashboard (title after "llmserve / ") -> panels whose queries the load makes positive.
+PANELS_THE_LOAD_MOVES = {
+    "Gateway": ("Requests/s by API and status", "Time to first token (gateway)",
+                "Inter-token latency (gateway)", "Request duration (gateway)",
+                "Routing decisions/s by reason", "Workers up", "Ready workers per model",
+                "Refused on limits/s", "Auth failures/s"),
+    "Overview": ("Requests/s", "Generated tokens/s", "Ready workers", "Requests/s by status",
+                 "Tokens/s", "Time to first token", "Inter-token latency", "End-to-end latency"),
+    "Workers": ("Step time", "Tokens per step", "Steps/s", "Finished requests/s",
+                "Time to first token (per worker)", "Tokens/s per worker", "Tokens per request"),
+}
+
+
+def check_load(statuses):
+    """What the load's own counts must show: each kind of request served, the bad key refused with
+    401 only, the greedy key past its limit refused with 429."""
+    for kind in ("completion", "stream", "chat"):
+        if statuses.get(f"{kind} 200", 0) == 0:
+            raise Failure(f"no {kind} request was served: {statuses}")
+    bad_key = {k: v for k, v in statuses.items() if k.startswith("bad-key ")}
+    if not bad_key or set(bad_key) != {"bad-key 401"}:
+        raise Failure(f"the bad key got {bad_key or 'nothing'}, not only 401: {statuses}")
+    if statuses.get("greedy 429", 0) == 0:
+        raise Failure(f"the greedy key was never refused (429): {statuses}")
+
+
 def check_dashboards(prometheus, source, workers):
     targets, variables = dashboard_queries(source)
     if len(targets) < 30:
@@ -369,6 +395,30 @@ def check_dashboards(prometheus, source, workers):
 
     wait_until("every dashboard query returns finite data", all_have_data,
                describe=lambda: "no data:\n  " + "\n  ".join(
+                   f"{title} / {panel}: {expr}" for title, panel, expr in failing))
+
+    # Finite is not enough: a query of the wrong metric or label can return a constant zero. The
+    # panels that the load moves (requests, tokens, latencies, steps, 401s of the bad key and
+    # 429s of the greedy one, workers up) must each show a positive value at some point.
+    def positive(result):
+        return any(float(sample["value"][1]) > 0 for sample in result)
+
+    flat = [(title, panel, expr) for title, panel, expr in targets
+            if panel in PANELS_THE_LOAD_MOVES.get(title.split(" / ")[-1], ())]
+    missing = {(title.split(" / ")[-1], panel)
+               for title, panels in PANELS_THE_LOAD_MOVES.items() for panel in panels} - {
+                   (title.split(" / ")[-1], panel) for title, panel, _ in flat}
+    if missing:
+        raise Failure(f"panels this test expects are not on the dashboards: {sorted(missing)}")
+    failing[:] = flat
+
+    def all_positive():
+        failing[:] = [(title, panel, expr) for title, panel, expr in failing
+                      if not positive(prometheus.query(substitute(expr)))]
+        return not failing
+
+    wait_until("every panel the load moves shows a positive value", all_positive,
+               describe=lambda: "zero or no data:\n  " + "\n  ".join(
                    f"{title} / {panel}: {expr}" for title, panel, expr in failing))
     label_values = re.compile(r"^label_values\((.*),\s*([a-zA-Z_]+)\)$")
     for title, name, query in variables:
@@ -427,6 +477,7 @@ def main():
             num_rules = check_rules(prometheus, rules_files)
             alert = check_worker_down_alert(prometheus, cluster, workers[1])
             load.finish()
+            check_load(load.statuses)
             print(json.dumps({
                 "targets": num_targets, "rules": num_rules, "dashboard_queries": num_queries,
                 "dashboard_variables": num_variables,
