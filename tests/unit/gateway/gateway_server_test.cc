@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
@@ -169,7 +170,26 @@ TEST_F(GatewayServerTest, AWorkerDownBeforeTheFirstTokenIsRetriedElsewhere) {
   }
 }
 
-TEST_F(GatewayServerTest, CancellingTheClientFreesTheWorkersBlocks) {
+// Requests the workers ended with `finished_reason` (worker metrics, all workers).
+int WorkerRequestsFinishedAs(const std::vector<std::unique_ptr<worker::WorkerServer>>& workers,
+                             const std::string& finished_reason) {
+  int total = 0;
+  for (const auto& worker : workers) {
+    const std::string body = Get(worker->metrics_port(), "/metrics").body;
+    for (absl::string_view line : absl::StrSplit(body, '\n')) {
+      if (absl::StartsWith(line, "llmserve_request_success_total{") &&
+          absl::StrContains(line, absl::StrCat("finished_reason=\"", finished_reason, "\""))) {
+        total += std::stoi(std::string(line.substr(line.rfind(' ') + 1)));
+      }
+    }
+  }
+  return total;
+}
+
+// On the slow model the 900 tokens take many seconds: the request is still running when the
+// client cancels, and only the cancel reaching the worker ends it as an abort (run to its end it
+// would finish as "length").
+TEST_F(SlowGatewayServerTest, CancellingTheClientAbortsTheWorkerRequestAndFreesItsBlocks) {
   StartGateway();
   {
     grpc::ClientContext context;
@@ -179,9 +199,11 @@ TEST_F(GatewayServerTest, CancellingTheClientFreesTheWorkersBlocks) {
     context.TryCancel();
     while (reader->Read(&message)) {
     }
-    reader->Finish();
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
   }
   EXPECT_TRUE(WaitForIdleWorkers());
+  EXPECT_EQ(WorkerRequestsFinishedAs(workers_, "abort"), 1);
+  EXPECT_EQ(WorkerRequestsFinishedAs(workers_, "length"), 0);
 }
 
 TEST_F(GatewayServerTest, RefusesAnonymousAccessOffLoopback) {
