@@ -19,7 +19,8 @@ bool IsNameChar(char c) {
 
 class Parser {
  public:
-  Parser(absl::string_view src, absl::string_view what) : src_(src), what_(what) {}
+  Parser(absl::string_view src, absl::string_view what, bool source_positions)
+      : src_(src), what_(what), source_positions_(source_positions) {}
 
   absl::StatusOr<Grammar> Parse() {
     if (!common::utf8::IsValid(common::AsStd(src_))) {
@@ -50,6 +51,7 @@ class Parser {
 
  private:
   absl::Status Error(absl::string_view message) const {
+    if (!source_positions_) return absl::InvalidArgumentError(absl::StrCat(what_, ": ", message));
     size_t line = 1;
     size_t column = 1;
     for (size_t i = 0; i < pos_ && i < src_.size(); ++i) {
@@ -326,14 +328,16 @@ class Parser {
 
   absl::string_view src_;
   absl::string_view what_;
+  const bool source_positions_;
   size_t pos_ = 0;
   GrammarBuilder builder_;
 };
 
 }  // namespace
 
-absl::StatusOr<Grammar> ParseGbnf(absl::string_view source, absl::string_view what) {
-  return Parser(source, what).Parse();
+absl::StatusOr<Grammar> ParseGbnf(absl::string_view source, absl::string_view what,
+                                  bool source_positions) {
+  return Parser(source, what, source_positions).Parse();
 }
 
 }  // namespace llmserve::worker::structured

@@ -21,7 +21,11 @@ namespace llmserve::worker::structured {
 
 inline constexpr int kMaxGbnfNesting = 128;
 
-absl::StatusOr<Grammar> ParseGbnf(absl::string_view source, absl::string_view what = "grammar");
+// Errors start with `what` and, when `source_positions`, the line and column in `source`: a
+// client's own GBNF grammar gets them; GBNF generated from a regex, a JSON Schema or a choice list
+// does not, since its positions are in text the client never wrote.
+absl::StatusOr<Grammar> ParseGbnf(absl::string_view source, absl::string_view what = "grammar",
+                                  bool source_positions = true);
 
 }  // namespace llmserve::worker::structured
 

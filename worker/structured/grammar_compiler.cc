@@ -102,16 +102,17 @@ absl::StatusOr<Grammar> GrammarCompiler::BuildGrammar(const Constraint& c) const
   }
   switch (c.kind) {
     case Constraint::Kind::kJsonObject:
-      return ParseGbnf(JsonObjectGbnf(), KindName(c.kind));
+      return ParseGbnf(JsonObjectGbnf(), KindName(c.kind), /*source_positions=*/false);
     case Constraint::Kind::kJsonSchema: {
       absl::StatusOr<std::string> gbnf = JsonSchemaToGbnf(c.text);
       if (!gbnf.ok()) return gbnf.status();
-      return ParseGbnf(*gbnf, KindName(c.kind));
+      return ParseGbnf(*gbnf, KindName(c.kind), /*source_positions=*/false);
     }
     case Constraint::Kind::kRegex: {
       absl::StatusOr<std::string> expr = RegexToGbnf(c.text, {});
       if (!expr.ok()) return expr.status();
-      return ParseGbnf(absl::StrCat("root ::= ", *expr), KindName(c.kind));
+      return ParseGbnf(absl::StrCat("root ::= ", *expr), KindName(c.kind),
+                       /*source_positions=*/false);
     }
     case Constraint::Kind::kChoice: {
       if (c.choices.empty()) return absl::InvalidArgumentError("choice: no choices given");
@@ -131,7 +132,7 @@ absl::StatusOr<Grammar> GrammarCompiler::BuildGrammar(const Constraint& c) const
         }
         absl::StrAppend(&gbnf, i > 0 ? " | " : "", GbnfLiteral(c.choices[i]));
       }
-      return ParseGbnf(gbnf, KindName(c.kind));
+      return ParseGbnf(gbnf, KindName(c.kind), /*source_positions=*/false);
     }
     case Constraint::Kind::kGrammar:
       return ParseGbnf(c.text, KindName(c.kind));

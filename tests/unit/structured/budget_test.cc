@@ -72,6 +72,24 @@ TEST(BudgetTest, HostileConstraintsAreRefusedFastNamingTheLimit) {
   }
 }
 
+TEST(BudgetTest, ErrorsInGeneratedGrammarsCiteNoPositionTheClientNeverWrote) {
+  // A regex (or schema, or choice list) is compiled through GBNF that the client never sees: a
+  // limit reached while parsing it names the constraint's kind, not "line 1, column 267" of
+  // the generated text. A client's own GBNF keeps its line and column. 260 exact repetitions of
+  // 4096 are more than the 2^20 symbols a grammar may expand to.
+  std::string regex_text, gbnf_text = "root ::=";
+  for (int i = 0; i < 260; ++i) {
+    regex_text += "a{4096}";
+    gbnf_text += " \"a\"{4096}";
+  }
+  const std::string regex = CompileError(Constraint::Kind::kRegex, regex_text);
+  EXPECT_THAT(regex, HasSubstr("regex: grammar too large"));
+  EXPECT_THAT(regex, ::testing::Not(HasSubstr("column")));
+  const std::string grammar = CompileError(Constraint::Kind::kGrammar, gbnf_text);
+  EXPECT_THAT(grammar, HasSubstr("grammar too large"));
+  EXPECT_THAT(grammar, HasSubstr("line 1, column"));
+}
+
 TEST(BudgetTest, StaticBoundNamesTheGrammarRule) {
   EXPECT_THAT(CompileError(Constraint::Kind::kGrammar,
                            "root ::= \"x\" outer\nouter ::= inner{0,300}\ninner ::= y{0,300}\n"
