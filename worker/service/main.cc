@@ -135,8 +135,8 @@ absl::StatusOr<llmserve::worker::WorkerServerOptions> OptionsFromFlags() {
   const bool auto_dtype = absl::GetFlag(FLAGS_dtype) == "auto";
   if (!auto_dtype || llmserve::worker::ModelFiles::Open(options.model_dir).ok() ||
       llmserve::worker::DetectModelFormat(options.model_dir)
-              .value_or(llmserve::worker::ModelFormat::kHuggingFaceDirectory) ==
-          llmserve::worker::ModelFormat::kGguf) {
+              .value_or(llmserve::worker::ModelFormat::kHuggingFaceDirectory) !=
+          llmserve::worker::ModelFormat::kHuggingFaceDirectory) {
     absl::StatusOr<llmserve::worker::DType> dtype = llmserve::worker::ResolveDTypeFlag(
         absl::GetFlag(FLAGS_dtype), options.model_dir, options.backend);
     if (!dtype.ok()) {
