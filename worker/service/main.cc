@@ -27,7 +27,8 @@
 #include "worker/speculative/speculative_flags.h"
 
 ABSL_FLAG(std::string, model, "",
-          "the model to serve (required): a Hugging Face model directory or a GGUF file");
+          "the model to serve (required): a Hugging Face model directory, a GGUF file or a "
+          "llama2.c checkpoint (.bin, with its SentencePiece .model beside it)");
 ABSL_FLAG(std::string, served_model_name, "",
           "name the model is served under (default: the model directory's name)");
 ABSL_FLAG(std::string, backend, "cpu", "compute backend: cpu or cuda");

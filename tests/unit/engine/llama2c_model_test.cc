@@ -5,6 +5,9 @@
 //   through the same helpers);
 // - its weights equal, bit for bit, those of stories260K-f32.gguf, which llama.cpp converted from
 //   the same checkpoint: the Q/K rows are permuted exactly as the GGUF loader permutes them.
+// - written out as a Hugging Face directory (WriteHuggingFaceDirectory, what
+//   `llmserve-make-model --from-llama2c` does) with tok512.model's tokenizer, it loads as a
+//   directory and gives the same greedy ids, and its tokenizer.json the reference prompt ids.
 // Skips with a message when LLMSERVE_TESTDATA is unset or lacks the model.
 
 #include <cstring>
@@ -12,10 +15,14 @@
 #include <string>
 #include <vector>
 
+#include "common/tokenizer/sentencepiece_model.h"
+#include "common/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
+#include "tests/testing/scoped_temp_dir.h"
 #include "tests/testing/testdata_models.h"
 #include "tests/unit/engine/greedy_generation.h"
 #include "tests/unit/engine/stories_reference.h"
+#include "worker/model/hf_export.h"
 #include "worker/model/model_loader.h"
 
 namespace llmserve::worker {
@@ -108,6 +115,37 @@ TEST(Llama2cStoriesEngineTest, WeightsEqualTheGgufConversionsBitForBit) {
     ExpectSameTensor(b.up_weight, g.up_weight, layer + "gate/up");
     ExpectSameTensor(b.down_weight, g.down_weight, layer + "down");
   }
+}
+
+TEST(Llama2cStoriesEngineTest, AsAHuggingFaceDirectoryItGivesTheSameIds) {
+  std::string why;
+  const std::string dir = ModelsDir("stories260K", &why);
+  if (dir.empty()) GTEST_SKIP() << why;
+  absl::StatusOr<std::unique_ptr<ModelWeights>> bin =
+      LoadModel(dir + "/stories260K.bin", 0, DType::kF32);
+  ASSERT_TRUE(bin.ok()) << bin.status();
+  absl::StatusOr<common::tokenizer::SentencePieceModel> spm =
+      common::tokenizer::ReadSentencePieceModel(dir + "/tok512.model");
+  ASSERT_TRUE(spm.ok()) << spm.status();
+  const common::tokenizer::TokenizerFiles files =
+      common::tokenizer::TokenizerFilesFromSentencePiece(*spm);
+  ::llmserve::testing::ScopedTempDir temp("llama2c_hf");
+  const std::string out = temp.path() + "/stories260K";
+  ASSERT_TRUE(WriteHuggingFaceDirectory(**bin, &files, out).ok());
+  EXPECT_EQ(*DetectModelFormat(out), ModelFormat::kHuggingFaceDirectory);
+  const std::vector<ReferenceCase> cases = ReadReference(dir);
+  ASSERT_GE(cases.size(), 3u);
+  for (const ReferenceCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    EXPECT_EQ(
+        testing::GreedyTokens(StoriesOptions(out), c.prompt, static_cast<int32_t>(c.greedy.size())),
+        c.greedy);
+  }
+  absl::StatusOr<std::unique_ptr<common::tokenizer::Tokenizer>> tok =
+      common::tokenizer::Tokenizer::FromDirectory(out);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  EXPECT_EQ(*(*tok)->Encode("Tom and his dog went to the", true), cases[1].prompt);
+  EXPECT_EQ((*bin)->config.eos_token_ids, (*LoadModelConfig(out, 0)).eos_token_ids);
 }
 
 }  // namespace
