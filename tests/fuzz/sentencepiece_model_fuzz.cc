@@ -3,8 +3,8 @@
 // become a tokenizer that encodes and decodes a short text.
 #include <cstddef>
 #include <cstdint>
-#include "absl/strings/string_view.h"
 
+#include "absl/strings/string_view.h"
 #include "common/tokenizer/sentencepiece_model.h"
 #include "common/tokenizer/tokenizer.h"
 
