@@ -88,9 +88,9 @@ absl::StatusOr<ModelFormat> DetectModelFormat(const std::string& path) {
   if (absl::EndsWith(absl::AsciiStrToLower(path), ".bin")) return ModelFormat::kLlama2c;
   return absl::InvalidArgumentError(absl::StrCat(
       "model '", path,
-      "' is a file but neither a GGUF file (no GGUF magic, no .gguf name) nor a llama2.c "
-      "checkpoint (.bin); --model takes a model directory (config.json, safetensors), a .gguf "
-      "file or a llama2.c .bin"));
+      "' is a file but not a GGUF file (no GGUF magic, no .gguf name) or a llama2.c checkpoint "
+      "(no .bin name); --model takes a model directory (config.json, safetensors), a .gguf file "
+      "or a llama2.c .bin"));
 }
 
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& path, int64_t max_model_len) {
