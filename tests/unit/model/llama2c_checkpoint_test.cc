@@ -15,6 +15,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/testing/scoped_temp_dir.h"
+#include "worker/model/auto_dtype.h"
 #include "worker/model/model_loader.h"
 
 namespace llmserve::worker {
@@ -203,6 +204,9 @@ TEST_F(Llama2cCheckpointTest, DetectModelFormatAndLoadModelTakeABinFile) {
   EXPECT_EQ((*w)->dtype, DType::kF16);
   EXPECT_EQ((*w)->config.max_model_len, 4);
   EXPECT_FALSE(LoadModel(path, 5, DType::kF32).ok());  // past seq_len
+  // --dtype auto: the checkpoint's f32 (f16 on CUDA, as for any f32 checkpoint).
+  EXPECT_EQ(*ResolveDTypeFlag("auto", path, "cpu"), DType::kF32);
+  EXPECT_EQ(*ResolveDTypeFlag("auto", path, "cuda"), DType::kF16);
 }
 
 TEST_F(Llama2cCheckpointTest, TheTokenizerIsTheModelFileNextToIt) {
