@@ -11,3 +11,9 @@ llmserve_fuzz_target(
   DEPS llmserve_tokenizer
   SEEDS ${CMAKE_CURRENT_SOURCE_DIR}/seeds/tokenizer_encode
 )
+llmserve_fuzz_target(
+  NAME sentencepiece_model_fuzz
+  SRCS sentencepiece_model_fuzz.cc
+  DEPS llmserve_tokenizer
+  SEEDS ${CMAKE_CURRENT_SOURCE_DIR}/seeds/sentencepiece_model
+)

@@ -1,7 +1,9 @@
 // A GGUF file served by the whole stack: llmserve-worker --model stories260K-f32.gguf (its
 // tokenizer from the file's tokenizer.ggml.* keys, sent in GetModelInfo) behind llmserve-gateway,
 // asked greedily for a text prompt, gives the reference text (expected/reference_greedy.jsonl)
-// and the reference ids. Skips with a message when LLMSERVE_TESTDATA is unset or lacks the model.
+// and the reference ids. The same for the llama2.c checkpoint, --model stories260K.bin (its
+// tokenizer from tok512.model beside it). Skips with a message when LLMSERVE_TESTDATA is unset or
+// lacks the model.
 
 #include <grpcpp/grpcpp.h>
 
@@ -27,7 +29,8 @@ using ::llmserve::testing::Subprocess;
 
 constexpr absl::Duration kPatience = absl::Seconds(60);
 
-TEST(GgufGatewayTest, ATextPromptGivesTheReferenceStory) {
+// Serves `model` (a path under the stories260K directory, with `flags`) and checks tom-60.
+void ExpectTheReferenceStory(const std::string& model, const std::vector<std::string>& flags) {
   std::string why;
   const std::string dir = ::llmserve::testing::ModelsDir("stories260K", &why);
   if (dir.empty()) GTEST_SKIP() << why;
@@ -44,10 +47,15 @@ TEST(GgufGatewayTest, ATextPromptGivesTheReferenceStory) {
   ASSERT_EQ(text.rfind(prompt, 0), 0u) << text;
   const std::vector<int32_t> greedy = reference["greedy_ids"].get<std::vector<int32_t>>();
 
-  Subprocess worker({::llmserve::testing::WorkerBinary(),
-                     "--model=" + dir + "/gguf/stories260K-f32.gguf", "--max_model_len=512",
-                     "--host=127.0.0.1", "--port=0", "--metrics-port=-1", "--threads=1",
-                     "--kv-cache-memory=16MiB"});
+  std::vector<std::string> args = {::llmserve::testing::WorkerBinary(),
+                                   "--model=" + dir + "/" + model,
+                                   "--host=127.0.0.1",
+                                   "--port=0",
+                                   "--metrics-port=-1",
+                                   "--threads=1",
+                                   "--kv-cache-memory=16MiB"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  Subprocess worker(args);
   ASSERT_TRUE(worker.WaitForOutput("no metrics server", kPatience)) << worker.output();
   const int worker_port = NumberAfter(worker.output(), " on 127.0.0.1:");
   ASSERT_GT(worker_port, 0) << worker.output();
@@ -74,6 +82,14 @@ TEST(GgufGatewayTest, ATextPromptGivesTheReferenceStory) {
   EXPECT_EQ(ids, greedy);
   EXPECT_EQ(prompt + response.text(), text);
   EXPECT_EQ(response.usage().prompt_tokens(), reference["prompt_ids"].size());
+}
+
+TEST(GgufGatewayTest, ATextPromptGivesTheReferenceStory) {
+  ExpectTheReferenceStory("gguf/stories260K-f32.gguf", {"--max_model_len=512"});
+}
+
+TEST(Llama2cGatewayTest, ATextPromptGivesTheReferenceStory) {
+  ExpectTheReferenceStory("stories260K.bin", {});
 }
 
 }  // namespace

@@ -14,6 +14,7 @@ const char* BenchBinary();        // llmserve-bench
 const char* BenchEngineBinary();  // llmserve-bench-engine
 const char* DumpLogitsBinary();   // llmserve-dump-logits
 const char* RunToolBinary();      // llmserve-run
+const char* MakeModelBinary();    // llmserve-make-model
 // The source tree's root.
 const char* SourceDir();
 // tests/unit/chat_template/corpus in the source tree.

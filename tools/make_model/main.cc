@@ -5,6 +5,10 @@
 //   llmserve-make-model --preset tiny --out models/tiny
 //   llmserve-make-model --preset small --dtype bf16 --out models/small-bf16
 //   llmserve-make-model --preset small --dtype f16 --quantize awq --out models/small-awq
+//
+// Or converts a llama2.c checkpoint (and its SentencePiece .model) into such a directory, real
+// weights in f32 (docs/llama2c.md):
+//   llmserve-make-model --from-llama2c stories260K.bin --tokenizer tok512.model --out DIR
 
 #include <cstdio>
 #include <filesystem>
@@ -17,11 +21,18 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/base/flag_names.h"
+#include "common/tokenizer/sentencepiece_model.h"
 #include "tools/make_model/bpe_builder.h"
 #include "tools/make_model/presets.h"
 #include "worker/model/dtype.h"
+#include "worker/model/hf_export.h"
+#include "worker/model/llama2c_checkpoint.h"
 #include "worker/model/model_writer.h"
 
+ABSL_FLAG(std::string, from_llama2c, "",
+          "convert this llama2.c checkpoint (legacy version 0) instead of writing random weights");
+ABSL_FLAG(std::string, tokenizer, "",
+          "with --from_llama2c: its SentencePiece .model (default: the one beside the checkpoint)");
 ABSL_FLAG(std::string, preset, "tiny", "model shape: tiny, tiny-gpt2, small, gpt2 or llama3-8b");
 ABSL_FLAG(std::string, out, "", "output directory (created; files in it are replaced)");
 ABSL_FLAG(std::string, dtype, "f32", "on-disk weight dtype: f32, bf16 or f16");
@@ -71,14 +82,46 @@ bool WriteFile(const std::filesystem::path& path, const std::string& text) {
   return static_cast<bool>(out);
 }
 
+// --from_llama2c: the checkpoint's weights, config and tokenizer as a Hugging Face directory.
+int ConvertLlama2c(const std::string& bin, const std::string& out) {
+  auto config = llmserve::worker::ModelConfigFromLlama2c(bin);
+  if (!config.ok()) return Fail(std::string(config.status().message()));
+  auto weights = llmserve::worker::LoadLlama2cWeights(bin, *config, {});
+  if (!weights.ok()) return Fail(std::string(weights.status().message()));
+  std::string tokenizer = absl::GetFlag(FLAGS_tokenizer);
+  if (tokenizer.empty()) {
+    std::string why;
+    tokenizer = llmserve::worker::FindLlama2cTokenizer(bin, &why);
+    if (tokenizer.empty()) return Fail(why + "; give --tokenizer MODEL");
+  }
+  auto spm = llmserve::common::tokenizer::ReadSentencePieceModel(tokenizer);
+  if (!spm.ok()) return Fail(std::string(spm.status().message()));
+  const llmserve::common::tokenizer::TokenizerFiles files =
+      llmserve::common::tokenizer::TokenizerFilesFromSentencePiece(*spm);
+  if (absl::Status written = llmserve::worker::WriteHuggingFaceDirectory(**weights, &files, out);
+      !written.ok()) {
+    return Fail(std::string(written.message()));
+  }
+  std::printf("wrote %s: %s from %s, %lld parameters, f32, vocab %lld (tokenizer %s)\n",
+              out.c_str(), config->architecture.c_str(), bin.c_str(),
+              static_cast<long long>(config->NumParameters()),
+              static_cast<long long>(config->vocab_size), tokenizer.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("writes a random-weight model directory: --preset NAME --out DIR");
+  absl::SetProgramUsageMessage(
+      "writes a random-weight model directory: --preset NAME --out DIR, or converts a llama2.c "
+      "checkpoint: --from_llama2c MODEL.bin [--tokenizer TOK.model] --out DIR");
   llmserve::common::NormalizeFlagNames(argc, argv);
   absl::ParseCommandLine(argc, argv);
   const std::string out = absl::GetFlag(FLAGS_out);
   if (out.empty()) return Fail("--out DIR is required");
+  if (const std::string bin = absl::GetFlag(FLAGS_from_llama2c); !bin.empty()) {
+    return ConvertLlama2c(bin, out);
+  }
   const auto dtype = llmserve::worker::ParseDType(absl::GetFlag(FLAGS_dtype));
   if (!dtype.ok()) return Fail(std::string(dtype.status().message()));
   const int merges = absl::GetFlag(FLAGS_merges);

@@ -31,7 +31,8 @@
 #include "worker/model/quantization.h"
 #include "worker/speculative/speculative_flags.h"
 
-ABSL_FLAG(std::string, model, "", "a Hugging Face model directory or a GGUF file");
+ABSL_FLAG(std::string, model, "",
+          "a Hugging Face model directory, a GGUF file or a llama2.c .bin checkpoint");
 ABSL_FLAG(std::string, dtype, "auto",
           "runtime weight dtype: f32, bf16, f16 or auto (the checkpoint's torch_dtype)");
 ABSL_FLAG(std::string, quantization, "none",
@@ -148,15 +149,16 @@ absl::StatusOr<std::vector<RunPrompt>> PromptsFromFlags() {
   return std::vector<RunPrompt>{std::move(prompt)};
 }
 
-// The model's tokenizer: a directory's tokenizer.json, or a GGUF file's tokenizer.ggml.* keys;
-// null when the model has none (token-id prompts still work).
+// The model's tokenizer: a directory's tokenizer.json, a GGUF file's tokenizer.ggml.* keys, or the
+// SentencePiece model next to a llama2.c checkpoint; null when the model has none (token-id
+// prompts still work).
 absl::StatusOr<std::unique_ptr<llmserve::common::tokenizer::Tokenizer>> LoadTokenizer(
     const std::string& model) {
   using llmserve::common::tokenizer::Tokenizer;
   if (llmserve::worker::DetectModelFormat(model).value_or(
-          llmserve::worker::ModelFormat::kHuggingFaceDirectory) ==
-      llmserve::worker::ModelFormat::kGguf) {
-    auto files = llmserve::worker::TokenizerFilesFromGgufPath(model);
+          llmserve::worker::ModelFormat::kHuggingFaceDirectory) !=
+      llmserve::worker::ModelFormat::kHuggingFaceDirectory) {
+    auto files = llmserve::worker::ModelFileTokenizer(model);
     if (absl::IsNotFound(files.status()) || absl::IsUnimplemented(files.status())) {
       std::fprintf(stderr, "llmserve-run: %s: only token-id prompts work\n",
                    std::string(files.status().message()).c_str());

@@ -73,6 +73,8 @@ absl::StatusOr<DType> ResolveDTypeFlag(absl::string_view flag, const std::string
   absl::StatusOr<DType> dtype;
   if (*format == ModelFormat::kGguf) {
     dtype = GgufCheckpointDType(model_dir);
+  } else if (*format == ModelFormat::kLlama2c) {
+    dtype = DType::kF32;  // llama2.c's version-0 checkpoints are f32
   } else {
     absl::StatusOr<std::unique_ptr<ModelFiles>> files = ModelFiles::Open(model_dir);
     if (!files.ok()) return files.status();

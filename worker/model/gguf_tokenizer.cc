@@ -1,25 +1,20 @@
 #include "worker/model/gguf_tokenizer.h"
 
-#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
+#include "common/tokenizer/sentencepiece_json.h"
 
 namespace llmserve::worker {
 namespace {
 
 using Json = nlohmann::json;
 
-// llama.cpp's token types (llama_token_type).
-constexpr int64_t kTokenUnknown = 2;
-constexpr int64_t kTokenControl = 3;
-constexpr int64_t kTokenUserDefined = 4;
 constexpr int64_t kGgufNoTokenId = 0xffffffff;
 
 // GPT-2's pre-tokenizer regex is ByteLevel's own (use_regex); these are the others llama.cpp names.
@@ -102,69 +97,6 @@ absl::StatusOr<bool> BoolOr(const gguf::GgufFile& file, const std::string& key, 
   return *value;
 }
 
-// Byte offsets where UTF-8 characters start in `piece`, past the first (Python's str indices).
-std::vector<size_t> CharacterBoundaries(const std::string& piece) {
-  std::vector<size_t> cuts;
-  for (size_t i = 1; i < piece.size(); ++i) {
-    if ((static_cast<unsigned char>(piece[i]) & 0xC0) != 0x80) cuts.push_back(i);
-  }
-  return cuts;
-}
-
-// Hugging Face's SentencePieceExtractor.extract(vocab_scores) (the header says what it does).
-Json MergesFromScores(const GgufVocabulary& v) {
-  absl::flat_hash_map<std::string, int64_t> id_of;
-  // Python's dict keeps the last id of a repeated piece.
-  for (size_t i = 0; i < v.tokens.size(); ++i) id_of[v.tokens[i]] = static_cast<int64_t>(i);
-  struct Merge {
-    int64_t left, right;
-    float score;
-  };
-  std::vector<Merge> merges;
-  for (size_t i = 0; i < v.tokens.size(); ++i) {
-    const std::string& piece = v.tokens[i];
-    std::vector<Merge> local;
-    for (size_t cut : CharacterBoundaries(piece)) {
-      const auto left = id_of.find(piece.substr(0, cut));
-      const auto right = id_of.find(piece.substr(cut));
-      if (left != id_of.end() && right != id_of.end()) {
-        local.push_back({left->second, right->second, v.scores[i]});
-      }
-    }
-    std::sort(local.begin(), local.end(), [](const Merge& a, const Merge& b) {
-      return a.left != b.left ? a.left < b.left : a.right < b.right;
-    });
-    merges.insert(merges.end(), local.begin(), local.end());
-  }
-  std::stable_sort(merges.begin(), merges.end(),
-                   [](const Merge& a, const Merge& b) { return a.score > b.score; });
-  Json out = Json::array();
-  for (const Merge& m : merges) out.push_back({v.tokens[m.left], v.tokens[m.right]});
-  return out;
-}
-
-Json AddedTokens(const GgufVocabulary& v) {
-  Json added = Json::array();
-  for (size_t i = 0; i < v.tokens.size(); ++i) {
-    const int64_t type = v.types[i];
-    if (type != kTokenControl && type != kTokenUserDefined && type != kTokenUnknown) continue;
-    added.push_back({{"id", i},
-                     {"content", v.tokens[i]},
-                     {"single_word", false},
-                     {"lstrip", false},
-                     {"rstrip", false},
-                     {"normalized", type == kTokenUserDefined},
-                     {"special", type != kTokenUserDefined}});
-  }
-  return added;
-}
-
-Json Vocab(const GgufVocabulary& v) {
-  Json vocab = Json::object();
-  for (size_t i = 0; i < v.tokens.size(); ++i) vocab[v.tokens[i]] = i;
-  return vocab;
-}
-
 absl::Status LlamaTokenizerJson(const gguf::GgufFile& file, const GgufVocabulary& v, Json* out) {
   if (v.scores.empty()) {
     return absl::InvalidArgumentError(
@@ -172,34 +104,8 @@ absl::Status LlamaTokenizerJson(const gguf::GgufFile& file, const GgufVocabulary
   }
   std::string unk;
   LLMSERVE_ASSIGN_OR_RETURN(unk, SpecialToken(file, v, "unknown"));
-  const std::string space = "\xE2\x96\x81";  // U+2581, SentencePiece's space
-  *out = Json{{"version", "1.0"},
-              {"added_tokens", AddedTokens(v)},
-              {"normalizer",
-               {{"type", "Sequence"},
-                {"normalizers",
-                 {{{"type", "Prepend"}, {"prepend", space}},
-                  {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", space}}}}}},
-              {"pre_tokenizer", nullptr},
-              {"post_processor", nullptr},
-              {"decoder",
-               {{"type", "Sequence"},
-                {"decoders",
-                 {{{"type", "Replace"}, {"pattern", {{"String", space}}}, {"content", " "}},
-                  {{"type", "ByteFallback"}},
-                  {{"type", "Fuse"}},
-                  {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}},
-              {"model",
-               {{"type", "BPE"},
-                {"dropout", nullptr},
-                {"unk_token", unk.empty() ? Json(nullptr) : Json(unk)},
-                {"continuing_subword_prefix", nullptr},
-                {"end_of_word_suffix", nullptr},
-                {"fuse_unk", true},
-                {"byte_fallback", true},
-                {"ignore_merges", false},
-                {"vocab", Vocab(v)},
-                {"merges", MergesFromScores(v)}}}};
+  // llama.cpp's SentencePiece tokenizer: a dummy prefix, spaces escaped, nothing collapsed.
+  *out = common::tokenizer::SentencePieceBpeTokenizerJson({v.tokens, v.scores, v.types}, unk, {});
   return absl::OkStatus();
 }
 
@@ -236,7 +142,7 @@ absl::Status Gpt2TokenizerJson(const gguf::GgufFile& file, const GgufVocabulary&
   Json merge_list = Json::array();
   for (absl::string_view merge : *merges) merge_list.push_back(std::string(merge));
   *out = Json{{"version", "1.0"},
-              {"added_tokens", AddedTokens(v)},
+              {"added_tokens", common::tokenizer::AddedTokensJson(v.tokens, v.types)},
               {"normalizer", nullptr},
               {"pre_tokenizer", pre_tokenizer},
               {"post_processor", nullptr},
@@ -250,7 +156,7 @@ absl::Status Gpt2TokenizerJson(const gguf::GgufFile& file, const GgufVocabulary&
                 {"fuse_unk", false},
                 {"byte_fallback", false},
                 {"ignore_merges", false},
-                {"vocab", Vocab(v)},
+                {"vocab", common::tokenizer::VocabJson(v.tokens)},
                 {"merges", merge_list}}}};
   return absl::OkStatus();
 }

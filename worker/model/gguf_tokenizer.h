@@ -3,12 +3,10 @@
 // tokenizer travels to the gateway in GetModelInfo like a directory's and is built by the same
 // loader (common/tokenizer/tokenizer.h).
 //
-// - `llama` (SentencePiece BPE with byte fallback): the vocabulary from `tokens`; merges derived
-//   from `scores` as Hugging Face's LlamaConverter does (convert_slow_tokenizer.py,
-//   SentencePieceExtractor): for every piece, in id order, each split into two pieces that are
-//   both in the vocabulary (split at characters, in order of the halves' ids), then all of them
-//   stably sorted by the piece's score, highest first; the normalizer prepends U+2581 and turns
-//   spaces into it, the decoder undoes that and fuses <0xAB> byte tokens.
+// - `llama` (SentencePiece BPE with byte fallback): `tokens`, `scores` and `token_type` through
+//   common/tokenizer/sentencepiece_json.h (merges derived from the scores as Hugging Face's
+//   LlamaConverter does), the same builder as a SentencePiece .model's; the normalizer prepends
+//   U+2581 and turns spaces into it, the decoder undoes that and fuses <0xAB> byte tokens.
 // - `gpt2` (byte-level BPE): `tokens` and `merges`; the pre-tokenizer from `tokenizer.ggml.pre`
 //   (`default`/`gpt-2`: GPT-2's regex; `llama-bpe`: Llama 3's; `qwen2`); others refused by name.
 // Tokens of type control (3), user-defined (4) and unknown (2) become added tokens (special
@@ -24,16 +22,13 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/tokenizer/tokenizer_files.h"
 #include "worker/model/gguf/gguf_file.h"
 
 namespace llmserve::worker {
 
-struct GgufTokenizerFiles {
-  std::string tokenizer_json;
-  std::string tokenizer_config_json;
-  // tokenizer.chat_template, or empty.
-  std::string chat_template;
-};
+// tokenizer.json, tokenizer_config.json and tokenizer.chat_template (or empty).
+using GgufTokenizerFiles = common::tokenizer::TokenizerFiles;
 
 // NOT_FOUND when the file has no tokenizer.ggml.model; UNIMPLEMENTED naming a tokenizer model or
 // pre-tokenizer that is not supported; INVALID_ARGUMENT naming the key for arrays of the wrong type

@@ -9,9 +9,12 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/logging.h"
 #include "common/status/status_macros.h"
+#include "common/tokenizer/sentencepiece_model.h"
 #include "worker/model/gguf/gguf_file.h"
 #include "worker/model/gguf_model_config.h"
+#include "worker/model/gguf_tokenizer.h"
 #include "worker/model/gguf_weights.h"
+#include "worker/model/llama2c_checkpoint.h"
 #include "worker/model/model_files.h"
 
 namespace llmserve::worker {
@@ -63,7 +66,8 @@ absl::StatusOr<ModelFormat> DetectModelFormat(const std::string& path) {
   const std::filesystem::file_status status = std::filesystem::status(path, error);
   if (status.type() == std::filesystem::file_type::not_found) {
     return absl::NotFoundError(absl::StrCat(
-        "model '", path, "' does not exist (--model takes a model directory or a .gguf file)"));
+        "model '", path,
+        "' does not exist (--model takes a model directory, a .gguf file or a llama2.c .bin)"));
   }
   if (error) {
     return absl::InvalidArgumentError(absl::StrCat("model '", path, "': ", error.message()));
@@ -80,10 +84,13 @@ absl::StatusOr<ModelFormat> DetectModelFormat(const std::string& path) {
       absl::EndsWith(absl::AsciiStrToLower(path), ".gguf")) {
     return ModelFormat::kGguf;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("model '", path,
-                   "' is a file but not a GGUF file (no GGUF magic, no .gguf name); --model takes "
-                   "a model directory (config.json, safetensors) or a .gguf file"));
+  // llama2.c's format has no magic; its loader checks the header against the file's size.
+  if (absl::EndsWith(absl::AsciiStrToLower(path), ".bin")) return ModelFormat::kLlama2c;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "model '", path,
+      "' is a file but not a GGUF file (no GGUF magic, no .gguf name) or a llama2.c checkpoint "
+      "(no .bin name); --model takes a model directory (config.json, safetensors), a .gguf file "
+      "or a llama2.c .bin"));
 }
 
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& path, int64_t max_model_len) {
@@ -93,6 +100,12 @@ absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& path, int64_t max
     OpenedGguf opened;
     LLMSERVE_ASSIGN_OR_RETURN(opened, OpenGguf(path, max_model_len));
     return opened.config;
+  }
+  if (format == ModelFormat::kLlama2c) {
+    ModelConfig config;
+    LLMSERVE_ASSIGN_OR_RETURN(config, ModelConfigFromLlama2c(path));
+    LLMSERVE_RETURN_IF_ERROR(ApplyMaxModelLen(max_model_len, format, &config, path));
+    return config;
   }
   std::unique_ptr<ModelFiles> files;
   LLMSERVE_ASSIGN_OR_RETURN(files, ModelFiles::Open(path));
@@ -111,9 +124,30 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> LoadModel(const std::string& path,
   if (format == ModelFormat::kHuggingFaceDirectory) {
     return LoadModelDirectory(path, max_model_len, dtype, progress);
   }
+  if (format == ModelFormat::kLlama2c) {
+    ModelConfig config;
+    LLMSERVE_ASSIGN_OR_RETURN(config, LoadModelConfig(path, max_model_len));
+    return LoadLlama2cWeights(path, config, {.dtype = dtype, .progress = progress});
+  }
   OpenedGguf opened;
   LLMSERVE_ASSIGN_OR_RETURN(opened, OpenGguf(path, max_model_len));
   return LoadGgufWeights(*opened.file, opened.config, {.dtype = dtype, .progress = progress});
+}
+
+absl::StatusOr<common::tokenizer::TokenizerFiles> ModelFileTokenizer(const std::string& path) {
+  ModelFormat format;
+  LLMSERVE_ASSIGN_OR_RETURN(format, DetectModelFormat(path));
+  if (format == ModelFormat::kGguf) return TokenizerFilesFromGgufPath(path);
+  if (format != ModelFormat::kLlama2c) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " is a directory, not a model file"));
+  }
+  std::string why;
+  const std::string model_path = FindLlama2cTokenizer(path, &why);
+  if (model_path.empty()) return absl::NotFoundError(why);
+  common::tokenizer::SentencePieceModel model;
+  LLMSERVE_ASSIGN_OR_RETURN(model, common::tokenizer::ReadSentencePieceModel(model_path));
+  LLMSERVE_LOG(INFO) << path << ": the tokenizer is " << model_path;
+  return common::tokenizer::TokenizerFilesFromSentencePiece(model);
 }
 
 }  // namespace llmserve::worker

@@ -27,7 +27,8 @@
 #include "worker/speculative/speculative_flags.h"
 
 ABSL_FLAG(std::string, model, "",
-          "the model to serve (required): a Hugging Face model directory or a GGUF file");
+          "the model to serve (required): a Hugging Face model directory, a GGUF file or a "
+          "llama2.c checkpoint (.bin, with its SentencePiece .model beside it)");
 ABSL_FLAG(std::string, served_model_name, "",
           "name the model is served under (default: the model directory's name)");
 ABSL_FLAG(std::string, backend, "cpu", "compute backend: cpu or cuda");
@@ -135,8 +136,8 @@ absl::StatusOr<llmserve::worker::WorkerServerOptions> OptionsFromFlags() {
   const bool auto_dtype = absl::GetFlag(FLAGS_dtype) == "auto";
   if (!auto_dtype || llmserve::worker::ModelFiles::Open(options.model_dir).ok() ||
       llmserve::worker::DetectModelFormat(options.model_dir)
-              .value_or(llmserve::worker::ModelFormat::kHuggingFaceDirectory) ==
-          llmserve::worker::ModelFormat::kGguf) {
+              .value_or(llmserve::worker::ModelFormat::kHuggingFaceDirectory) !=
+          llmserve::worker::ModelFormat::kHuggingFaceDirectory) {
     absl::StatusOr<llmserve::worker::DType> dtype = llmserve::worker::ResolveDTypeFlag(
         absl::GetFlag(FLAGS_dtype), options.model_dir, options.backend);
     if (!dtype.ok()) {

@@ -35,12 +35,13 @@ absl::Status CheckRange(absl::string_view flag, int64_t value, int64_t low, int6
 }
 
 // The model's name when --served_model_name is not given: the directory's or the file's name,
-// without a ".gguf" extension.
+// without a ".gguf" or ".bin" extension.
 std::string DirectoryName(std::string path) {
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   const size_t slash = path.rfind('/');
   std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
   if (name.size() > 5 && absl::EndsWithIgnoreCase(name, ".gguf")) name.resize(name.size() - 5);
+  if (name.size() > 4 && absl::EndsWithIgnoreCase(name, ".bin")) name.resize(name.size() - 4);
   return name;
 }
 
@@ -54,10 +55,11 @@ std::string WorkerId() {
 // The tokenizer files the gateway needs (GetModelInfo). A missing tokenizer.json is allowed
 // (token-id prompts still work) but logged; a malformed tokenizer_config.json is an error.
 absl::Status AddTokenizerFiles(const std::string& model_dir, v1::ModelInfo* info) {
-  if (DetectModelFormat(model_dir).value_or(ModelFormat::kHuggingFaceDirectory) ==
-      ModelFormat::kGguf) {
-    // The same files a directory has, built from tokenizer.ggml.* (gguf_tokenizer.h).
-    absl::StatusOr<GgufTokenizerFiles> files = TokenizerFilesFromGgufPath(model_dir);
+  if (DetectModelFormat(model_dir).value_or(ModelFormat::kHuggingFaceDirectory) !=
+      ModelFormat::kHuggingFaceDirectory) {
+    // The same files a directory has, built from a GGUF file's tokenizer.ggml.* or the
+    // SentencePiece model next to a llama2.c checkpoint (model_loader.h).
+    absl::StatusOr<common::tokenizer::TokenizerFiles> files = ModelFileTokenizer(model_dir);
     if (absl::IsNotFound(files.status()) || absl::IsUnimplemented(files.status())) {
       LLMSERVE_LOG(WARNING) << files.status().message() << ": clients must send token ids";
       return absl::OkStatus();

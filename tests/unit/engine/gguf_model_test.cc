@@ -15,18 +15,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "tests/testing/testdata_models.h"
 #include "tests/unit/cuda/greedy_margin.h"
 #include "tests/unit/engine/greedy_generation.h"
+#include "tests/unit/engine/stories_reference.h"
 #include "worker/engine/cpu/cpu_backend.h"
 #include "worker/engine/cpu_engine_builder.h"
 #include "worker/model/model_loader.h"
@@ -36,38 +33,11 @@ namespace {
 
 using ::llmserve::worker::cuda::testing::GreedyTokenIsDecided;
 
-// The checkpoint's context length (README.md there), which the GGUF files do not carry.
-constexpr int64_t kStoriesContext = 512;
-
 using ::llmserve::testing::ModelsDir;
-
-struct ReferenceCase {
-  std::string name;
-  std::vector<int32_t> prompt;
-  std::vector<int32_t> greedy;
-};
-
-std::vector<ReferenceCase> ReadReference(const std::string& stories_dir) {
-  std::vector<ReferenceCase> cases;
-  std::ifstream in(stories_dir + "/expected/reference_greedy.jsonl");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    const nlohmann::json json = nlohmann::json::parse(line);
-    cases.push_back({json["case"].get<std::string>(),
-                     json["prompt_ids"].get<std::vector<int32_t>>(),
-                     json["greedy_ids"].get<std::vector<int32_t>>()});
-  }
-  return cases;
-}
-
-CpuEngineOptions StoriesOptions(const std::string& path) {
-  return {.model_dir = path,
-          .dtype = DType::kF32,
-          .num_threads = 1,
-          .kv_cache_bytes = 16 << 20,
-          .max_model_len = kStoriesContext};
-}
+using ::llmserve::worker::testing::kStoriesContext;
+using ::llmserve::worker::testing::ReadReference;
+using ::llmserve::worker::testing::ReferenceCase;
+using ::llmserve::worker::testing::StoriesOptions;
 
 // A CPU backend on the GGUF file at `path`, with room for one sequence of `max_model_len`.
 std::unique_ptr<CpuBackend> Backend(const std::string& path, int64_t max_model_len) {
@@ -133,32 +103,9 @@ TEST(GgufStoriesEngineTest, F32ReproducesTheReferenceGreedyIdsBatched) {
   const std::string dir = ModelsDir("stories260K", &why);
   if (dir.empty()) GTEST_SKIP() << why;
   const std::vector<ReferenceCase> cases = ReadReference(dir);
-  absl::StatusOr<std::unique_ptr<Engine>> engine =
-      BuildCpuEngine(StoriesOptions(dir + "/gguf/stories260K-f32.gguf"));
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  absl::Mutex mu;
-  std::vector<std::vector<int32_t>> tokens(cases.size());
-  int finished = 0;
-  absl::Notification done;
-  // Added before the engine starts, so that its first step schedules them all together.
-  for (size_t i = 0; i < cases.size(); ++i) {
-    EngineRequest request;
-    request.prompt = cases[i].prompt;
-    request.sampling.temperature = 0;
-    request.stopping.max_tokens = static_cast<int32_t>(cases[i].greedy.size());
-    request.stopping.ignore_eos = true;
-    request.on_output = [&, i](const EngineOutput& output) {
-      absl::MutexLock lock(&mu);
-      for (const GeneratedToken& t : output.tokens) tokens[i].push_back(t.token_id);
-      if (output.finish != FinishReason::kNone && ++finished == static_cast<int>(cases.size())) {
-        done.Notify();
-      }
-    };
-    ASSERT_TRUE((*engine)->AddRequest(std::move(request)).ok());
-  }
-  (*engine)->Start();
-  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(120)));
-  absl::MutexLock lock(&mu);
+  ASSERT_GE(cases.size(), 3u);
+  const std::vector<std::vector<int32_t>> tokens =
+      testing::BatchedGreedyTokens(StoriesOptions(dir + "/gguf/stories260K-f32.gguf"), cases);
   for (size_t i = 0; i < cases.size(); ++i) {
     EXPECT_EQ(tokens[i], cases[i].greedy) << cases[i].name;
   }

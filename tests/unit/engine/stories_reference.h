@@ -1,0 +1,91 @@
+// The stories260K reference ($LLMSERVE_TESTDATA/models/stories260K/expected/reference_greedy.jsonl)
+// and the two ways the engine tests check a format of that model against it: each prompt alone and
+// all of them batched in one engine. Shared by the GGUF and llama2.c checkpoint tests, which load
+// the same weights from different files. Header-only, for gtest tests.
+
+#ifndef LLMSERVE_TESTS_UNIT_ENGINE_STORIES_REFERENCE_H_
+#define LLMSERVE_TESTS_UNIT_ENGINE_STORIES_REFERENCE_H_
+
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "worker/engine/cpu_engine_builder.h"
+
+namespace llmserve::worker::testing {
+
+// The checkpoint's context length (the models README); bos-200 needs 201 positions.
+inline constexpr int64_t kStoriesContext = 512;
+
+struct ReferenceCase {
+  std::string name;
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> greedy;
+};
+
+// The cases of `stories_dir`/expected/reference_greedy.jsonl (empty when the file is missing).
+inline std::vector<ReferenceCase> ReadReference(const std::string& stories_dir) {
+  std::vector<ReferenceCase> cases;
+  std::ifstream in(stories_dir + "/expected/reference_greedy.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const nlohmann::json json = nlohmann::json::parse(line);
+    cases.push_back({json["case"].get<std::string>(),
+                     json["prompt_ids"].get<std::vector<int32_t>>(),
+                     json["greedy_ids"].get<std::vector<int32_t>>()});
+  }
+  return cases;
+}
+
+// A one-thread f32 CPU engine over the stories model at `path`, with its full context.
+inline CpuEngineOptions StoriesOptions(const std::string& path) {
+  return {.model_dir = path,
+          .dtype = DType::kF32,
+          .num_threads = 1,
+          .kv_cache_bytes = 16 << 20,
+          .max_model_len = kStoriesContext};
+}
+
+// The greedy tokens of every case, all added before the engine starts so that its first step
+// schedules them together (each as long as its reference; EOS ignored).
+inline std::vector<std::vector<int32_t>> BatchedGreedyTokens(
+    const CpuEngineOptions& options, const std::vector<ReferenceCase>& cases) {
+  std::vector<std::vector<int32_t>> tokens(cases.size());
+  absl::StatusOr<std::unique_ptr<Engine>> engine = BuildCpuEngine(options);
+  EXPECT_TRUE(engine.ok()) << engine.status();
+  if (!engine.ok()) return tokens;
+  absl::Mutex mu;
+  int finished = 0;
+  absl::Notification done;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EngineRequest request;
+    request.prompt = cases[i].prompt;
+    request.sampling.temperature = 0;
+    request.stopping.max_tokens = static_cast<int32_t>(cases[i].greedy.size());
+    request.stopping.ignore_eos = true;
+    request.on_output = [&, i](const EngineOutput& output) {
+      absl::MutexLock lock(&mu);
+      for (const GeneratedToken& t : output.tokens) tokens[i].push_back(t.token_id);
+      if (output.finish != FinishReason::kNone && ++finished == static_cast<int>(cases.size())) {
+        done.Notify();
+      }
+    };
+    EXPECT_TRUE((*engine)->AddRequest(std::move(request)).ok());
+  }
+  (*engine)->Start();
+  EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(120)));
+  (*engine).reset();  // stops the loop before `tokens` is read without the lock
+  return tokens;
+}
+
+}  // namespace llmserve::worker::testing
+
+#endif  // LLMSERVE_TESTS_UNIT_ENGINE_STORIES_REFERENCE_H_
