@@ -35,6 +35,12 @@ constexpr size_t kStackBytes = 1024 * 1024;
 #else
 constexpr size_t kStackBytes = 256 * 1024;
 #endif
+// Each fiber's frames start at its own offset below its stack's top (fiber.h says why): steps of
+// 17 cache lines cover all 64 sets of a 4 KiB L1 way for 64 consecutive fibers, and the range
+// spreads a block's fibers over most of a 2 MiB L2's sets.
+constexpr size_t kStackOffsetStep = 17 * 64;
+constexpr size_t kStackOffsetRange = 96 * 1024;
+size_t StackOffset(int index) { return index * kStackOffsetStep % kStackOffsetRange; }
 
 // Happens-before edges for ThreadSanitizer (fiber switches give none).
 void HappensBefore([[maybe_unused]] const void* sync) {
@@ -70,7 +76,8 @@ void FiberMain();
 
 // One CUDA thread of the running block.
 struct Thread {
-  Thread() : context(kStackBytes, &FiberMain) {}
+  explicit Thread(int index)
+      : context(kStackBytes + kStackOffsetRange, &FiberMain, StackOffset(index)) {}
   Context context;
   ThreadBuiltins builtins;
   int linear = 0;
@@ -87,8 +94,9 @@ struct Thread {
 };
 
 struct Warp {
-  uint32_t live = 0;     // lanes that exist and have not exited
-  uint32_t waiting = 0;  // lanes waiting in a warp operation
+  uint32_t live = 0;      // lanes that exist and have not exited
+  uint32_t waiting = 0;   // lanes waiting in a warp operation
+  uint32_t runnable = 0;  // lanes in State::kRunnable (the running one among them)
   uint64_t generation = 0;
   char sync[2];  // TSan sync objects, alternating by generation
 };
@@ -142,24 +150,49 @@ std::string ThreadName(const Thread& t) {
                          t.linear % 32);
 }
 
-// Gives the OS thread to the next runnable thread of the block in the block's order, or back to
-// the executor when there is none (the block is done, or deadlocked). Switching fiber to fiber
-// halves the switches of a warp operation.
+// The first runnable thread in the block's order from warp `w` on (cyclically), or null: the
+// lowest runnable lane of the first warp that has one (the highest, and warps downwards, in a
+// reversed block).
+Thread* FirstRunnableFrom(const Launch& launch, int w) {
+  const int num_warps = static_cast<int>(launch.warps.size());
+  for (int k = 0; k < num_warps; ++k) {
+    const int v = launch.reverse ? (w - k + num_warps) % num_warps : (w + k) % num_warps;
+    const uint32_t r = launch.warps[v].runnable;
+    if (r != 0) {
+      return launch.threads[v * 32 + (launch.reverse ? 31 - __builtin_clz(r) : __builtin_ctz(r))];
+    }
+  }
+  return nullptr;
+}
+
+// The runnable lane of `runnable` that follows `lane` in the block's order (cyclically within
+// the warp), or -1.
+int NextLane(uint32_t runnable, int lane, bool reverse) {
+  if (runnable == 0) return -1;
+  if (!reverse) {
+    const uint32_t after = lane == 31 ? 0 : runnable & (~0u << (lane + 1));
+    return __builtin_ctz(after != 0 ? after : runnable);
+  }
+  const uint32_t before = runnable & ((1u << lane) - 1);
+  return 31 - __builtin_clz(before != 0 ? before : runnable);
+}
+
+// Gives the OS thread to the next runnable thread, or back to the executor when there is none
+// (the block is done, or deadlocked). The next is the following runnable lane of the caller's
+// own warp, and only when none is left the first runnable thread of the next warps in the block's
+// order: a warp runs until all its lanes wait at a barrier or have exited, so the fibers that
+// switch among each other are the 32 of one warp, whose stacks stay in the caches (cycling
+// through a whole block's stacks at every warp operation made most switches cache misses).
+// Switching fiber to fiber, never through the executor, keeps it one switch per lane and warp
+// operation.
 void SwitchAway(Thread& self, bool finished = false) {
   Launch& launch = *g_launch;
   // Everything a thread did is ordered before the executor's next look at the block (another
   // thread gets no ordering from this: it acquires only barriers).
   HappensBefore(&launch.exit_sync);
-  const int n = static_cast<int>(launch.threads.size());
-  Thread* next = nullptr;
-  for (int k = 1; k <= n; ++k) {
-    const int step = launch.reverse ? n - k : k;
-    Thread* t = launch.threads[(self.linear + step) % n];
-    if (t->state == State::kRunnable && t != &self) {
-      next = t;
-      break;
-    }
-  }
+  const int w = self.linear / 32;
+  const int lane = NextLane(launch.warps[w].runnable, self.linear % 32, launch.reverse);
+  Thread* next = lane >= 0 ? launch.threads[w * 32 + lane] : FirstRunnableFrom(launch, w);
   if (next == nullptr) {
     Context::Switch(self.context, launch.host, finished);
   } else {
@@ -183,7 +216,10 @@ void SwitchAway(Thread& self, bool finished = false) {
 void ReleaseBarrier() {
   Launch& launch = *g_launch;
   for (Thread* t : launch.threads) {
-    if (t->state == State::kAtBarrier) t->state = State::kRunnable;
+    if (t->state == State::kAtBarrier) {
+      t->state = State::kRunnable;
+      launch.warps[t->linear / 32].runnable |= 1u << (t->linear % 32);
+    }
   }
   launch.at_barrier = 0;
   ++launch.barrier_generation;
@@ -249,6 +285,7 @@ bool TryCompleteWarpOp(int w, int l) {
     lanes[__builtin_ctz(rest)]->state = State::kRunnable;
   }
   warp.waiting &= ~needed;
+  warp.runnable |= needed;
   ++warp.generation;
   return true;
 }
@@ -303,6 +340,7 @@ void FiberMain() {
   --after.live;
   Warp& warp = after.warps[self.linear / 32];
   warp.live &= ~(1u << (self.linear % 32));
+  warp.runnable &= ~(1u << (self.linear % 32));
   if (after.at_barrier > 0 && after.at_barrier == after.live) ReleaseBarrier();
   TryCompleteWarp(self.linear / 32);
   SwitchAway(self, /*finished=*/true);
@@ -329,31 +367,27 @@ bool RunBlock(Launch& launch, uint3 block_idx, bool reverse) {
         .block_dim = config.block,
         .grid_dim = config.grid};
     launch.warps[i / 32].live |= 1u << (i % 32);
+    launch.warps[i / 32].runnable |= 1u << (i % 32);
   }
   if (!launch.dynamic_shared.empty()) {
     std::memset(launch.dynamic_shared.data(), 0xff, launch.dynamic_shared.size());
   }
   HappensBefore(&launch.start_sync);
-  while (true) {
-    bool progress = false;
-    for (int k = 0; k < n; ++k) {
-      Thread& t = *launch.threads[reverse ? n - 1 - k : k];
-      if (t.state != State::kRunnable) continue;
-      progress = true;
-      launch.current = &t;
-      t_builtins = &t.builtins;
-      Context::Switch(launch.host, t.context);  // back when no thread can run
-      launch.current = nullptr;
-      HappensAfter(&launch.exit_sync);
-      if (launch.failed) return false;
-    }
-    if (launch.live == 0) break;
-    if (!progress) {
-      launch.current = launch.threads.front();
-      launch.failed = true;
-      launch.fault = absl::StrCat(BlockName(launch), ": ", DeadlockReport(launch));
-      return false;
-    }
+  const int first_warp = reverse ? static_cast<int>(launch.warps.size()) - 1 : 0;
+  // The threads switch among themselves and come back here when none can run.
+  while (Thread* t = FirstRunnableFrom(launch, first_warp)) {
+    launch.current = t;
+    t_builtins = &t->builtins;
+    Context::Switch(launch.host, t->context);
+    launch.current = nullptr;
+    HappensAfter(&launch.exit_sync);
+    if (launch.failed) return false;
+  }
+  if (launch.live > 0) {
+    launch.current = launch.threads.front();
+    launch.failed = true;
+    launch.fault = absl::StrCat(BlockName(launch), ": ", DeadlockReport(launch));
+    return false;
   }
   return true;
 }
@@ -398,7 +432,9 @@ void RunKernel(const LaunchConfig& config, absl::FunctionRef<void()> thread_body
   std::lock_guard<std::mutex> lock(g_launch_mutex);
   if (g_pool == nullptr) g_pool = new std::vector<std::unique_ptr<Thread>>();
   const int n = static_cast<int>(config.block.x * config.block.y * config.block.z);
-  while (static_cast<int>(g_pool->size()) < n) g_pool->push_back(std::make_unique<Thread>());
+  while (static_cast<int>(g_pool->size()) < n) {
+    g_pool->push_back(std::make_unique<Thread>(static_cast<int>(g_pool->size())));
+  }
   Launch launch;
   launch.config = &config;
   launch.body = &thread_body;
@@ -426,6 +462,7 @@ void SyncThreads() {
   HappensBefore(&launch.barrier_sync[launch.barrier_generation % 2]);
   self.barrier_generation = launch.barrier_generation;
   self.state = State::kAtBarrier;
+  launch.warps[self.linear / 32].runnable &= ~(1u << (self.linear % 32));
   if (++launch.at_barrier == launch.live) {
     ReleaseBarrier();  // the last to arrive goes on
   } else {
@@ -455,7 +492,9 @@ uint64_t WarpExchange(WarpOp op, unsigned mask, uint64_t value, int arg, int wid
   self.width = width;
   self.state = State::kAtWarpOp;
   warp.waiting |= 1u << lane;
-  if (!TryCompleteWarpOp(w, lane)) SwitchAway(self);
+  warp.runnable &= ~(1u << lane);
+  // Only the last lane of the mask to come completes the operation; the others just wait.
+  if ((mask & warp.live & ~warp.waiting) != 0 || !TryCompleteWarpOp(w, lane)) SwitchAway(self);
   if (orders) HappensAfter(&launch.warps[w].sync[self.op_generation % 2]);
   return op == WarpOp::kSync ? value : self.result;
 }

@@ -58,7 +58,13 @@ llmserve_cuda_emu_switch:
 
 namespace llmserve::cuda_emu {
 
-Context::Context(size_t stack_bytes, void (*entry)()) : stack_bytes_(stack_bytes), entry_(entry) {
+Context::Context(size_t stack_bytes, void (*entry)(), size_t top_offset)
+    : stack_bytes_(stack_bytes), top_offset_(top_offset), entry_(entry) {
+  if (top_offset >= stack_bytes / 2) {
+    std::fprintf(stderr, "cuda_emu: stack offset %zu of a %zu-byte stack\n", top_offset,
+                 stack_bytes);
+    std::abort();
+  }
   void* stack = mmap(nullptr, stack_bytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (stack == MAP_FAILED) {
@@ -89,7 +95,7 @@ void Context::Restart() {
   // then a null fake return address of Start itself so that it starts with the stack pointer at
   // 8 mod 16, as after a call.
   auto* top = reinterpret_cast<uintptr_t*>(
-      (reinterpret_cast<uintptr_t>(stack_ + stack_bytes_) & ~uintptr_t{15}));
+      (reinterpret_cast<uintptr_t>(stack_ + stack_bytes_ - top_offset_) & ~uintptr_t{15}));
   top[-1] = 0;
   top[-2] = reinterpret_cast<uintptr_t>(&Context::Start);
   for (int i = 3; i <= 8; ++i) top[-i] = 0;
