@@ -42,7 +42,8 @@ class Context {
   static void Switch(Context& from, Context& to, bool from_finished = false);
 
  private:
-  static void Start();
+  // The first function a fresh context runs (through fiber.cc's trampoline).
+  static void Start(Context* self);
   // The sanitizer bookkeeping once running again (`self` null: a fiber's first start).
   static void FinishSwitch(Context* self);
 
