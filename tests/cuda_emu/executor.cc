@@ -35,6 +35,12 @@ constexpr size_t kStackBytes = 1024 * 1024;
 #else
 constexpr size_t kStackBytes = 256 * 1024;
 #endif
+// Each fiber's frames start at its own offset below its stack's top (fiber.h says why): steps of
+// 17 cache lines cover all 64 sets of a 4 KiB L1 way for 64 consecutive fibers, and the range
+// spreads a block's fibers over most of a 2 MiB L2's sets.
+constexpr size_t kStackOffsetStep = 17 * 64;
+constexpr size_t kStackOffsetRange = 96 * 1024;
+size_t StackOffset(int index) { return index * kStackOffsetStep % kStackOffsetRange; }
 
 // Happens-before edges for ThreadSanitizer (fiber switches give none).
 void HappensBefore([[maybe_unused]] const void* sync) {
@@ -70,27 +76,39 @@ void FiberMain();
 
 // One CUDA thread of the running block.
 struct Thread {
-  Thread() : context(kStackBytes, &FiberMain) {}
+  explicit Thread(int index)
+      : context(kStackBytes + kStackOffsetRange, &FiberMain, StackOffset(index)) {}
   Context context;
   ThreadBuiltins builtins;
   int linear = 0;
   State state = State::kRunnable;
+  // Its fiber waits at the end of FiberMain's loop, ready to run the next block's thread without
+  // a restart (false: it never ran, or a fault abandoned it in the middle of the kernel).
+  bool parked = false;
   uint64_t barrier_generation = 0;
-  // The warp operation it waits in.
+  // The warp operation it waits in (its value and argument are in the warp's arrays).
   WarpOp op = WarpOp::kSync;
   unsigned mask = 0;
-  int arg = 0;
   int width = 32;
-  uint64_t value = 0;
-  uint64_t result = 0;
   uint64_t op_generation = 0;
 };
 
 struct Warp {
-  uint32_t live = 0;     // lanes that exist and have not exited
-  uint32_t waiting = 0;  // lanes waiting in a warp operation
+  uint32_t live = 0;      // lanes that exist and have not exited
+  uint32_t waiting = 0;   // lanes waiting in a warp operation
+  uint32_t runnable = 0;  // lanes in State::kRunnable (the running one among them)
+  // Every waiting lane is in an operation of this kind, mask and width (the fast path of
+  // CompleteWarpOp); false when the lanes differ, which the general path sorts out.
+  bool uniform = false;
+  WarpOp op = WarpOp::kSync;
+  unsigned mask = 0;
+  int width = 32;
   uint64_t generation = 0;
   char sync[2];  // TSan sync objects, alternating by generation
+  // Per lane: the shuffle's value and argument, and its result.
+  int arg[32];
+  uint64_t value[32];
+  uint64_t result[32];
 };
 
 // The launch in progress (one at a time, under g_launch_mutex).
@@ -116,6 +134,7 @@ std::mutex g_launch_mutex;
 // Guarded by g_launch_mutex.
 Launch* g_launch = nullptr;
 std::vector<std::unique_ptr<Thread>>* g_pool = nullptr;
+const void* g_pool_thread = nullptr;  // identifies the OS thread the pool's fibers parked on
 
 std::mutex g_state_mutex;  // guards the rest
 cudaError_t g_launch_error = cudaSuccess;
@@ -142,24 +161,49 @@ std::string ThreadName(const Thread& t) {
                          t.linear % 32);
 }
 
-// Gives the OS thread to the next runnable thread of the block in the block's order, or back to
-// the executor when there is none (the block is done, or deadlocked). Switching fiber to fiber
-// halves the switches of a warp operation.
-void SwitchAway(Thread& self, bool finished = false) {
+// The first runnable thread in the block's order from warp `w` on (cyclically), or null: the
+// lowest runnable lane of the first warp that has one (the highest, and warps downwards, in a
+// reversed block).
+Thread* FirstRunnableFrom(const Launch& launch, int w) {
+  const int num_warps = static_cast<int>(launch.warps.size());
+  for (int k = 0; k < num_warps; ++k) {
+    const int v = launch.reverse ? (w - k + num_warps) % num_warps : (w + k) % num_warps;
+    const uint32_t r = launch.warps[v].runnable;
+    if (r != 0) {
+      return launch.threads[v * 32 + (launch.reverse ? 31 - __builtin_clz(r) : __builtin_ctz(r))];
+    }
+  }
+  return nullptr;
+}
+
+// The runnable lane of `runnable` that follows `lane` in the block's order (cyclically within
+// the warp), or -1.
+int NextLane(uint32_t runnable, int lane, bool reverse) {
+  if (runnable == 0) return -1;
+  if (!reverse) {
+    const uint32_t after = lane == 31 ? 0 : runnable & (~0u << (lane + 1));
+    return __builtin_ctz(after != 0 ? after : runnable);
+  }
+  const uint32_t before = runnable & ((1u << lane) - 1);
+  return 31 - __builtin_clz(before != 0 ? before : runnable);
+}
+
+// Gives the OS thread to the next runnable thread, or back to the executor when there is none
+// (the block is done, or deadlocked). The next is the following runnable lane of the caller's
+// own warp, and only when none is left the first runnable thread of the next warps in the block's
+// order: a warp runs until all its lanes wait at a barrier or have exited, so the fibers that
+// switch among each other are the 32 of one warp, whose stacks stay in the caches (cycling
+// through a whole block's stacks at every warp operation made most switches cache misses).
+// Switching fiber to fiber, never through the executor, keeps it one switch per lane and warp
+// operation.
+inline __attribute__((always_inline)) void SwitchAway(Thread& self, bool finished = false) {
   Launch& launch = *g_launch;
   // Everything a thread did is ordered before the executor's next look at the block (another
   // thread gets no ordering from this: it acquires only barriers).
   HappensBefore(&launch.exit_sync);
-  const int n = static_cast<int>(launch.threads.size());
-  Thread* next = nullptr;
-  for (int k = 1; k <= n; ++k) {
-    const int step = launch.reverse ? n - k : k;
-    Thread* t = launch.threads[(self.linear + step) % n];
-    if (t->state == State::kRunnable && t != &self) {
-      next = t;
-      break;
-    }
-  }
+  const int w = self.linear / 32;
+  const int lane = NextLane(launch.warps[w].runnable, self.linear % 32, launch.reverse);
+  Thread* next = lane >= 0 ? launch.threads[w * 32 + lane] : FirstRunnableFrom(launch, w);
   if (next == nullptr) {
     Context::Switch(self.context, launch.host, finished);
   } else {
@@ -183,32 +227,49 @@ void SwitchAway(Thread& self, bool finished = false) {
 void ReleaseBarrier() {
   Launch& launch = *g_launch;
   for (Thread* t : launch.threads) {
-    if (t->state == State::kAtBarrier) t->state = State::kRunnable;
+    if (t->state == State::kAtBarrier) {
+      t->state = State::kRunnable;
+      launch.warps[t->linear / 32].runnable |= 1u << (t->linear % 32);
+    }
   }
   launch.at_barrier = 0;
   ++launch.barrier_generation;
 }
 
-// The lane whose value `lane` reads, or -1 for a width that is not a power of two.
-int SourceLane(const Thread& t, int lane) {
-  const int width = t.width;
-  if (width <= 0 || width > 32 || (width & (width - 1)) != 0) return -1;
+bool ValidWidth(int width) { return width > 0 && width <= 32 && (width & (width - 1)) == 0; }
+
+// The lane whose value `lane` reads in `op` with `arg` (`width` valid).
+inline int SourceLane(WarpOp op, int arg, int width, int lane) {
   const int first = lane & ~(width - 1), last = first + width - 1;
-  switch (t.op) {
+  switch (op) {
     case WarpOp::kSync:
       return lane;
     case WarpOp::kShuffleIndex:
-      return first + (t.arg & (width - 1));
+      return first + (arg & (width - 1));
     case WarpOp::kShuffleUp:
-      return lane - t.arg >= first ? lane - t.arg : lane;
+      return lane - arg >= first ? lane - arg : lane;
     case WarpOp::kShuffleDown:
-      return lane + t.arg <= last ? lane + t.arg : lane;
+      return lane + arg <= last ? lane + arg : lane;
     case WarpOp::kShuffleXor: {
-      const int source = lane ^ t.arg;
+      const int source = lane ^ arg;
       return source <= last ? source : lane;  // PTX shfl.bfly: past the segment, one's own
     }
   }
-  return -1;
+  return lane;
+}
+
+// Completes the operation of a full warp whose 32 lanes all wait in it with one kind, mask and
+// width: no lane can read outside the mask, so nothing to check; one pass over the warp's arrays.
+void CompleteFullWarpOp(Warp& warp, Thread** lanes) {
+  const WarpOp op = warp.op;
+  const int width = warp.width;
+  for (int l = 0; l < 32; ++l) {
+    warp.result[l] = warp.value[SourceLane(op, warp.arg[l], width, l)];
+  }
+  for (int l = 0; l < 32; ++l) lanes[l]->state = State::kRunnable;
+  warp.waiting = 0;
+  warp.runnable = ~0u;
+  ++warp.generation;
 }
 
 // Completes the warp operation that lane `l` of warp `w` waits in if every lane its mask names
@@ -232,23 +293,26 @@ bool TryCompleteWarpOp(int w, int l) {
       Fault(absl::StrFormat("warp %d: lanes %d and %d meet in different warp operations (%s, %s)",
                             w, l, m, WarpOpName(first.op), WarpOpName(t.op)));
     }
-    const int source = SourceLane(t, m);
-    if (source < 0) {
+    if (!ValidWidth(t.width)) {
       Fault(absl::StrFormat("%s: %s width %d is not a power of two <= 32", ThreadName(t),
                             WarpOpName(t.op), t.width));
     }
+    const int source = SourceLane(t.op, warp.arg[m], t.width, m);
     if ((needed >> source & 1) == 0) {
       Fault(absl::StrFormat(
           "%s: %s (mask 0x%08x) reads lane %d, which %s: the value is undefined", ThreadName(t),
           WarpOpName(t.op), t.mask, source,
           (warp.live >> source & 1) == 0 ? "has exited or does not exist" : "is not in the mask"));
     }
-    t.result = lanes[source]->value;
+    warp.result[m] = warp.value[source];
   }
   for (uint32_t rest = needed; rest != 0; rest &= rest - 1) {
     lanes[__builtin_ctz(rest)]->state = State::kRunnable;
   }
   warp.waiting &= ~needed;
+  warp.runnable |= needed;
+  // Lanes still waiting are in other operations: the general path completes theirs.
+  if (warp.waiting != 0) warp.uniform = false;
   ++warp.generation;
   return true;
 }
@@ -291,22 +355,29 @@ std::string DeadlockReport(const Launch& launch) {
 }
 
 // Every fiber starts here: runs the kernel for the thread the executor switched to, then exits.
+// A fiber runs one thread of one block per turn of its loop: after its exit it parks, and the
+// next block (of this launch or a later one on the same OS thread) continues it from there, which
+// saves restarting every fiber of every block (a third of a thread's start).
 void FiberMain() {
-  Launch& launch = *g_launch;
-  Thread& self = *launch.current;
-  t_builtins = &self.builtins;
-  HappensAfter(&launch.start_sync);
-  (*launch.body)();
-  // Exit: leave the barrier and the warp, which may complete what waits for this thread.
-  Launch& after = *g_launch;
-  self.state = State::kExited;
-  --after.live;
-  Warp& warp = after.warps[self.linear / 32];
-  warp.live &= ~(1u << (self.linear % 32));
-  if (after.at_barrier > 0 && after.at_barrier == after.live) ReleaseBarrier();
-  TryCompleteWarp(self.linear / 32);
-  SwitchAway(self, /*finished=*/true);
-  __builtin_unreachable();
+  while (true) {
+    Launch& launch = *g_launch;
+    Thread& self = *launch.current;
+    self.parked = false;
+    t_builtins = &self.builtins;
+    HappensAfter(&launch.start_sync);
+    (*launch.body)();
+    // Exit: leave the barrier and the warp, which may complete what waits for this thread.
+    Launch& after = *g_launch;
+    self.state = State::kExited;
+    --after.live;
+    Warp& warp = after.warps[self.linear / 32];
+    warp.live &= ~(1u << (self.linear % 32));
+    warp.runnable &= ~(1u << (self.linear % 32));
+    if (after.at_barrier > 0 && after.at_barrier == after.live) ReleaseBarrier();
+    TryCompleteWarp(self.linear / 32);
+    self.parked = true;
+    SwitchAway(self);
+  }
 }
 
 // Runs one block; false after a fault (launch.fault says which).
@@ -316,44 +387,38 @@ bool RunBlock(Launch& launch, uint3 block_idx, bool reverse) {
   launch.reverse = reverse;
   launch.live = n;
   launch.at_barrier = 0;
-  for (Warp& warp : launch.warps) warp = Warp();
+  for (Warp& warp : launch.warps) {
+    warp.live = warp.waiting = warp.runnable = 0;
+    warp.uniform = false;
+    warp.generation = 0;
+  }
   for (int i = 0; i < n; ++i) {
     Thread& t = *launch.threads[i];
-    t.context.Restart();
-    t.linear = i;
+    if (!t.parked) t.context.Restart();
     t.state = State::kRunnable;
-    t.builtins = {
-        .thread_idx = {unsigned(i) % config.block.x, unsigned(i) / config.block.x % config.block.y,
-                       unsigned(i) / (config.block.x * config.block.y)},
-        .block_idx = block_idx,
-        .block_dim = config.block,
-        .grid_dim = config.grid};
+    t.builtins.block_idx = block_idx;  // the rest is the launch's (RunKernel)
     launch.warps[i / 32].live |= 1u << (i % 32);
+    launch.warps[i / 32].runnable |= 1u << (i % 32);
   }
   if (!launch.dynamic_shared.empty()) {
     std::memset(launch.dynamic_shared.data(), 0xff, launch.dynamic_shared.size());
   }
   HappensBefore(&launch.start_sync);
-  while (true) {
-    bool progress = false;
-    for (int k = 0; k < n; ++k) {
-      Thread& t = *launch.threads[reverse ? n - 1 - k : k];
-      if (t.state != State::kRunnable) continue;
-      progress = true;
-      launch.current = &t;
-      t_builtins = &t.builtins;
-      Context::Switch(launch.host, t.context);  // back when no thread can run
-      launch.current = nullptr;
-      HappensAfter(&launch.exit_sync);
-      if (launch.failed) return false;
-    }
-    if (launch.live == 0) break;
-    if (!progress) {
-      launch.current = launch.threads.front();
-      launch.failed = true;
-      launch.fault = absl::StrCat(BlockName(launch), ": ", DeadlockReport(launch));
-      return false;
-    }
+  const int first_warp = reverse ? static_cast<int>(launch.warps.size()) - 1 : 0;
+  // The threads switch among themselves and come back here when none can run.
+  while (Thread* t = FirstRunnableFrom(launch, first_warp)) {
+    launch.current = t;
+    t_builtins = &t->builtins;
+    Context::Switch(launch.host, t->context);
+    launch.current = nullptr;
+    HappensAfter(&launch.exit_sync);
+    if (launch.failed) return false;
+  }
+  if (launch.live > 0) {
+    launch.current = launch.threads.front();
+    launch.failed = true;
+    launch.fault = absl::StrCat(BlockName(launch), ": ", DeadlockReport(launch));
+    return false;
   }
   return true;
 }
@@ -398,11 +463,30 @@ void RunKernel(const LaunchConfig& config, absl::FunctionRef<void()> thread_body
   std::lock_guard<std::mutex> lock(g_launch_mutex);
   if (g_pool == nullptr) g_pool = new std::vector<std::unique_ptr<Thread>>();
   const int n = static_cast<int>(config.block.x * config.block.y * config.block.z);
-  while (static_cast<int>(g_pool->size()) < n) g_pool->push_back(std::make_unique<Thread>());
+  while (static_cast<int>(g_pool->size()) < n) {
+    g_pool->push_back(std::make_unique<Thread>(static_cast<int>(g_pool->size())));
+  }
   Launch launch;
   launch.config = &config;
   launch.body = &thread_body;
-  for (int i = 0; i < n; ++i) launch.threads.push_back((*g_pool)[i].get());
+  // A parked fiber continues on the OS thread it parked on only: code compiled for one thread may
+  // keep the address of a thread_local (t_builtins) across the switch it parked in.
+  static thread_local const void* pool_owner = nullptr;
+  if (g_pool_thread != &pool_owner) {
+    for (auto& t : *g_pool) t->parked = false;
+    g_pool_thread = &pool_owner;
+  }
+  for (int i = 0; i < n; ++i) {
+    Thread& t = *(*g_pool)[i];
+    t.linear = i;
+    t.builtins = {
+        .thread_idx = {unsigned(i) % config.block.x, unsigned(i) / config.block.x % config.block.y,
+                       unsigned(i) / (config.block.x * config.block.y)},
+        .block_idx = {0, 0, 0},
+        .block_dim = config.block,
+        .grid_dim = config.grid};
+    launch.threads.push_back(&t);
+  }
   launch.warps.resize((n + 31) / 32);
   launch.dynamic_shared.resize(config.shared_bytes);
   g_launch = &launch;
@@ -426,6 +510,7 @@ void SyncThreads() {
   HappensBefore(&launch.barrier_sync[launch.barrier_generation % 2]);
   self.barrier_generation = launch.barrier_generation;
   self.state = State::kAtBarrier;
+  launch.warps[self.linear / 32].runnable &= ~(1u << (self.linear % 32));
   if (++launch.at_barrier == launch.live) {
     ReleaseBarrier();  // the last to arrive goes on
   } else {
@@ -450,14 +535,30 @@ uint64_t WarpExchange(WarpOp op, unsigned mask, uint64_t value, int arg, int wid
   self.op_generation = warp.generation;
   self.op = op;
   self.mask = mask;
-  self.value = value;
-  self.arg = arg;
   self.width = width;
   self.state = State::kAtWarpOp;
+  warp.value[lane] = value;
+  warp.arg[lane] = arg;
+  if (warp.waiting == 0) {
+    warp.uniform = true;
+    warp.op = op;
+    warp.mask = mask;
+    warp.width = width;
+  } else if (op != warp.op || mask != warp.mask || width != warp.width) {
+    warp.uniform = false;
+  }
   warp.waiting |= 1u << lane;
-  if (!TryCompleteWarpOp(w, lane)) SwitchAway(self);
-  if (orders) HappensAfter(&launch.warps[w].sync[self.op_generation % 2]);
-  return op == WarpOp::kSync ? value : self.result;
+  warp.runnable &= ~(1u << lane);
+  // Only the last lane of the mask to come completes the operation; the others just wait.
+  if ((mask & warp.live & ~warp.waiting) != 0) {
+    SwitchAway(self);
+  } else if (warp.uniform && warp.waiting == ~0u && mask == ~0u && ValidWidth(width)) {
+    CompleteFullWarpOp(warp, launch.threads.data() + w * 32);
+  } else if (!TryCompleteWarpOp(w, lane)) {
+    SwitchAway(self);
+  }
+  if (orders) HappensAfter(&warp.sync[self.op_generation % 2]);
+  return op == WarpOp::kSync ? value : warp.result[lane];
 }
 
 void* DynamicShared() {

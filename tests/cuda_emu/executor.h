@@ -13,11 +13,12 @@
 //  - a shuffle that reads a lane outside its mask or one that has exited (an undefined value),
 //    a warp operation whose mask leaves out the calling lane, a width that is not a power of two.
 //
-// Threads of a block run in turn until they wait; blocks with an odd linear index run their
-// threads in reverse order, so that a missing barrier finds the reader before the writer in one
-// block or another. Under ThreadSanitizer __syncthreads and __syncwarp are the only ordering
-// between threads (a shuffle orders no memory), so an access pair that no barrier orders is a
-// reported race.
+// Threads of a block run in turn until they wait, warp by warp: the lanes of a warp take turns
+// at its warp operations, and the next warp runs only when every lane of this one waits at a
+// barrier or has exited. Blocks with an odd linear index run their warps and lanes in reverse
+// order, so that a missing barrier finds the reader before the writer in one block or another.
+// Under ThreadSanitizer __syncthreads and __syncwarp are the only ordering between threads (a
+// shuffle orders no memory), so an access pair that no barrier orders is a reported race.
 //
 // Thread-safe: launches from several OS threads run one at a time.
 

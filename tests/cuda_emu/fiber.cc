@@ -56,9 +56,29 @@ llmserve_cuda_emu_switch:
   .size llmserve_cuda_emu_switch, .-llmserve_cuda_emu_switch
 )");
 
+// Where a fresh context's first switch returns to: calls *r12 (Context::Start) with rbx (the
+// context) as its argument, both restored from the frame Restart wrote; a jump, so that Start
+// begins with the stack pointer at 8 mod 16 and a null return address, as after a call.
+extern "C" void llmserve_cuda_emu_trampoline();
+asm(R"(
+  .text
+  .globl llmserve_cuda_emu_trampoline
+  .type llmserve_cuda_emu_trampoline, @function
+llmserve_cuda_emu_trampoline:
+  movq %rbx, %rdi
+  jmp *%r12
+  .size llmserve_cuda_emu_trampoline, .-llmserve_cuda_emu_trampoline
+)");
+
 namespace llmserve::cuda_emu {
 
-Context::Context(size_t stack_bytes, void (*entry)()) : stack_bytes_(stack_bytes), entry_(entry) {
+Context::Context(size_t stack_bytes, void (*entry)(), size_t top_offset)
+    : stack_bytes_(stack_bytes), top_offset_(top_offset), entry_(entry) {
+  if (top_offset >= stack_bytes / 2) {
+    std::fprintf(stderr, "cuda_emu: stack offset %zu of a %zu-byte stack\n", top_offset,
+                 stack_bytes);
+    std::abort();
+  }
   void* stack = mmap(nullptr, stack_bytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (stack == MAP_FAILED) {
@@ -85,26 +105,29 @@ void Context::Restart() {
   // An abandoned run may have left poisoned redzones of its frames behind.
   __asan_unpoison_memory_region(stack_, stack_bytes_);
 #endif
-  // The frame llmserve_cuda_emu_switch pops: six registers, then Start as the return address,
-  // then a null fake return address of Start itself so that it starts with the stack pointer at
-  // 8 mod 16, as after a call.
+  // The frame llmserve_cuda_emu_switch pops: six registers (r12 = Start, rbx = this for the
+  // trampoline), then the trampoline as the return address, then a null fake return address of
+  // Start itself.
   auto* top = reinterpret_cast<uintptr_t*>(
-      (reinterpret_cast<uintptr_t>(stack_ + stack_bytes_) & ~uintptr_t{15}));
+      (reinterpret_cast<uintptr_t>(stack_ + stack_bytes_ - top_offset_) & ~uintptr_t{15}));
   top[-1] = 0;
-  top[-2] = reinterpret_cast<uintptr_t>(&Context::Start);
+  top[-2] = reinterpret_cast<uintptr_t>(&llmserve_cuda_emu_trampoline);
   for (int i = 3; i <= 8; ++i) top[-i] = 0;
+  top[-4] = reinterpret_cast<uintptr_t>(this);                                              // rbx
+  top[-5] = reinterpret_cast<uintptr_t>(static_cast<void (*)(Context*)>(&Context::Start));  // r12
   sp_ = top - 8;
 }
 
+#if LLMSERVE_EMU_ASAN
 namespace {
-// The contexts of the switch in progress on this OS thread.
+// The context the switch in progress on this OS thread leaves (FinishSwitch needs it).
 thread_local Context* t_switch_from = nullptr;
-thread_local Context* t_switch_to = nullptr;
 }  // namespace
+#endif
 
-void Context::Start() {
+void Context::Start(Context* self) {
   FinishSwitch(nullptr);
-  t_switch_to->entry_();
+  self->entry_();
   std::fprintf(stderr, "cuda_emu: a fiber's entry returned\n");
   std::abort();
 }
@@ -134,11 +157,10 @@ void Context::Switch(Context& from, Context& to, bool from_finished) {
   const void* bottom = to.stack_ != nullptr ? static_cast<const void*>(to.stack_) : to.asan_bottom_;
   const size_t size = to.stack_ != nullptr ? to.stack_bytes_ : to.asan_size_;
   __sanitizer_start_switch_fiber(from_finished ? nullptr : &from.asan_fake_stack_, bottom, size);
+  t_switch_from = &from;
 #else
   (void)from_finished;
 #endif
-  t_switch_from = &from;
-  t_switch_to = &to;
   llmserve_cuda_emu_switch(&from.sp_, to.sp_);
   FinishSwitch(&from);
 }
