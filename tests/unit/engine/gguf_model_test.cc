@@ -87,28 +87,14 @@ TEST(GgufStoriesEngineTest, F32ReproducesTheReferenceGreedyIdsAlone) {
   std::string why;
   const std::string dir = ModelsDir("stories260K", &why);
   if (dir.empty()) GTEST_SKIP() << why;
-  const std::string path = dir + "/gguf/stories260K-f32.gguf";
-  const std::vector<ReferenceCase> cases = ReadReference(dir);
-  ASSERT_GE(cases.size(), 3u);
-  for (const ReferenceCase& c : cases) {
-    SCOPED_TRACE(c.name);
-    EXPECT_EQ(testing::GreedyTokens(StoriesOptions(path), c.prompt,
-                                    static_cast<int32_t>(c.greedy.size())),
-              c.greedy);
-  }
+  testing::ExpectTheReferenceGreedyIds(dir, dir + "/gguf/stories260K-f32.gguf", /*batched=*/false);
 }
 
 TEST(GgufStoriesEngineTest, F32ReproducesTheReferenceGreedyIdsBatched) {
   std::string why;
   const std::string dir = ModelsDir("stories260K", &why);
   if (dir.empty()) GTEST_SKIP() << why;
-  const std::vector<ReferenceCase> cases = ReadReference(dir);
-  ASSERT_GE(cases.size(), 3u);
-  const std::vector<std::vector<int32_t>> tokens =
-      testing::BatchedGreedyTokens(StoriesOptions(dir + "/gguf/stories260K-f32.gguf"), cases);
-  for (size_t i = 0; i < cases.size(); ++i) {
-    EXPECT_EQ(tokens[i], cases[i].greedy) << cases[i].name;
-  }
+  testing::ExpectTheReferenceGreedyIds(dir, dir + "/gguf/stories260K-f32.gguf", /*batched=*/true);
 }
 
 TEST(GgufStoriesEngineTest, TheFileDeclaresTheConvertersContextOf128) {

@@ -58,27 +58,14 @@ TEST(Llama2cStoriesEngineTest, F32ReproducesTheReferenceGreedyIdsAlone) {
   std::string why;
   const std::string dir = ModelsDir("stories260K", &why);
   if (dir.empty()) GTEST_SKIP() << why;
-  const std::vector<ReferenceCase> cases = ReadReference(dir);
-  ASSERT_GE(cases.size(), 3u);
-  for (const ReferenceCase& c : cases) {
-    SCOPED_TRACE(c.name);
-    EXPECT_EQ(testing::GreedyTokens(StoriesOptions(dir + "/stories260K.bin"), c.prompt,
-                                    static_cast<int32_t>(c.greedy.size())),
-              c.greedy);
-  }
+  testing::ExpectTheReferenceGreedyIds(dir, dir + "/stories260K.bin", /*batched=*/false);
 }
 
 TEST(Llama2cStoriesEngineTest, F32ReproducesTheReferenceGreedyIdsBatched) {
   std::string why;
   const std::string dir = ModelsDir("stories260K", &why);
   if (dir.empty()) GTEST_SKIP() << why;
-  const std::vector<ReferenceCase> cases = ReadReference(dir);
-  ASSERT_GE(cases.size(), 3u);
-  const std::vector<std::vector<int32_t>> tokens =
-      testing::BatchedGreedyTokens(StoriesOptions(dir + "/stories260K.bin"), cases);
-  for (size_t i = 0; i < cases.size(); ++i) {
-    EXPECT_EQ(tokens[i], cases[i].greedy) << cases[i].name;
-  }
+  testing::ExpectTheReferenceGreedyIds(dir, dir + "/stories260K.bin", /*batched=*/true);
 }
 
 // Tensors equal in shape, dtype and every byte (both hold the same f32 values).

@@ -17,6 +17,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "tests/unit/engine/greedy_generation.h"
 #include "worker/engine/cpu_engine_builder.h"
 
 namespace llmserve::worker::testing {
@@ -84,6 +85,27 @@ inline std::vector<std::vector<int32_t>> BatchedGreedyTokens(
   EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(120)));
   (*engine).reset();  // stops the loop before `tokens` is read without the lock
   return tokens;
+}
+
+// The model at `path` (a format of the stories model in `stories_dir`) gives every reference
+// case's greedy ids exactly: each prompt in an engine of its own, or all of them batched in one.
+inline void ExpectTheReferenceGreedyIds(const std::string& stories_dir, const std::string& path,
+                                        bool batched) {
+  const std::vector<ReferenceCase> cases = ReadReference(stories_dir);
+  ASSERT_GE(cases.size(), 3u);
+  if (batched) {
+    const std::vector<std::vector<int32_t>> tokens =
+        BatchedGreedyTokens(StoriesOptions(path), cases);
+    for (size_t i = 0; i < cases.size(); ++i) {
+      EXPECT_EQ(tokens[i], cases[i].greedy) << cases[i].name;
+    }
+    return;
+  }
+  for (const ReferenceCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    EXPECT_EQ(GreedyTokens(StoriesOptions(path), c.prompt, static_cast<int32_t>(c.greedy.size())),
+              c.greedy);
+  }
 }
 
 }  // namespace llmserve::worker::testing
