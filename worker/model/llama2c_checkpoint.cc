@@ -145,6 +145,14 @@ absl::StatusOr<ModelConfig> ModelConfigFromLlama2c(const std::string& path) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": ", file_size, " bytes is shorter than a llama2.c header (7 int32)"));
   }
+  // PyTorch's .bin files (a zip archive since 1.6, a pickle before) share the extension.
+  if (std::memcmp(bytes, "PK\x03\x04", 4) == 0 ||
+      (static_cast<unsigned char>(bytes[0]) == 0x80 && bytes[1] >= 2 && bytes[1] <= 5)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": a PyTorch checkpoint (", bytes[0] == 'P' ? "zip archive" : "pickle",
+        "), not a llama2.c one; PyTorch .bin weights are not loaded: use the model's safetensors "
+        "files (a Hugging Face directory) or a GGUF file"));
+  }
   uint32_t magic;
   std::memcpy(&magic, bytes, 4);
   if (magic == kLlama2cMagic) {

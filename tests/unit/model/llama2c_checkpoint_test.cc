@@ -187,6 +187,15 @@ TEST_F(Llama2cCheckpointTest, NewerExportsAreRefusedByVersion) {
   EXPECT_NE(config.status().message().find("export version 2"), std::string::npos);
 }
 
+TEST_F(Llama2cCheckpointTest, PyTorchBinFilesAreRefusedAsWhatTheyAre) {
+  // A zip archive (torch.save since 1.6) and a protocol-2 pickle (before it), padded past a header.
+  for (const std::string& start : {std::string("PK\x03\x04", 4), std::string("\x80\x02", 2)}) {
+    const std::string message = ConfigError(WriteBytes(start + std::string(64, '\0'), "torch.bin"));
+    EXPECT_NE(message.find("a PyTorch checkpoint"), std::string::npos) << message;
+    EXPECT_NE(message.find("safetensors"), std::string::npos) << message;
+  }
+}
+
 TEST_F(Llama2cCheckpointTest, WeightsThatDoNotFitInMemoryAreRefusedBeforeLoading) {
   const std::string path = Write(TinyHeader{});
   absl::StatusOr<ModelConfig> config = ModelConfigFromLlama2c(path);
