@@ -39,9 +39,11 @@ class InFlightCount : public std::enable_shared_from_this<InFlightCount> {
     explicit Guard(std::shared_ptr<InFlightCount> count) : count_(std::move(count)) {}
     void Release() {
       if (count_ == nullptr) return;
-      absl::MutexLock lock(&count_->mutex_);
-      --count_->count_;
-      count_ = nullptr;
+      // Declared before the lock, so destroyed after it is released: this may be the last
+      // reference to the count, whose mutex must not be destroyed while held.
+      const std::shared_ptr<InFlightCount> count = std::move(count_);
+      absl::MutexLock lock(&count->mutex_);
+      --count->count_;
     }
     std::shared_ptr<InFlightCount> count_;
   };
