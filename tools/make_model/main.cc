@@ -12,7 +12,6 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -73,13 +72,6 @@ int64_t DefaultGroupSize(const llmserve::worker::ModelConfig& c) {
 int Fail(const std::string& message) {
   std::fprintf(stderr, "llmserve-make-model: %s\n", message.c_str());
   return 1;
-}
-
-bool WriteFile(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  return static_cast<bool>(out);
 }
 
 // --from_llama2c: the checkpoint's weights, config and tokenizer as a Hugging Face directory.
@@ -179,10 +171,13 @@ int main(int argc, char** argv) {
     return Fail(std::string(written.message()));
   }
   const std::filesystem::path dir(out);
-  if (!WriteFile(dir / "tokenizer.json", tokenizer.tokenizer_json) ||
-      !WriteFile(dir / "tokenizer_config.json", tokenizer.tokenizer_config_json)) {
-    return Fail("cannot write the tokenizer files into " + out);
+  absl::Status written =
+      llmserve::worker::WriteText(dir / "tokenizer.json", tokenizer.tokenizer_json);
+  if (written.ok()) {
+    written =
+        llmserve::worker::WriteText(dir / "tokenizer_config.json", tokenizer.tokenizer_config_json);
   }
+  if (!written.ok()) return Fail(std::string(written.message()));
   const std::string weights =
       options.quantization.quantized()
           ? absl::StrCat(quantize, " 4-bit projections (group ", options.quantization.group_size,

@@ -1,7 +1,6 @@
 #include "worker/model/hf_export.h"
 
 #include <filesystem>
-#include <fstream>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -11,14 +10,6 @@
 
 namespace llmserve::worker {
 namespace {
-
-absl::Status WriteExportText(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path.string()));
-  return absl::OkStatus();
-}
 
 // Rows [first, first + rows) of the f32 matrix `t` as a safetensors F32 tensor.
 void AddRows(SafetensorsWriter& writer, const std::string& name, const Tensor& t, int64_t first,
@@ -51,9 +42,8 @@ absl::Status WriteHuggingFaceDirectory(const ModelWeights& weights,
   std::filesystem::create_directories(dir, error);
   if (error)
     return absl::InternalError(absl::StrCat("cannot create ", directory, ": ", error.message()));
-  LLMSERVE_RETURN_IF_ERROR(WriteExportText(dir / "config.json", ModelConfigToJson(c)));
-  LLMSERVE_RETURN_IF_ERROR(
-      WriteExportText(dir / "generation_config.json", GenerationConfigToJson(c)));
+  LLMSERVE_RETURN_IF_ERROR(WriteText(dir / "config.json", ModelConfigToJson(c)));
+  LLMSERVE_RETURN_IF_ERROR(WriteText(dir / "generation_config.json", GenerationConfigToJson(c)));
   SafetensorsWriter writer;
   const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
   const int64_t inter = c.intermediate_size;
@@ -76,9 +66,9 @@ absl::Status WriteHuggingFaceDirectory(const ModelWeights& weights,
   writer.SetMetadata("format", "pt");
   LLMSERVE_RETURN_IF_ERROR(writer.WriteFile((dir / "model.safetensors").string()));
   if (tokenizer != nullptr) {
-    LLMSERVE_RETURN_IF_ERROR(WriteExportText(dir / "tokenizer.json", tokenizer->tokenizer_json));
+    LLMSERVE_RETURN_IF_ERROR(WriteText(dir / "tokenizer.json", tokenizer->tokenizer_json));
     LLMSERVE_RETURN_IF_ERROR(
-        WriteExportText(dir / "tokenizer_config.json", tokenizer->tokenizer_config_json));
+        WriteText(dir / "tokenizer_config.json", tokenizer->tokenizer_config_json));
   }
   return absl::OkStatus();
 }

@@ -174,6 +174,8 @@ std::vector<TensorToWrite> TensorsFor(const ModelConfig& config, const Checkpoin
   return out;
 }
 
+}  // namespace
+
 absl::Status WriteText(const std::filesystem::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;
@@ -181,8 +183,6 @@ absl::Status WriteText(const std::filesystem::path& path, const std::string& tex
   if (!out) return absl::DataLossError(absl::StrCat("failed writing ", path.string()));
   return absl::OkStatus();
 }
-
-}  // namespace
 
 std::vector<CheckpointTensorSpec> CheckpointTensors(const ModelConfig& c) {
   std::vector<CheckpointTensorSpec> out;

@@ -9,6 +9,7 @@
 #define LLMSERVE_WORKER_MODEL_MODEL_WRITER_H_
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,10 @@ std::string ModelConfigToJson(const ModelConfig& config);
 
 // generation_config.json text with the BOS and EOS ids.
 std::string GenerationConfigToJson(const ModelConfig& config);
+
+// Writes `text` into `path`, replacing it (a model directory's JSON files); DATA_LOSS naming the
+// path when it cannot.
+absl::Status WriteText(const std::filesystem::path& path, const std::string& text);
 
 struct RandomWeightsOptions {
   DType dtype = DType::kF32;
