@@ -43,15 +43,19 @@ std::string StoriesDir(std::string* why) {
   return ::llmserve::testing::ModelsDir("stories260K", why);
 }
 
+// The tokenizer of `dir`/gguf/stories260K-f32.gguf.
+absl::StatusOr<std::unique_ptr<Tokenizer>> StoriesGgufTokenizer(const std::string& dir) {
+  absl::StatusOr<GgufTokenizerFiles> files =
+      TokenizerFilesFromGgufPath(dir + "/gguf/stories260K-f32.gguf");
+  if (!files.ok()) return files.status();
+  return Tokenizer::FromJson(files->tokenizer_json, files->tokenizer_config_json);
+}
+
 TEST(GgufTokenizerTest, StoriesVocabularyIsTheSentencePieceModels) {
   std::string why;
   const std::string dir = StoriesDir(&why);
   if (dir.empty()) GTEST_SKIP() << why;
-  absl::StatusOr<GgufTokenizerFiles> files =
-      TokenizerFilesFromGgufPath(dir + "/gguf/stories260K-f32.gguf");
-  ASSERT_TRUE(files.ok()) << files.status();
-  absl::StatusOr<std::unique_ptr<Tokenizer>> tok =
-      Tokenizer::FromJson(files->tokenizer_json, files->tokenizer_config_json);
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tok = StoriesGgufTokenizer(dir);
   ASSERT_TRUE(tok.ok()) << tok.status();
   std::ifstream vocab(dir + "/tok512.vocab");
   std::string line;
@@ -69,11 +73,7 @@ TEST(GgufTokenizerTest, StoriesPromptsTokenizeToTheReferenceIdsAndDecodeBack) {
   std::string why;
   const std::string dir = StoriesDir(&why);
   if (dir.empty()) GTEST_SKIP() << why;
-  absl::StatusOr<GgufTokenizerFiles> files =
-      TokenizerFilesFromGgufPath(dir + "/gguf/stories260K-f32.gguf");
-  ASSERT_TRUE(files.ok()) << files.status();
-  absl::StatusOr<std::unique_ptr<Tokenizer>> tok =
-      Tokenizer::FromJson(files->tokenizer_json, files->tokenizer_config_json);
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tok = StoriesGgufTokenizer(dir);
   ASSERT_TRUE(tok.ok()) << tok.status();
   // llama.cpp's prompts (expected/llama_cpp_greedy.jsonl) are the reference's.
   const std::vector<std::pair<std::string, std::string>> prompts = {
