@@ -1,7 +1,5 @@
 #include "worker/model/gguf_weights.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -9,9 +7,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "common/base/cgroup_limits.h"
 #include "common/base/logging.h"
 #include "common/status/status_macros.h"
 #include "worker/model/gguf/gguf_dequantize.h"
@@ -204,12 +200,6 @@ absl::Status LoadGgufGpt2Layer(GgufTensorTaker& taker, const ModelConfig& c, DTy
   return absl::OkStatus();
 }
 
-std::string FormatBytes(int64_t bytes) {
-  if (bytes < (int64_t{1} << 20)) return absl::StrCat(bytes, " bytes");
-  if (bytes < (int64_t{1} << 30)) return absl::StrFormat("%.1f MiB", bytes / 1048576.0);
-  return absl::StrFormat("%.2f GiB", bytes / 1073741824.0);
-}
-
 }  // namespace
 
 int64_t GgufRuntimeWeightBytes(const gguf::GgufFile& file, DType dtype) {
@@ -221,17 +211,9 @@ int64_t GgufRuntimeWeightBytes(const gguf::GgufFile& file, DType dtype) {
   return total;
 }
 
-int64_t PhysicalMemoryBytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGE_SIZE);
-  int64_t bytes = pages > 0 && page_size > 0 ? int64_t{pages} * page_size : INT64_MAX;
-  const common::CgroupLimits limits = common::ReadCgroupLimits();
-  if (limits.memory_limit_bytes) bytes = std::min(bytes, *limits.memory_limit_bytes);
-  return bytes;
-}
-
 absl::StatusOr<std::unique_ptr<ModelWeights>> LoadGgufWeights(const gguf::GgufFile& file,
                                                               const ModelConfig& config,
-                                                              const GgufLoadOptions& options) {
+                                                              const FileLoadOptions& options) {
   const DType dtype = options.dtype;
   // The weights plus the scratch (two f32 chunks), before the first allocation.
   int64_t largest = 0;
@@ -240,14 +222,9 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> LoadGgufWeights(const gguf::GgufFi
   }
   const int64_t needed =
       GgufRuntimeWeightBytes(file, dtype) + 2 * 4 * std::min(largest, kGgufChunkFloats);
-  const int64_t limit =
-      options.memory_limit_bytes > 0 ? options.memory_limit_bytes : PhysicalMemoryBytes();
-  if (needed > limit) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        file.name(), ": the weights need ", FormatBytes(needed), " in ", DTypeName(dtype),
-        " (every tensor is dequantized at load), more than the ", FormatBytes(limit),
-        " of memory this machine (or its cgroup) has; try a smaller --dtype or model"));
-  }
+  LLMSERVE_RETURN_IF_ERROR(CheckWeightsFitInMemory(file.name(), needed, dtype,
+                                                   options.memory_limit_bytes,
+                                                   "every tensor is dequantized at load"));
   auto weights = std::make_unique<ModelWeights>();
   weights->config = config;
   weights->dtype = dtype;

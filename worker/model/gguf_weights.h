@@ -31,16 +31,9 @@
 #include "worker/model/gguf/gguf_file.h"
 #include "worker/model/model_config.h"
 #include "worker/model/model_weights.h"
+#include "worker/model/weights_memory.h"
 
 namespace llmserve::worker {
-
-struct GgufLoadOptions {
-  DType dtype = DType::kF32;
-  LoadProgress progress;
-  // The memory the weights must fit in; 0: this machine's physical memory, capped by the cgroup
-  // memory limit (PhysicalMemoryBytes). Tests give a small one.
-  int64_t memory_limit_bytes = 0;
-};
 
 // Loads the weights of `file`, whose config ModelConfigFromGguf gave (max_model_len may have been
 // changed since). INVALID_ARGUMENT naming the tensor for a missing tensor, a shape other than the
@@ -48,14 +41,11 @@ struct GgufLoadOptions {
 // in memory.
 absl::StatusOr<std::unique_ptr<ModelWeights>> LoadGgufWeights(const gguf::GgufFile& file,
                                                               const ModelConfig& config,
-                                                              const GgufLoadOptions& options);
+                                                              const FileLoadOptions& options);
 
 // Bytes the runtime weights of `file` take in `dtype`: matrices in `dtype`, 1-D tensors and
 // learned positions in f32 (what LoadGgufWeights allocates).
 int64_t GgufRuntimeWeightBytes(const gguf::GgufFile& file, DType dtype);
-
-// This machine's physical memory (sysconf), capped by this process's cgroup memory limit.
-int64_t PhysicalMemoryBytes();
 
 }  // namespace llmserve::worker
 

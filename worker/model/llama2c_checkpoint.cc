@@ -10,7 +10,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
-#include "worker/model/gguf_weights.h"
 
 namespace llmserve::worker {
 namespace {
@@ -221,8 +220,9 @@ absl::StatusOr<ModelConfig> ModelConfigFromLlama2c(const std::string& path) {
   return c;
 }
 
-absl::StatusOr<std::unique_ptr<ModelWeights>> LoadLlama2cWeights(
-    const std::string& path, const ModelConfig& config, const Llama2cLoadOptions& options) {
+absl::StatusOr<std::unique_ptr<ModelWeights>> LoadLlama2cWeights(const std::string& path,
+                                                                 const ModelConfig& config,
+                                                                 const FileLoadOptions& options) {
   const DType dtype = options.dtype;
   const Llama2cSizes sizes = Llama2cSizesOf(config);
   const int64_t dim = config.hidden_size, layers = config.num_layers;
@@ -233,15 +233,8 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> LoadLlama2cWeights(
   const int64_t needed =
       (sizes.before_tables + sizes.classifier - vectors) * static_cast<int64_t>(DTypeSize(dtype)) +
       vectors * 4 + 2 * 4 * std::min(kLlama2cChunkFloats, std::max(vocab, hidden) * dim);
-  const int64_t limit =
-      options.memory_limit_bytes > 0 ? options.memory_limit_bytes : PhysicalMemoryBytes();
-  if (needed > limit) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(path, ": the weights need ", needed, " bytes in ", DTypeName(dtype),
-                     ", more than the ", limit,
-                     " bytes of memory this machine (or its cgroup) "
-                     "has; try a smaller --dtype or model"));
-  }
+  LLMSERVE_RETURN_IF_ERROR(
+      CheckWeightsFitInMemory(path, needed, dtype, options.memory_limit_bytes, ""));
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
   in.seekg(kLlama2cHeaderBytes);

@@ -33,15 +33,9 @@
 #include "worker/model/dtype.h"
 #include "worker/model/model_config.h"
 #include "worker/model/model_weights.h"
+#include "worker/model/weights_memory.h"
 
 namespace llmserve::worker {
-
-struct Llama2cLoadOptions {
-  DType dtype = DType::kF32;
-  LoadProgress progress;
-  // The memory the weights must fit in; 0: this machine's (PhysicalMemoryBytes).
-  int64_t memory_limit_bytes = 0;
-};
 
 // The config of the checkpoint at `path` from its header, checked against the file's size.
 // INVALID_ARGUMENT naming the header field for a value out of range or inconsistent with the
@@ -54,7 +48,7 @@ absl::StatusOr<ModelConfig> ModelConfigFromLlama2c(const std::string& path);
 // memory (checked before allocating); DATA_LOSS when the file is shorter than it was.
 absl::StatusOr<std::unique_ptr<ModelWeights>> LoadLlama2cWeights(const std::string& path,
                                                                  const ModelConfig& config,
-                                                                 const Llama2cLoadOptions& options);
+                                                                 const FileLoadOptions& options);
 
 // The SentencePiece model that goes with the checkpoint at `path`, in its directory: `<stem>.model`
 // (stories15M.bin -> stories15M.model), else `tokenizer.model`, else the only `*.model` file there.
