@@ -158,6 +158,14 @@ EngineLoad Engine::Load() const {
   return load_;
 }
 
+EngineLoad Engine::WaitForSteps(int64_t steps, absl::Time deadline) const {
+  absl::MutexLock lock(&mutex_);
+  const EngineLoad* load = &load_;
+  const auto reached = [load, steps] { return load->steps >= steps; };
+  mutex_.AwaitWithDeadline(absl::Condition(&reached), deadline);
+  return load_;
+}
+
 Engine::CacheEvents Engine::TakePrefixCacheEvents() {
   absl::MutexLock lock(&mutex_);
   CacheEvents taken{.overflowed = cache_events_overflowed_};

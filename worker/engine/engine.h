@@ -179,6 +179,8 @@ class Engine {
   void AbortRequest(RequestId id);
 
   EngineLoad Load() const;
+  // Blocks until Load().steps reaches `steps` or `deadline` passes, and returns the load then.
+  EngineLoad WaitForSteps(int64_t steps, absl::Time deadline) const;
 
   // Prefix-cache changes since the last call, oldest first, for the worker's load stream (one
   // consumer). `overflowed` means changes were dropped because nobody took them for a long time:

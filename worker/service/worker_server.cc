@@ -5,8 +5,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <exception>
-#include <nlohmann/json.hpp>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -15,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "common/base/logging.h"
 #include "common/base/worker_api_limits.h"
+#include "common/chat_template/tokenizer_config_template.h"
 #include "common/status/status_macros.h"
 #include "worker/engine/cpu_engine_builder.h"
 #include "worker/engine/cuda/cuda_engine_builder.h"
@@ -89,22 +88,16 @@ absl::Status AddTokenizerFiles(const std::string& model_dir, v1::ModelInfo* info
   if (!config.ok() && !absl::IsNotFound(config.status())) return config.status();
   info->set_tokenizer_config_json(config.ok() ? *config : "{}");
   if (config.ok()) {
-    try {
-      const nlohmann::json json = nlohmann::json::parse(*config);
-      const auto it = json.find("chat_template");
-      if (it != json.end() && it->is_string()) {
-        info->set_chat_template(it->get<std::string>());
-      } else if (it != json.end() && it->is_array()) {
-        // Named templates (older transformers): [{"name": "default", "template": ...}, ...].
-        for (const nlohmann::json& entry : *it) {
-          if (entry.value("name", "") == "default" && entry.contains("template")) {
-            info->set_chat_template(entry["template"].get<std::string>());
-          }
-        }
-      }
-    } catch (const std::exception& e) {
+    // The same reading of "chat_template" (a string, or the "default" entry of a named list) as
+    // the gateway's ChatTemplate::FromTokenizerConfig; a malformed one stops the worker here
+    // rather than leaving the gateway without a template.
+    absl::StatusOr<std::string> chat_template =
+        common::ChatTemplateSourceFromTokenizerConfig(*config);
+    if (chat_template.ok()) {
+      info->set_chat_template(*std::move(chat_template));
+    } else if (!absl::IsNotFound(chat_template.status())) {
       return absl::InvalidArgumentError(
-          absl::StrCat(model_dir, "/tokenizer_config.json: not valid JSON: ", e.what()));
+          absl::StrCat(model_dir, "/", chat_template.status().message()));
     }
   }
   if (info->chat_template().empty()) {
@@ -136,7 +129,9 @@ absl::Status WarmUp(Engine& engine) {
   LLMSERVE_RETURN_IF_ERROR(engine.AddRequest(std::move(request)).status());
   done.WaitForNotification();
   // The output arrives mid-step; the step's end (and its metrics report) comes just after.
-  while (engine.Load().steps == steps_before) absl::SleepFor(absl::Microseconds(100));
+  if (engine.WaitForSteps(steps_before + 1, absl::Now() + absl::Minutes(1)).steps == steps_before) {
+    return absl::DeadlineExceededError("warm-up: the engine's step did not end within a minute");
+  }
   if (!result.ok()) {
     return absl::Status(result.code(), absl::StrCat("warm-up step failed: ", result.message()));
   }

@@ -279,6 +279,24 @@ TEST(EngineTest, ThreadedEngineServesConcurrentClientsAndIdles) {
   EXPECT_TRUE(collector.WaitForFinished(21, absl::Seconds(30)));
 }
 
+TEST(EngineTest, WaitForStepsWakesWhenAStepEndsAndOtherwiseAtItsDeadline) {
+  auto engine = Engine::Create(std::make_unique<FakeBackend>(32), {});
+  ASSERT_TRUE(engine.ok());
+  const int64_t before = (*engine)->Load().steps;
+  EXPECT_EQ((*engine)->WaitForSteps(before + 1, absl::Now() + absl::Milliseconds(20)).steps, before)
+      << "nothing steps the loop: the wait ends at its deadline";
+  Collector collector;
+  const absl::StatusOr<RequestId> id = (*engine)->AddRequest(Greedy({3}, 2, collector.Callback()));
+  ASSERT_TRUE(id.ok());
+  std::thread stepper([&] {
+    while ((*engine)->StepOnce()) {
+    }
+  });
+  EXPECT_GE((*engine)->WaitForSteps(before + 1, absl::Now() + absl::Seconds(30)).steps, before + 1);
+  stepper.join();
+  EXPECT_TRUE(collector.Final(*id).has_value());
+}
+
 TEST(EngineTest, DestroyingTheEngineAbortsLiveRequests) {
   Collector collector;
   RequestId id;

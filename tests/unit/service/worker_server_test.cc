@@ -30,6 +30,7 @@
 #include "tools/bench/load_runner.h"
 #include "tools/bench_load/bench_load.h"
 #include "worker/engine/cpu_engine_builder.h"
+#include "worker/model/model_writer.h"
 
 namespace llmserve::worker {
 namespace {
@@ -170,6 +171,32 @@ TEST_F(WorkerServerTest, ModelInfoDescribesTheModel) {
   EXPECT_NE(info.tokenizer_json().find("\"model\""), std::string::npos);
   EXPECT_FALSE(info.chat_template().empty());
   EXPECT_FALSE(info.eos_token_ids().empty());
+}
+
+// The worker reads tokenizer_config.json's chat template as ChatTemplate::FromTokenizerConfig
+// does (the named-list form included), and refuses to start on a malformed one, naming the file.
+TEST_F(WorkerServerTest, TheChatTemplateIsReadAsTheGatewayReadsItAndAMalformedOneStopsTheStart) {
+  const std::string config = dir_.path() + "/tokenizer_config.json";
+  ASSERT_TRUE(WriteText(config, R"({"chat_template": [{"name": "tool_use", "template": "T"},
+                                                     {"name": "default", "template": "D"}]})")
+                  .ok());
+  StartServer();
+  grpc::ClientContext context;
+  v1::ModelInfo info;
+  ASSERT_TRUE(stub_->GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok());
+  EXPECT_EQ(info.chat_template(), "D");
+  server_.reset();
+
+  for (const std::string bad : {R"({"chat_template": 3})", R"({"chat_template": [{"name": 1}]})",
+                                R"(["not", "an", "object"])"}) {
+    ASSERT_TRUE(WriteText(config, bad).ok());
+    absl::StatusOr<std::unique_ptr<WorkerServer>> refused =
+        WorkerServer::Start({.model_dir = dir_.path(), .port = 0, .metrics_port = -1});
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
+    EXPECT_NE(refused.status().message().find(config + ": "), std::string::npos)
+        << refused.status();
+  }
 }
 
 TEST_F(WorkerServerTest, Int8WorkerSaysSoInModelInfoAndMetricsAndGenerates) {
