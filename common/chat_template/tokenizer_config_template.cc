@@ -33,8 +33,9 @@ absl::StatusOr<std::string> ChatTemplateSourceFromTokenizerConfig(
       return absl::InvalidArgumentError(
           "tokenizer_config.json: chat_template entries need string \"name\" and \"template\"");
     }
-    if (entry_name->get_ref<const std::string&>() == name)
+    if (entry_name->get_ref<const std::string&>() == name) {
       return entry_template->get<std::string>();
+    }
   }
   return absl::NotFoundError(
       absl::StrCat("tokenizer_config.json has no chat template named \"", name, "\""));

@@ -89,8 +89,8 @@ absl::Status AddTokenizerFiles(const std::string& model_dir, v1::ModelInfo* info
   info->set_tokenizer_config_json(config.ok() ? *config : "{}");
   if (config.ok()) {
     // The same reading of "chat_template" (a string, or the "default" entry of a named list) as
-    // the gateway's ChatTemplate::FromTokenizerConfig; a malformed one stops the worker here
-    // rather than leaving the gateway without a template.
+    // ChatTemplate::FromTokenizerConfig's; a malformed one stops the worker here rather than
+    // leaving the gateway, which parses what GetModelInfo carries, without a template.
     absl::StatusOr<std::string> chat_template =
         common::ChatTemplateSourceFromTokenizerConfig(*config);
     if (chat_template.ok()) {

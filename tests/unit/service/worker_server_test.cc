@@ -175,7 +175,7 @@ TEST_F(WorkerServerTest, ModelInfoDescribesTheModel) {
 
 // The worker reads tokenizer_config.json's chat template as ChatTemplate::FromTokenizerConfig
 // does (the named-list form included), and refuses to start on a malformed one, naming the file.
-TEST_F(WorkerServerTest, TheChatTemplateIsReadAsTheGatewayReadsItAndAMalformedOneStopsTheStart) {
+TEST_F(WorkerServerTest, ANamedListsDefaultTemplateIsServedAndAMalformedOneStopsTheStart) {
   const std::string config = dir_.path() + "/tokenizer_config.json";
   ASSERT_TRUE(WriteText(config, R"({"chat_template": [{"name": "tool_use", "template": "T"},
                                                      {"name": "default", "template": "D"}]})")
