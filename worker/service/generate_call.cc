@@ -9,7 +9,7 @@
 namespace llmserve::worker {
 
 GenerateCall::GenerateCall(Engine* engine, WorkerMetrics* metrics,
-                           std::function<void()> on_engine_done)
+                           std::function<void(GenerateCall*)> on_engine_done)
     : engine_(engine), metrics_(metrics), on_engine_done_(std::move(on_engine_done)) {}
 
 absl::Status GenerateCall::Start(EngineRequest request) {
@@ -40,7 +40,7 @@ absl::Status GenerateCall::Start(EngineRequest request) {
   }
   if (!id.ok()) {
     if (metrics_ != nullptr) metrics_->OnFailed(id.status().code());
-    on_engine_done_();
+    on_engine_done_(this);
     Pump();
   }
   Unref();
@@ -56,6 +56,11 @@ void GenerateCall::Abort(const grpc::Status& status) {
     id = engine_id_;
   }
   if (id != 0) engine_->AbortRequest(id);
+}
+
+bool GenerateCall::client_gone() const {
+  absl::MutexLock lock(&mutex_);
+  return cancelled_;
 }
 
 void GenerateCall::OnCancel() {
@@ -122,7 +127,7 @@ void GenerateCall::OnEngineOutput(const EngineOutput& output) {
   }
   Pump();
   if (last) {
-    on_engine_done_();
+    on_engine_done_(this);
     Unref();
   }
 }

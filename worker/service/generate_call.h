@@ -32,10 +32,11 @@ namespace llmserve::worker {
 // Writes raw bytes: the service takes and parses its requests itself (worker_service.h).
 class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  // `on_engine_done` runs once when the engine is done with the request, or when Start fails
-  // (the service forgets the request id there; Abort must not be called after it). `metrics` may
-  // be null.
-  GenerateCall(Engine* engine, WorkerMetrics* metrics, std::function<void()> on_engine_done);
+  // `on_engine_done` runs once, with this call, when the engine is done with the request or when
+  // Start fails (the service forgets the call there; Abort must not be called after it).
+  // `metrics` may be null.
+  GenerateCall(Engine* engine, WorkerMetrics* metrics,
+               std::function<void(GenerateCall*)> on_engine_done);
 
   // Hands the request to the engine. On failure (overload, a request that can never fit) the
   // call finishes with that status, which is returned. The call may be gone when this returns.
@@ -44,6 +45,10 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   // Ends the call with `status` (UNAVAILABLE while draining): aborts the request in the engine;
   // tokens already produced are still written first.
   void Abort(const grpc::Status& status);
+
+  // The client is gone (cancelled, past its deadline, or a write failed): nothing more is
+  // written, and the request is being aborted in the engine.
+  bool client_gone() const;
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
@@ -60,10 +65,10 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
   Engine* const engine_;
   WorkerMetrics* const metrics_;
-  std::function<void()> on_engine_done_;
+  std::function<void(GenerateCall*)> on_engine_done_;
   const absl::Time arrival_ = absl::Now();
 
-  absl::Mutex mutex_;
+  mutable absl::Mutex mutex_;
   int refs_ ABSL_GUARDED_BY(mutex_) = 1;  // gRPC's, until OnDone
   RequestId engine_id_ ABSL_GUARDED_BY(mutex_) = 0;
   bool engine_done_ ABSL_GUARDED_BY(mutex_) = false;

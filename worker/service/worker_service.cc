@@ -87,15 +87,23 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WorkerService::Generate(
       refused = absl::UnavailableError(
           "the worker is draining (shutting down) and accepts no new requests; retry on another "
           "worker");
-    } else if (live_.contains(request_id)) {
+    } else if (HeldByListeningCall(request_id)) {
       refused = absl::AlreadyExistsError(
           absl::StrCat("request_id \"", request_id, "\" is already running on this worker"));
     } else {
-      call = new GenerateCall(engine_, metrics_, [this, request_id] {
+      call = new GenerateCall(engine_, metrics_, [this, request_id](GenerateCall* done) {
         absl::MutexLock lock(&mutex_);
-        live_.erase(request_id);
+        const auto it = live_.find(request_id);
+        if (it == live_.end()) return;
+        absl::InlinedVector<GenerateCall*, 1>& calls = it->second;
+        const auto found = std::find(calls.begin(), calls.end(), done);
+        if (found == calls.end()) return;
+        calls.erase(found);
+        --live_count_;
+        if (calls.empty()) live_.erase(it);
       });
-      live_[request_id] = call;
+      live_[request_id].push_back(call);
+      ++live_count_;
     }
   }
   if (call == nullptr) return refuse(refused);
@@ -147,19 +155,19 @@ void WorkerService::StartDrain() {
 
 int WorkerService::WaitForIdle(absl::Time deadline) {
   absl::MutexLock lock(&mutex_);
-  mutex_.AwaitWithDeadline(
-      absl::Condition(
-          +[](absl::flat_hash_map<std::string, GenerateCall*>* live) { return live->empty(); },
-          &live_),
-      deadline);
-  return static_cast<int>(live_.size());
+  mutex_.AwaitWithDeadline(absl::Condition(
+                               +[](int* live_count) { return *live_count == 0; }, &live_count_),
+                           deadline);
+  return live_count_;
 }
 
 void WorkerService::AbortAll(const std::string& message) {
   absl::MutexLock lock(&mutex_);
   // A registered call is alive: it leaves live_ (under this lock) before it can be deleted.
-  for (const auto& [id, call] : live_) {
-    call->Abort(grpc::Status(grpc::StatusCode::UNAVAILABLE, message));
+  for (const auto& [id, calls] : live_) {
+    for (GenerateCall* call : calls) {
+      call->Abort(grpc::Status(grpc::StatusCode::UNAVAILABLE, message));
+    }
   }
 }
 
@@ -167,7 +175,15 @@ void WorkerService::FinishWatchers() { broadcaster_.FinishAll(); }
 
 int WorkerService::live_requests() const {
   absl::MutexLock lock(&mutex_);
-  return static_cast<int>(live_.size());
+  return live_count_;
+}
+
+bool WorkerService::HeldByListeningCall(const std::string& request_id) const {
+  const auto it = live_.find(request_id);
+  if (it == live_.end()) return false;
+  // Lock order: the service's mutex, then a call's (as in AbortAll).
+  return std::any_of(it->second.begin(), it->second.end(),
+                     [](GenerateCall* call) { return !call->client_gone(); });
 }
 
 }  // namespace llmserve::worker

@@ -17,6 +17,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "llmserve/worker/v1/worker.grpc.pb.h"
@@ -63,7 +64,8 @@ class WorkerService final : public RawWorkerService {
   // Stops reading the engine's load (after the server shut down, before the engine goes away;
   // the service itself must outlive the engine, whose last outputs it still receives).
   void StopLoadThread() { broadcaster_.Stop(); }
-  // Requests in the engine now (live Generate calls whose request has not finished).
+  // Requests in the engine now (Generate calls whose request has not finished, cancelled ones
+  // included until the engine has released them).
   int live_requests() const;
 
   // TEST ONLY: from now on, a Generate request whose prompt holds `marker` (non-empty) in a row
@@ -85,8 +87,16 @@ class WorkerService final : public RawWorkerService {
 
   mutable absl::Mutex mutex_;
   bool draining_ ABSL_GUARDED_BY(mutex_) = false;
-  // Live requests by the client's request id (ids are unique among them).
-  absl::flat_hash_map<std::string, GenerateCall*> live_ ABSL_GUARDED_BY(mutex_);
+  // True when a call with `request_id` is in the engine and its client still listens.
+  bool HeldByListeningCall(const std::string& request_id) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
+  // Calls whose request is in the engine, by the client's request id. At most one of an id's
+  // calls has a client still listening: a cancelled call gives its id up at once, though the
+  // engine releases its request only at its next step (engine request ids are the engine's own).
+  absl::flat_hash_map<std::string, absl::InlinedVector<GenerateCall*, 1>> live_
+      ABSL_GUARDED_BY(mutex_);
+  int live_count_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace llmserve::worker
