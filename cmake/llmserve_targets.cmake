@@ -58,7 +58,10 @@ endif()
 # for gguf_tokenizer_test), and most tests' own code does little of the work they run. A test whose
 # own code does heavy work (random walks over real vocabularies, reference kernels, whole-file
 # comparisons) says COMPUTE_HEAVY and stays at -O1: structured_test's suite took 203 s instead of
-# 87 s at -O0, more than its compile time saved. So do the fuzz harnesses (tests/fuzz).
+# 87 s at -O0, more than its compile time saved. So does a test that drives the libraries through
+# much templated code: the linker keeps the test object's -O0 copy of an inline function or
+# template both instantiate (std::string, nlohmann's parser), which the libraries' -O2 code then
+# calls (docs/building.md, "Build time"). So do the fuzz harnesses (tests/fuzz).
 set(LLMSERVE_TEST_CODE_OPTIMIZATION "-O1" CACHE STRING
     "Optimization level of test code (tests, fuzz harnesses) in RelWithDebInfo and Release builds")
 set(LLMSERVE_TEST_CODE_FLAGS "$<$<CONFIG:RelWithDebInfo>:${LLMSERVE_TEST_CODE_OPTIMIZATION};-g1>"
