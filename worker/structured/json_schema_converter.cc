@@ -63,20 +63,57 @@ constexpr const char* kUnsupported[] = {"not",
                                         "unevaluatedItems",
                                         "$dynamicRef",
                                         "$recursiveRef",
-                                        "additionalItems",
-                                        "contentSchema"};
+                                        "additionalItems"};
 
 // Keywords that only describe: they never change which instances are valid.
-constexpr const char* kAnnotations[] = {"title",       "description",      "examples",
-                                        "default",     "$schema",          "$id",
-                                        "$comment",    "$anchor",          "$defs",
-                                        "definitions", "deprecated",       "readOnly",
-                                        "writeOnly",   "contentMediaType", "contentEncoding",
-                                        "$vocabulary", "$dynamicAnchor",   "$recursiveAnchor"};
+constexpr const char* kAnnotations[] = {"title",        "description",      "examples",
+                                        "default",      "$schema",          "$id",
+                                        "$comment",     "$anchor",          "$defs",
+                                        "definitions",  "deprecated",       "readOnly",
+                                        "writeOnly",    "contentMediaType", "contentEncoding",
+                                        "$vocabulary",  "$dynamicAnchor",   "$recursiveAnchor",
+                                        "contentSchema"};
 
 bool IsAnnotation(const std::string& key) {
   for (const char* a : kAnnotations) {
     if (key == a) return true;
+  }
+  return false;
+}
+
+// A schema that every instance satisfies: true, or an object of annotations only ({}).
+bool AlwaysValid(const Json& schema) {
+  if (schema.is_boolean()) return schema.get<bool>();
+  if (!schema.is_object()) return false;
+  for (const auto& [key, value] : schema.items()) {
+    if (!IsAnnotation(key)) return false;
+  }
+  return true;
+}
+
+// Whether `keyword`, one of kUnsupported, has a value in `schema` that leaves every instance valid
+// (JSON Schema 2020-12), such as Pydantic's "uniqueItems": false: it is then accepted as if it
+// were absent. A keyword that does constrain is refused by name: the grammar cannot enforce it.
+bool ConstrainsNothing(const std::string& keyword, const Json& schema) {
+  const Json& value = schema.at(keyword);
+  if (keyword == "uniqueItems") return value.is_boolean() && !value.get<bool>();
+  if (keyword == "minProperties") return value.is_number() && value.get<double>() == 0;
+  // Without "contains" they are ignored.
+  if (keyword == "minContains" || keyword == "maxContains") return !schema.contains("contains");
+  // "if" only selects "then" or "else"; without "if" those are ignored.
+  if (keyword == "if") {
+    return (!schema.contains("then") || AlwaysValid(schema.at("then"))) &&
+           (!schema.contains("else") || AlwaysValid(schema.at("else")));
+  }
+  if (keyword == "then" || keyword == "else") return !schema.contains("if") || AlwaysValid(value);
+  if (keyword == "not") return value.is_boolean() && !value.get<bool>();
+  if (keyword == "dependentRequired" || keyword == "dependentSchemas" ||
+      keyword == "dependencies" || keyword == "patternProperties") {
+    return value.is_object() && value.empty();
+  }
+  if (keyword == "propertyNames" || keyword == "unevaluatedProperties" ||
+      keyword == "unevaluatedItems" || keyword == "additionalItems") {
+    return AlwaysValid(value);
   }
   return false;
 }
@@ -231,11 +268,16 @@ class Converter {
       return Error(path, "the schema false can never be satisfied");
     }
     if (!schema.is_object()) return Error(path, "a schema must be an object or a boolean");
+    std::optional<Json> without_no_ops;
     for (const char* keyword : kUnsupported) {
-      if (schema.contains(keyword)) {
+      if (!schema.contains(keyword)) continue;
+      if (!ConstrainsNothing(keyword, schema)) {
         return Error(Join(path, keyword), "keyword is not supported");
       }
+      if (!without_no_ops.has_value()) without_no_ops = schema;
+      without_no_ops->erase(keyword);
     }
+    if (without_no_ops.has_value()) return Visit(*without_no_ops, path, depth);
     std::vector<std::string> validation;  // keywords other than annotations
     for (const auto& [key, value] : schema.items()) {
       if (!IsAnnotation(key)) validation.push_back(key);

@@ -3,6 +3,8 @@
 // satisfy the schema (checked by hand).
 #include <regex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -203,10 +205,21 @@ TEST(JsonSchemaTest, ErrorsNameThePath) {
               HasSubstr("properties.age.minimum: must be a number"));
   EXPECT_THAT(SchemaError(R"({"type": "array", "items": {"not": {}}})"),
               HasSubstr("items.not: keyword is not supported"));
-  for (const char* kw :
-       {"if", "patternProperties", "uniqueItems", "multipleOf", "dependentRequired"}) {
-    EXPECT_THAT(SchemaError(absl::StrCat(R"({"type": "object", ")", kw, R"(": {}})")),
-                HasSubstr(absl::StrCat(kw, ": keyword is not supported")));
+  // Keywords the grammar cannot enforce, each with a value that constrains.
+  for (const auto& [kw, value] : std::vector<std::pair<std::string, std::string>>{
+           {"if", R"({"required": ["a"]}, "then": {"minProperties": 1})"},
+           {"patternProperties", R"({"^a": {"type": "integer"}})"},
+           {"uniqueItems", "true"},
+           {"multipleOf", "2"},
+           {"dependentRequired", R"({"a": ["b"]})"},
+           {"minProperties", "1"},
+           {"maxProperties", "3"},
+           {"propertyNames", R"({"pattern": "^a"})"},
+           {"unevaluatedProperties", "false"},
+           {"not", R"({"type": "object"})"}}) {
+    EXPECT_THAT(SchemaError(absl::StrCat(R"({"type": "object", ")", kw, R"(": )", value, "}")),
+                HasSubstr(absl::StrCat(kw, ": keyword is not supported")))
+        << kw;
   }
   EXPECT_THAT(SchemaError("{not json"), HasSubstr("not valid JSON"));
   EXPECT_THAT(SchemaError(R"({"$ref": "#/$defs/missing"})"), HasSubstr("not found"));
@@ -222,6 +235,52 @@ TEST(JsonSchemaTest, ErrorsNameThePath) {
               HasSubstr("pattern: regex: position"));
   EXPECT_THAT(SchemaError(R"({"allOf": [{}, {}]})"), HasSubstr("allOf"));
   EXPECT_THAT(SchemaError("false"), HasSubstr("can never be satisfied"));
+}
+
+// Keywords the grammar cannot enforce are accepted where their value leaves every instance valid
+// (Pydantic writes "uniqueItems": false, for one): the grammar is then the one without them.
+TEST(JsonSchemaTest, KeywordsThatConstrainNothingAreAccepted) {
+  const std::string array = R"("type": "array", "items": {"type": "integer"})";
+  const std::string object =
+      R"("type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}})";
+  for (const std::string& extra :
+       {std::string(R"("uniqueItems": false)"), std::string(R"("minContains": 2)"),
+        std::string(R"("maxContains": 0, "unevaluatedItems": true, "additionalItems": {})")}) {
+    SCOPED_TRACE(extra);
+    auto g = Schema(absl::StrCat("{", array, ", ", extra, "}"), ByteVocabulary());
+    ASSERT_NE(g, nullptr);
+    EXPECT_TRUE(Accepts(g, "[1, 1, 2]"));  // duplicates: uniqueItems is false
+    EXPECT_TRUE(Accepts(g, "[]"));
+    EXPECT_FALSE(Accepts(g, R"(["x"])"));  // the items schema still holds
+  }
+  for (const std::string& extra : {
+           std::string(R"("minProperties": 0)"),
+           std::string(R"("if": {"required": ["a"]})"),
+           std::string(R"("then": {"required": ["b"]}, "else": false)"),
+           std::string(R"("if": {"required": ["a"]}, "then": {"title": "t"}, "else": true)"),
+           std::string(R"("not": false)"),
+           std::string(R"("dependentRequired": {}, "dependentSchemas": {}, "dependencies": {})"),
+           std::string(R"("patternProperties": {}, "propertyNames": true)"),
+           std::string(R"("unevaluatedProperties": {"description": "d"})"),
+           std::string(R"("contentSchema": {"type": "integer"})"),
+       }) {
+    SCOPED_TRACE(extra);
+    auto g = Schema(absl::StrCat("{", object, ", ", extra, "}"), ByteVocabulary());
+    ASSERT_NE(g, nullptr);
+    EXPECT_TRUE(Accepts(g, "{}"));
+    EXPECT_TRUE(Accepts(g, R"({"a": 1})"));
+    EXPECT_TRUE(Accepts(g, R"({"b": "x"})"));
+    EXPECT_FALSE(Accepts(g, R"({"a": "x"})"));  // the properties still hold
+    EXPECT_FALSE(Accepts(g, R"({"c": 1})"));    // and additionalProperties' default, false
+  }
+  // Nested, and beside $ref, which admits no other validation keyword.
+  auto g = Schema(R"({"$defs": {"n": {"type": "integer"}}, "type": "object",
+      "properties": {"xs": {"type": "array", "items": {"$ref": "#/$defs/n", "uniqueItems": false},
+                            "uniqueItems": false}}, "required": ["xs"]})",
+                  ByteVocabulary());
+  ASSERT_NE(g, nullptr);
+  EXPECT_TRUE(Accepts(g, R"({"xs": [3, 3]})"));
+  EXPECT_FALSE(Accepts(g, R"({"xs": [true]})"));
 }
 
 // Random walks over the real vocabulary: outputs parse and satisfy the schema.
