@@ -6,8 +6,10 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -45,6 +47,25 @@ constexpr char kTools[] = R"([{"type": "function", "function": {"name": "get_wea
   return info;
 }
 
+// The same with <think> and </think> as tokens of their own (as DeepSeek-R1's and Qwen3's
+// vocabularies have them: added, not special, so they are in the text).
+::llmserve::worker::v1::ModelInfo WithThinkTokens(::llmserve::worker::v1::ModelInfo info) {
+  nlohmann::json tokenizer = nlohmann::json::parse(info.tokenizer_json());
+  uint32_t next_id = info.vocab_size();
+  for (const char* tag : {"<think>", "</think>"}) {
+    tokenizer["added_tokens"].push_back({{"id", next_id++},
+                                         {"content", tag},
+                                         {"single_word", false},
+                                         {"lstrip", false},
+                                         {"rstrip", false},
+                                         {"normalized", false},
+                                         {"special", false}});
+  }
+  info.set_tokenizer_json(tokenizer.dump());
+  info.set_vocab_size(next_id);
+  return info;
+}
+
 struct Reply {
   int status = 0;
   nlohmann::json body;
@@ -59,14 +80,15 @@ class GatewayReasoningTest : public ::testing::Test {
     fake_.AddWorker("w:2", Model("qwen", ""));
     fake_.AddWorker("w:3", Model("qwen-no-think", "<think>\n\n</think>\n\n"));
     fake_.AddWorker("w:4", Model("plain", "<think>\n"));
+    fake_.AddWorker("w:5", WithThinkTokens(Model("r1-tokens", "<think>\n")));
     GatewayServerOptions options;
     options.host = "127.0.0.1";
     options.grpc_port = 0;
     options.http_port = 0;
     options.worker_client = &fake_;
     options.tool_call_format = tool_calls::ToolCallFormat::kHermes;
-    absl::StatusOr<reasoning::ReasoningParsers> parsers =
-        reasoning::ParseReasoningParsers("r1=deepseek_r1,qwen=qwen3,qwen-no-think=qwen3");
+    absl::StatusOr<reasoning::ReasoningParsers> parsers = reasoning::ParseReasoningParsers(
+        "r1=deepseek_r1,r1-tokens=deepseek_r1,qwen=qwen3,qwen-no-think=qwen3");
     ASSERT_TRUE(parsers.ok()) << parsers.status();
     options.reasoning_parsers = *std::move(parsers);
     absl::StatusOr<std::unique_ptr<GatewayServer>> gateway = GatewayServer::Start(options);
@@ -345,6 +367,33 @@ TEST_F(GatewayReasoningTest, ConstraintsAreRefusedWhileTheReplyReasons) {
   ASSERT_EQ(accepted.status, 200) << accepted.body;
   EXPECT_EQ(accepted.body["choices"][0]["message"]["content"], R"({"a": 1})");
   EXPECT_TRUE(fake_.WaitForCall(0)->request().has_structured_output());
+}
+
+// With </think> one token, the count ends exactly at it, even when the worker sends the whole
+// reply in one message (as speculative decoding may).
+TEST_F(GatewayReasoningTest, ReasoningTokensEndAtTheCloseToken) {
+  std::shared_ptr<const ServedModel> model =
+      *ServedModel::Create(WithThinkTokens(Model("r1-tokens", "<think>\n")));
+  const std::vector<int32_t> ids = *model->tokenizer()->Encode("Add one and one.</think>2", false);
+  const std::optional<int32_t> close = model->tokenizer()->TokenToId("</think>");
+  ASSERT_TRUE(close.has_value());
+  const auto at = std::find(ids.begin(), ids.end(), *close);
+  ASSERT_NE(at, ids.end());
+  ASSERT_LT(at + 1, ids.end());
+  std::string raw;
+  std::thread client(
+      [&] { raw = Exchange("/v1/chat/completions", ChatBody("r1-tokens", false, "")); });
+  std::shared_ptr<FakeCall> call = fake_.WaitForCall(0);
+  ASSERT_NE(call, nullptr);
+  ASSERT_TRUE(call->Send(ids, ::llmserve::v1::FINISH_REASON_STOP));
+  client.join();
+  const Reply reply = ParseReply(raw);
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(reply.body["choices"][0]["message"]["reasoning_content"], "Add one and one.");
+  EXPECT_EQ(reply.body["choices"][0]["message"]["content"], "2");
+  EXPECT_EQ(reply.body["usage"]["completion_tokens"], ids.size());
+  EXPECT_EQ(reply.body["usage"]["completion_tokens_details"]["reasoning_tokens"],
+            at - ids.begin() + 1);
 }
 
 TEST_F(GatewayReasoningTest, GrpcUnaryAndStream) {
