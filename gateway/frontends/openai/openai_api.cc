@@ -1,10 +1,12 @@
 #include "gateway/frontends/openai/openai_api.h"
 
 #include <nlohmann/json.hpp>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/status/http_error.h"
@@ -527,6 +529,21 @@ void OpenAiApi::HandleGeneration(OpenAiEndpoint endpoint, http::HttpRequest requ
   }
 }
 
+namespace {
+
+// The pipeline names the constraint by the public proto's field; the client wrote it as one of
+// OpenAI's or vLLM's.
+absl::Status NameConstraintField(const absl::Status& status, const std::string& field) {
+  absl::string_view message = status.message();
+  if (field.empty() || !absl::IsInvalidArgument(status) ||
+      !absl::ConsumePrefix(&message, "structured_output: ")) {
+    return status;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", message));
+}
+
+}  // namespace
+
 void OpenAiApi::Prepare(PendingGeneration pending, absl::string_view body) {
   absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(pending.endpoint, body);
   absl::StatusOr<std::shared_ptr<const ServedModel>> model =
@@ -541,6 +558,7 @@ void OpenAiApi::Prepare(PendingGeneration pending, absl::string_view body) {
   }
   absl::StatusOr<std::vector<PreparedRequest>> choices = PrepareChoices(
       parsed->request, *model, parsed->n, prepare_->limits(), prepare_->render_chat());
+  if (!choices.ok()) choices = NameConstraintField(choices.status(), parsed->constraint_field);
   parsed->request.Clear();
   pending.parsed = *std::move(parsed);
   pending.model = *std::move(model);

@@ -350,7 +350,8 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, absl::
     if (absl::Status sampling = ParseSampling(json, endpoint, &out); !sampling.ok())
       return sampling;
     if (absl::Status stopping = ParseStopping(json, &out); !stopping.ok()) return stopping;
-    if (absl::Status structured = ParseOpenAiStructuredOutput(json, &out.request);
+    if (absl::Status structured =
+            ParseOpenAiStructuredOutput(json, &out.request, &out.constraint_field);
         !structured.ok()) {
       return structured;
     }

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -344,13 +345,21 @@ TEST_F(GatewayReasoningTest, ToolCallsComeFromTheContentOnly) {
 // where the reply starts in (or may open) its reasoning, accepted where the prompt closed it.
 TEST_F(GatewayReasoningTest, ConstraintsAreRefusedWhileTheReplyReasons) {
   const std::string schema = R"(, "response_format": {"type": "json_object"})";
+  // Named as the client wrote it.
+  const std::pair<const char*, std::string> constraints[] = {
+      {"response_format", schema},
+      {"guided_regex", R"(, "guided_regex": "[0-9]+")"},
+  };
   for (const char* model : {"r1", "qwen"}) {
-    const Reply refused =
-        ParseReply(Exchange("/v1/chat/completions", ChatBody(model, false, schema)));
-    EXPECT_EQ(refused.status, 400) << refused.body;
-    const std::string message = refused.body["error"]["message"].get<std::string>();
-    EXPECT_TRUE(absl::StartsWith(message, "structured_output: ")) << message;
-    EXPECT_TRUE(absl::StrContains(message, "response_format")) << message;
+    for (const auto& [field, extra] : constraints) {
+      const Reply refused =
+          ParseReply(Exchange("/v1/chat/completions", ChatBody(model, false, extra)));
+      EXPECT_EQ(refused.status, 400) << refused.body;
+      const std::string message = refused.body["error"]["message"].get<std::string>();
+      EXPECT_TRUE(absl::StartsWith(
+          message, absl::StrCat(field, ": model \"", model, "\" reasons before it answers")))
+          << message;
+    }
   }
   const Reply required = ParseReply(
       Exchange("/v1/chat/completions",
