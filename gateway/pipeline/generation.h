@@ -42,7 +42,8 @@
 namespace llmserve::gateway {
 
 struct GenerationDelta {
-  // Chats whose reasoning is parsed: the answer only (reasoning_observer.h).
+  // The output's text; for chats whose reasoning is parsed, the answer only
+  // (reasoning_observer.h).
   std::string text;
   // Chats whose reasoning is parsed: reasoning, without its tags. A delta's reasoning comes
   // before its text, and no reasoning follows text.
