@@ -5,6 +5,7 @@
 // exits 0; a second signal exits at once with status 1.
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -56,6 +57,10 @@ ABSL_FLAG(absl::Duration, worker_backoff_max, absl::Seconds(30),
 ABSL_FLAG(std::string, tool_call_parser, "auto",
           "how models write tool calls: auto (detected from the chat template), hermes, "
           "llama3_json, mistral, none (tool calls are never parsed)");
+ABSL_FLAG(std::string, reasoning_parser, "",
+          "how reasoning models mark their reasoning, to return it apart from the answer in chat "
+          "replies: deepseek_r1, qwen3 or none for every model, and/or MODEL=PARSER for one "
+          "model, comma-separated (e.g. 'qwen3,r1-distill=deepseek_r1'); empty: none");
 ABSL_FLAG(std::string, routing, "prefix",
           "routing policy: prefix (cache affinity within a load bound), least_load, round_robin");
 ABSL_FLAG(double, prefix_load_bound, 8,
@@ -165,6 +170,13 @@ absl::StatusOr<llmserve::gateway::GatewayServerOptions> OptionsFromFlags() {
     }
     options.tool_call_format = *format;
   }
+  absl::StatusOr<llmserve::gateway::reasoning::ReasoningParsers> reasoning_parsers =
+      llmserve::gateway::reasoning::ParseReasoningParsers(absl::GetFlag(FLAGS_reasoning_parser));
+  if (!reasoning_parsers.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--reasoning_parser: ", reasoning_parsers.status().message()));
+  }
+  options.reasoning_parsers = *std::move(reasoning_parsers);
   options.pool.routing.prefix_load_bound = absl::GetFlag(FLAGS_prefix_load_bound);
   if (!(options.pool.routing.prefix_load_bound >= 0)) {
     return absl::InvalidArgumentError("--prefix_load_bound must be >= 0");

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "gateway/pipeline/reasoning_observer.h"
 #include "gateway/pipeline/request_fingerprint.h"
 #include "gateway/pipeline/retry_policy.h"
 #include "gateway/pipeline/tool_call_observer.h"
@@ -48,6 +49,10 @@ std::shared_ptr<Generation> Generation::Start(WorkerClient* workers, PreparedReq
                                               std::shared_ptr<GenerationObserver> observer) {
   if (request.tool_calling.has_value()) {
     observer = WithToolCallParsing(std::move(observer), *request.tool_calling);
+  }
+  // Outermost: the tool-call parsing reads only the content after the reasoning.
+  if (request.reasoning.has_value()) {
+    observer = WithReasoningParsing(std::move(observer), *request.reasoning);
   }
   std::shared_ptr<Generation> generation(
       new Generation(workers, std::move(request), options, std::move(observer)));

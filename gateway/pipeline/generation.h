@@ -42,7 +42,12 @@
 namespace llmserve::gateway {
 
 struct GenerationDelta {
+  // The output's text; for chats whose reasoning is parsed, the answer only
+  // (reasoning_observer.h).
   std::string text;
+  // Chats whose reasoning is parsed: reasoning, without its tags. A delta's reasoning comes
+  // before its text, and no reasoning follows text.
+  std::string reasoning;
   std::vector<::llmserve::v1::GeneratedToken> tokens;
   // Chats with tool calling: pieces of calls (text outside calls stays in `text`).
   std::vector<tool_calls::ToolCallDelta> tool_calls;
@@ -57,6 +62,10 @@ struct GenerationResult {
   std::string worker;
   // Chats with tool calling: the calls the output held (then finish_reason is TOOL_CALLS).
   std::vector<::llmserve::v1::ToolCall> tool_calls;
+  // Whether the reply went through a reasoning parser (then usage.reasoning_tokens is set), and
+  // whether it had a think block (then it has reasoning, perhaps empty).
+  bool reasoning_parsed = false;
+  bool reasoned = false;
 };
 
 class GenerationObserver {

@@ -82,7 +82,7 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> ModelCatalog::Resolve(absl::s
     return entry.model;
   }
   absl::StatusOr<std::shared_ptr<const ServedModel>> model =
-      ServedModel::Create(*info, tool_call_format_);
+      ServedModel::Create(*info, tool_call_format_, reasoning_.For(info->model_name()));
   if (!model.ok()) return model.status();
   entry = {info, *model};
   return entry.model;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -17,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "gateway/pipeline/served_model.h"
+#include "gateway/reasoning/reasoning_format.h"
 #include "gateway/router/worker_client.h"
 #include "gateway/tool_calls/tool_call_format.h"
 
@@ -25,10 +27,11 @@ namespace llmserve::gateway {
 class ModelCatalog {
  public:
   // `tool_call_format`: how every model writes tool calls; nullopt detects it from each model's
-  // chat template.
+  // chat template. `reasoning`: which models' replies have their reasoning parsed, and how.
   explicit ModelCatalog(const WorkerClient* workers,
-                        std::optional<tool_calls::ToolCallFormat> tool_call_format = std::nullopt)
-      : workers_(workers), tool_call_format_(tool_call_format) {}
+                        std::optional<tool_calls::ToolCallFormat> tool_call_format = std::nullopt,
+                        reasoning::ReasoningParsers reasoning = {})
+      : workers_(workers), tool_call_format_(tool_call_format), reasoning_(std::move(reasoning)) {}
 
   // `name` empty selects the only model (INVALID_ARGUMENT when there are several); NOT_FOUND
   // naming the served models for an unknown name; UNAVAILABLE before any worker answered.
@@ -48,6 +51,7 @@ class ModelCatalog {
   };
   const WorkerClient* const workers_;
   const std::optional<tool_calls::ToolCallFormat> tool_call_format_;
+  const reasoning::ReasoningParsers reasoning_;
   absl::Mutex mutex_;
   absl::flat_hash_map<std::string, Entry> cache_ ABSL_GUARDED_BY(mutex_);
 };

@@ -1,5 +1,6 @@
 #include "gateway/pipeline/prompt_builder.h"
 
+#include <algorithm>
 #include <atomic>
 #include <string>
 
@@ -55,6 +56,45 @@ absl::Status ValidateLogitBias(const ::llmserve::v1::SamplingParams& sampling,
     LLMSERVE_RETURN_IF_ERROR(CheckRange(field, entry.bias(), common::kLogitBiasRange));
   }
   return absl::OkStatus();
+}
+
+// Enough of the prompt's end to hold "<think>\n\n</think>\n\n" even one byte a token.
+constexpr size_t kPromptTailTokens = 32;
+
+absl::StatusOr<ReasoningParsing> ResolveReasoning(const ::llmserve::v1::GenerateRequest& request,
+                                                  const ServedModel& model,
+                                                  const std::vector<int32_t>& prompt,
+                                                  const worker::v1::GenerateRequest& out) {
+  ReasoningParsing parsing;
+  parsing.format = model.reasoning_format();
+  parsing.end_token_id = model.reasoning_end_token_id();
+  const size_t tail = std::min(prompt.size(), kPromptTailTokens);
+  absl::StatusOr<std::string> tail_text = model.tokenizer()->Decode(
+      absl::MakeConstSpan(prompt).last(tail), /*skip_special_tokens=*/false);
+  parsing.start = reasoning::StartFor(parsing.format, tail_text.ok() ? *tail_text : "");
+  if (parsing.start == reasoning::ReasoningStart::kContent || !out.has_structured_output()) {
+    return parsing;
+  }
+  // The worker's grammar masks every token from the first, the reasoning's included: the reply
+  // would have to skip its reasoning or write it as the constrained output. Refused rather than
+  // answered wrong, until the worker can start the constraint after </think>.
+  const std::string why =
+      absl::StrCat("model \"", model.name(), "\" reasons before it answers (reasoning parser ",
+                   reasoning::ReasoningFormatName(parsing.format),
+                   ") and a constraint would apply from its first token, to the reasoning too; ");
+  const ::llmserve::v1::ChatPrompt& chat = request.chat();
+  if (!request.has_structured_output()) {
+    return Invalid(
+        chat.tool_choice_function().empty() ? "chat.tool_choice" : "chat.tool_choice_function",
+        absl::StrCat(why,
+                     "\"required\" or a named function is not supported with reasoning (use "
+                     "\"auto\": calls after the reasoning are parsed)"));
+  }
+  return Invalid("structured_output",
+                 absl::StrCat(why,
+                              "structured outputs (response_format, guided_json, guided_regex, "
+                              "guided_choice, guided_grammar, structured_outputs) are not "
+                              "supported with reasoning"));
 }
 
 }  // namespace
@@ -266,6 +306,11 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const ::llmserve::v1::GenerateReq
       ResolveOutputConstraints(request, model->tool_call_format(), &out);
   if (!tool_calling.ok()) return tool_calling.status();
   prepared.tool_calling = *std::move(tool_calling);
+  if (request.has_chat() && model->reasoning_format() != reasoning::ReasoningFormat::kNone) {
+    absl::StatusOr<ReasoningParsing> parsing = ResolveReasoning(request, *model, prompt, out);
+    if (!parsing.ok()) return parsing.status();
+    prepared.reasoning = *parsing;
+  }
   prepared.skip_special_tokens =
       request.has_skip_special_tokens() ? request.skip_special_tokens() : true;
   prepared.model = std::move(model);

@@ -22,6 +22,7 @@
 #include "gateway/pipeline/logprob_budget.h"
 #include "gateway/pipeline/output_constraints.h"
 #include "gateway/pipeline/served_model.h"
+#include "gateway/reasoning/reasoning_parser.h"
 #include "llmserve/v1/inference.pb.h"
 #include "llmserve/worker/v1/worker.pb.h"
 
@@ -42,6 +43,15 @@ struct PromptLimits {
 using ChatRenderer = std::function<absl::StatusOr<common::RenderedChat>(
     const ServedModel&, const ::llmserve::v1::ChatPrompt&)>;
 
+// How a chat's reply is split into reasoning and content (reasoning_observer.h).
+struct ReasoningParsing {
+  reasoning::ReasoningFormat format = reasoning::ReasoningFormat::kNone;
+  // Where the reply starts, as the rendered prompt left it.
+  reasoning::ReasoningStart start = reasoning::ReasoningStart::kReasoning;
+  // </think> as one token of the vocabulary, when it is one.
+  std::optional<int32_t> end_token_id;
+};
+
 struct PreparedRequest {
   std::string request_id;
   std::shared_ptr<const ServedModel> model;
@@ -51,10 +61,14 @@ struct PreparedRequest {
   bool skip_special_tokens = true;
   // Chats with tools whose output is parsed into calls; unset otherwise.
   std::optional<ToolCalling> tool_calling;
+  // Chats to a model with a reasoning parser; unset otherwise (the output is all content).
+  std::optional<ReasoningParsing> reasoning;
 };
 
 // INVALID_ARGUMENT naming the field; FAILED_PRECONDITION when a text or chat prompt reaches a
-// model without a tokenizer.
+// model without a tokenizer. A chat to a model with a reasoning parser whose reply starts in
+// its reasoning refuses a structured output or a constraining tool_choice (INVALID_ARGUMENT
+// naming it): the worker would constrain the reasoning too.
 absl::StatusOr<PreparedRequest> PrepareRequest(const ::llmserve::v1::GenerateRequest& request,
                                                std::shared_ptr<const ServedModel> model,
                                                const PromptLimits& limits,

@@ -2,12 +2,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/logging.h"
+#include "gateway/reasoning/reasoning_parser.h"
 #include "gateway/tool_calls/tools.h"
 
 namespace llmserve::gateway {
 
 absl::StatusOr<std::shared_ptr<const ServedModel>> ServedModel::Create(
-    const worker::v1::ModelInfo& info, std::optional<tool_calls::ToolCallFormat> tool_call_format) {
+    const worker::v1::ModelInfo& info, std::optional<tool_calls::ToolCallFormat> tool_call_format,
+    reasoning::ReasoningFormat reasoning_format) {
   std::shared_ptr<ServedModel> model(new ServedModel());
   model->info_ = info;
   // The files are large and only needed to build the tokenizer.
@@ -42,6 +44,11 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> ServedModel::Create(
   model->tool_call_format_ = tool_call_format.has_value()
                                  ? *tool_call_format
                                  : tool_calls::DetectToolCallFormat(info.chat_template());
+  model->reasoning_format_ = reasoning_format;
+  if (reasoning_format != reasoning::ReasoningFormat::kNone && model->tokenizer_ != nullptr) {
+    model->reasoning_end_token_id_ = model->tokenizer_->TokenToId(
+        std::string_view(reasoning::kThinkClose.data(), reasoning::kThinkClose.size()));
+  }
   return std::shared_ptr<const ServedModel>(std::move(model));
 }
 

@@ -16,6 +16,7 @@
 #include "common/chat_template/chat_template.h"
 #include "common/chat_template/literal_text.h"
 #include "common/tokenizer/tokenizer.h"
+#include "gateway/reasoning/reasoning_format.h"
 #include "gateway/tool_calls/tool_call_format.h"
 #include "llmserve/v1/inference.pb.h"
 #include "llmserve/worker/v1/worker.pb.h"
@@ -27,9 +28,11 @@ class ServedModel {
   // FAILED_PRECONDITION naming the model when the worker sent no tokenizer, or one that does not
   // load (the model is then served for token-id prompts only: see tokenizer()).
   // `tool_call_format`: how the model writes tool calls; nullopt detects it from the template.
+  // `reasoning_format`: how it marks its reasoning (--reasoning_parser); kNone: not parsed.
   static absl::StatusOr<std::shared_ptr<const ServedModel>> Create(
       const worker::v1::ModelInfo& info,
-      std::optional<tool_calls::ToolCallFormat> tool_call_format = std::nullopt);
+      std::optional<tool_calls::ToolCallFormat> tool_call_format = std::nullopt,
+      reasoning::ReasoningFormat reasoning_format = reasoning::ReasoningFormat::kNone);
 
   const std::string& name() const { return info_.model_name(); }
   const worker::v1::ModelInfo& info() const { return info_; }
@@ -41,6 +44,11 @@ class ServedModel {
   uint32_t vocab_size() const { return info_.vocab_size(); }
   // How the model writes tool calls (kNone: unknown, and "auto" tool calls are not parsed).
   tool_calls::ToolCallFormat tool_call_format() const { return tool_call_format_; }
+  // How the model's chat replies mark their reasoning (kNone: not parsed, all content).
+  reasoning::ReasoningFormat reasoning_format() const { return reasoning_format_; }
+  // The id of </think> when the vocabulary has it as one token: the reasoning's token count
+  // then ends exactly at it.
+  std::optional<int32_t> reasoning_end_token_id() const { return reasoning_end_token_id_; }
 
   // The token's text alone (for logprob alternatives); "" when unknown.
   std::string TokenText(int32_t id) const;
@@ -66,6 +74,8 @@ class ServedModel {
   // Over the tokenizer's special tokens (none without a tokenizer).
   std::optional<common::SpecialTextGuard> special_text_guard_;
   tool_calls::ToolCallFormat tool_call_format_ = tool_calls::ToolCallFormat::kNone;
+  reasoning::ReasoningFormat reasoning_format_ = reasoning::ReasoningFormat::kNone;
+  std::optional<int32_t> reasoning_end_token_id_;
 };
 
 // ChatRenderer (prompt_builder.h) over ServedModel::RenderChat.

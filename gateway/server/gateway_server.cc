@@ -128,7 +128,8 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(
                                          server->concurrency_.get(), server->metrics_.get());
   server->tracker_ =
       std::make_unique<RequestTracker>(server->admission_.get(), server->metrics_.get());
-  server->catalog_ = std::make_unique<ModelCatalog>(server->workers_, options.tool_call_format);
+  server->catalog_ = std::make_unique<ModelCatalog>(server->workers_, options.tool_call_format,
+                                                    options.reasoning_parsers);
   absl::StatusOr<std::unique_ptr<PrepareStage>> prepare = PrepareStage::Create(
       {.threads = options.prepare_threads > 0
                       ? options.prepare_threads

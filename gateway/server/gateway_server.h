@@ -37,6 +37,7 @@
 #include "gateway/pipeline/prepare_stage.h"
 #include "gateway/pipeline/request_lifecycle.h"
 #include "gateway/pipeline/request_options.h"
+#include "gateway/reasoning/reasoning_format.h"
 #include "gateway/router/worker_pool.h"
 
 namespace llmserve::gateway {
@@ -87,6 +88,8 @@ struct GatewayServerOptions {
   RequestOptions inference;
   // How models write tool calls (--tool_call_parser); nullopt: detected from each chat template.
   std::optional<tool_calls::ToolCallFormat> tool_call_format;
+  // Which models' chat replies have their reasoning parsed (--reasoning_parser); none by default.
+  reasoning::ReasoningParsers reasoning_parsers;
   absl::Duration drain_timeout = absl::Seconds(30);
   // TLS on the public gRPC port; empty: plaintext.
   common::ServerTlsFiles tls;

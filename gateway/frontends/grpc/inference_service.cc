@@ -188,6 +188,7 @@ class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
       absl::MutexLock lock(&mutex_);
       pending_.set_request_id(request_id_);
       if (!sent_model_) pending_.set_model(model_);
+      pending_.mutable_reasoning_text()->append(delta.reasoning);
       pending_.mutable_text()->append(delta.text);
       for (::llmserve::v1::GeneratedToken& token : delta.tokens) {
         *pending_.add_tokens() = std::move(token);
@@ -205,7 +206,8 @@ class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
         finish_status_ = grpc::Status::OK;
       }
       if (!error.ok()) {
-        has_pending_ = pending_.tokens_size() > 0 || !pending_.text().empty();
+        has_pending_ = pending_.tokens_size() > 0 || !pending_.text().empty() ||
+                       !pending_.reasoning_text().empty();
         finish_status_ = common::ToGrpcStatus(error);
       }
     }
@@ -288,6 +290,7 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public AdmittedCall<Una
       absl::MutexLock lock(&mutex_);
       if (call_ == nullptr) return;
       call_->collected_.AppendText(delta.text);
+      call_->reasoning_text_.append(delta.reasoning);
       for (const ::llmserve::v1::GeneratedToken& token : delta.tokens) {
         call_->collected_.AppendToken(token);
       }
@@ -301,6 +304,7 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public AdmittedCall<Una
       if (call == nullptr) return;
       call->response_.set_finish_reason(result.finish_reason);
       call->response_.set_matched_stop(result.matched_stop);
+      call->response_.set_reasoning_text(std::move(call->reasoning_text_));
       for (const ::llmserve::v1::ToolCall& tool_call : result.tool_calls) {
         *call->response_.add_tool_calls() = tool_call;
       }
@@ -357,6 +361,8 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public AdmittedCall<Una
   // Everything but the text and tokens, which collected_ holds serialized.
   ::llmserve::v1::GenerateResponse response_;
   UnaryResponse collected_;
+  // Chats with a reasoning parser: the reasoning, set into response_ at the end.
+  std::string reasoning_text_;
   grpc::ByteBuffer* const raw_response_;
   const std::shared_ptr<Observer> observer_ = std::make_shared<Observer>(this);
   absl::Mutex mutex_;

@@ -1,10 +1,12 @@
 #include "gateway/frontends/openai/openai_api.h"
 
 #include <nlohmann/json.hpp>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/status/http_error.h"
@@ -134,6 +136,11 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
  private:
   struct Choice {
     std::string text;
+    // Chats with a reasoning parser: the reply's reasoning (not streamed: all of it).
+    std::string reasoning;
+    bool reasoning_parsed = false;
+    bool reasoned = false;
+    int64_t reasoning_tokens = 0;
     // Not streamed, with logprobs: every token's, until the response is rendered.
     TokenLogprobs logprobs;
     const char* finish_reason = nullptr;
@@ -160,10 +167,21 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
             {"choices", Json::array({choice})}};
   }
 
-  Json Usage(int64_t completion_tokens) const {
-    return {{"prompt_tokens", prompt_tokens_},
-            {"completion_tokens", completion_tokens},
-            {"total_tokens", prompt_tokens_ + completion_tokens}};
+  Json Usage(int64_t completion_tokens) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    Json usage = {{"prompt_tokens", prompt_tokens_},
+                  {"completion_tokens", completion_tokens},
+                  {"total_tokens", prompt_tokens_ + completion_tokens}};
+    // Only where a reasoning parser read the reply: without one the usage is as it always was.
+    bool parsed = false;
+    int64_t reasoning_tokens = 0;
+    for (const Choice& choice : choices_) {
+      parsed = parsed || choice.reasoning_parsed;
+      reasoning_tokens += choice.reasoning_tokens;
+    }
+    if (parsed) {
+      usage["completion_tokens_details"] = {{"reasoning_tokens", reasoning_tokens}};
+    }
+    return usage;
   }
 
   // Sends the stream's headers (and chat's role chunks) unless done already; false when the stream
@@ -195,6 +213,7 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
     Choice& choice = choices_[index];
     choice.completion_tokens += static_cast<int64_t>(delta.tokens.size());
     if (!parsed_.stream) {
+      choice.reasoning += delta.reasoning;
       choice.text += delta.text;
       if (parsed_.logprobs) {
         for (const auto& token : delta.tokens) choice.logprobs.Add(token);
@@ -210,6 +229,14 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
                      : CompletionLogprobsJson(*model_, tokens, choice.text.size());
     }
     choice.text += delta.text;  // kept for text offsets
+    if (!delta.reasoning.empty()) {
+      if (!OpenStreamLocked()) return;
+      // Its own chunk, before the delta's content: clients read the reasoning first.
+      const Json reasoning = {{"reasoning_content", delta.reasoning}};
+      writer_->Write(http::FormatSseEvent(DumpJson(Chunk(index, reasoning, nullptr, logprobs))));
+      logprobs = Json();
+      if (delta.text.empty() && delta.tool_calls.empty()) return;
+    }
     if (delta.text.empty() && logprobs.is_null() && delta.tool_calls.empty()) return;
     if (!OpenStreamLocked()) return;
     Json content = endpoint_ == OpenAiEndpoint::kChatCompletions ? Json{{"content", delta.text}}
@@ -237,6 +264,9 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
         choice.finish_reason = FinishReasonName(result->finish_reason);
         choice.completion_tokens = result->usage.completion_tokens();
         choice.tool_calls = result->tool_calls;
+        choice.reasoning_parsed = result->reasoning_parsed;
+        choice.reasoned = result->reasoned;
+        choice.reasoning_tokens = result->usage.reasoning_tokens();
       } else if (first_error_.ok()) {
         first_error_ = error;
       }
@@ -327,6 +357,11 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
       choice.logprobs = TokenLogprobs();  // rendered: let it go at once
       if (chat) {
         Json message = {{"role", "assistant"}, {"content", choice.text}};
+        if (choice.reasoned) {
+          message["reasoning_content"] = choice.reasoning;
+          // As vLLM: a reply that ended in or right after its reasoning has no answer.
+          if (choice.text.empty()) message["content"] = nullptr;
+        }
         if (!choice.tool_calls.empty()) {
           // OpenAI's shape: null content when the turn is only calls.
           if (choice.text.empty()) message["content"] = nullptr;
@@ -494,6 +529,21 @@ void OpenAiApi::HandleGeneration(OpenAiEndpoint endpoint, http::HttpRequest requ
   }
 }
 
+namespace {
+
+// The pipeline names the constraint by the public proto's field; the client wrote it as one of
+// OpenAI's or vLLM's.
+absl::Status NameConstraintField(const absl::Status& status, const std::string& field) {
+  absl::string_view message = status.message();
+  if (field.empty() || !absl::IsInvalidArgument(status) ||
+      !absl::ConsumePrefix(&message, "structured_output: ")) {
+    return status;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", message));
+}
+
+}  // namespace
+
 void OpenAiApi::Prepare(PendingGeneration pending, absl::string_view body) {
   absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(pending.endpoint, body);
   absl::StatusOr<std::shared_ptr<const ServedModel>> model =
@@ -508,6 +558,7 @@ void OpenAiApi::Prepare(PendingGeneration pending, absl::string_view body) {
   }
   absl::StatusOr<std::vector<PreparedRequest>> choices = PrepareChoices(
       parsed->request, *model, parsed->n, prepare_->limits(), prepare_->render_chat());
+  if (!choices.ok()) choices = NameConstraintField(choices.status(), parsed->constraint_field);
   parsed->request.Clear();
   pending.parsed = *std::move(parsed);
   pending.model = *std::move(model);

@@ -297,11 +297,12 @@ constexpr absl::string_view kReadFields[] = {
     "min_tokens", "n", "stream", "stream_options", "skip_special_tokens", "echo", "user",
     "response_format", "guided_json", "guided_regex", "guided_choice", "guided_grammar",
     "structured_outputs", "tools", "tool_choice", "parallel_tool_calls", "logit_bias", "best_of",
-    "prompt_logprobs", "suffix", "parse_special_tokens_in_content"};
+    "prompt_logprobs", "suffix", "parse_special_tokens_in_content", "chat_template_kwargs"};
 // clang-format on
 
 // Fields we do not implement are refused rather than ignored, except for the values that ask for
-// nothing: best_of equal to n (each choice is then its own best), an empty suffix.
+// nothing: best_of equal to n (each choice is then its own best), an empty suffix, empty
+// chat_template_kwargs.
 absl::Status RefuseUnsupported(const Json& body, int n) {
   if (const Json* best_of = Find(body, "best_of")) {
     if (!best_of->is_number_integer() || best_of->get<int64_t>() != n) {
@@ -315,6 +316,14 @@ absl::Status RefuseUnsupported(const Json& body, int n) {
   if (const Json* suffix = Find(body, "suffix")) {
     if (!suffix->is_string() || !suffix->get_ref<const std::string&>().empty()) {
       return Invalid("suffix", "is not supported (insertion after a suffix)");
+    }
+  }
+  // Ignoring it would answer wrong without a word: {"enable_thinking": false} would still think.
+  if (const Json* kwargs = Find(body, "chat_template_kwargs")) {
+    if (!kwargs->is_null() && !(kwargs->is_object() && kwargs->empty())) {
+      return Invalid("chat_template_kwargs",
+                     "is not supported (chat templates see messages, tools, "
+                     "add_generation_prompt, bos_token and eos_token only)");
     }
   }
   return absl::OkStatus();
@@ -350,7 +359,8 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, absl::
     if (absl::Status sampling = ParseSampling(json, endpoint, &out); !sampling.ok())
       return sampling;
     if (absl::Status stopping = ParseStopping(json, &out); !stopping.ok()) return stopping;
-    if (absl::Status structured = ParseOpenAiStructuredOutput(json, &out.request);
+    if (absl::Status structured =
+            ParseOpenAiStructuredOutput(json, &out.request, &out.constraint_field);
         !structured.ok()) {
       return structured;
     }

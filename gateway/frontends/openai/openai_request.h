@@ -33,6 +33,9 @@ struct OpenAiRequest {
   bool logprobs = false;
   // The caller's `user` field (for logs).
   std::string user;
+  // The field that gave the request's structured output ("response_format", "guided_json", ...),
+  // so that errors about `structured_output` name it as the client wrote it; "" when none.
+  std::string constraint_field;
 };
 
 inline constexpr int kMaxChoices = 16;

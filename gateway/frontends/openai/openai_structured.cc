@@ -91,8 +91,8 @@ absl::Status ParseResponseFormat(const Json& format, ::llmserve::v1::StructuredO
 
 }  // namespace
 
-absl::Status ParseOpenAiStructuredOutput(const Json& body,
-                                         ::llmserve::v1::GenerateRequest* request) {
+absl::Status ParseOpenAiStructuredOutput(const Json& body, ::llmserve::v1::GenerateRequest* request,
+                                         std::string* field) {
   ::llmserve::v1::StructuredOutput constraint;
   std::vector<std::string> given;
   auto one = [&](absl::string_view field, absl::Status status, bool set) -> absl::Status {
@@ -180,6 +180,7 @@ absl::Status ParseOpenAiStructuredOutput(const Json& body,
                    "which constrains the output to the call itself");
   }
   if (!given.empty()) *request->mutable_structured_output() = std::move(constraint);
+  if (field != nullptr) *field = given.empty() ? std::string() : given[0];
   return absl::OkStatus();
 }
 

@@ -10,6 +10,7 @@
 #define LLMSERVE_GATEWAY_FRONTENDS_OPENAI_OPENAI_STRUCTURED_H_
 
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "absl/status/status.h"
 #include "llmserve/v1/inference.pb.h"
@@ -18,9 +19,11 @@ namespace llmserve::gateway {
 
 // At most one constraint per request, and none with a tool_choice that forces a call (already
 // parsed into request->chat()); INVALID_ARGUMENT naming the field otherwise, or for a malformed
-// one. `response_format: {"type": "text"}` is no constraint.
+// one. `response_format: {"type": "text"}` is no constraint. `field`, when given, is set to the
+// name of the field that gave the constraint (e.g. "guided_json"), or "" when none did.
 absl::Status ParseOpenAiStructuredOutput(const nlohmann::ordered_json& body,
-                                         ::llmserve::v1::GenerateRequest* request);
+                                         ::llmserve::v1::GenerateRequest* request,
+                                         std::string* field = nullptr);
 
 // Chat only: tools, tool_choice, parallel_tool_calls into `chat`. Checks the tools' shape and
 // that tool_choice names one of them; the pipeline checks the rest.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The official `openai` npm client against a real gateway and worker on loopback; `ajv` checks
-# structured outputs and tool-call arguments against their JSON Schemas.
+# structured outputs and tool-call arguments against their JSON Schemas. A second gateway in front
+# of the same worker parses reasoning (--reasoning_parser=deepseek_r1) for reasoning_test.mjs.
 # Usage: run_openai_client_test.sh BIN_DIR WORK_DIR
 # Exit 77 (skipped) when node/npm are missing or the npm registry cannot be reached.
 set -uo pipefail
@@ -41,22 +42,30 @@ for _ in $(seq 1 600); do
 done
 [ -n "$worker_port" ] || { echo "FAIL: worker did not start"; cat "$work/worker.log"; exit 1; }
 
-"$bin/llmserve-gateway" --host 127.0.0.1 --grpc-port 0 --http-port 0 \
-  --workers "127.0.0.1:$worker_port" >"$work/gateway.log" 2>&1 &
-gateway_pid=$!
-pids+=($gateway_pid)
-http_port=""
-for _ in $(seq 1 600); do
-  http_port="$(grep -o 'HTTP on http://127.0.0.1:[0-9]*' "$work/gateway.log" | head -1 | grep -o '[0-9]*$')"
-  if [ -n "$http_port" ] && grep -q "gateway: ready" "$work/gateway.log"; then break; fi
-  sleep 0.1
-done
-grep -q "gateway: ready" "$work/gateway.log" || {
-  echo "FAIL: gateway not ready"; cat "$work/gateway.log"; exit 1; }
+# start_gateway LOG [FLAGS...]: starts a gateway in front of the worker; sets http_port.
+start_gateway() {
+  local log="$1"
+  shift
+  "$bin/llmserve-gateway" --host 127.0.0.1 --grpc-port 0 --http-port 0 \
+    --workers "127.0.0.1:$worker_port" "$@" >"$log" 2>&1 &
+  pids+=($!)
+  http_port=""
+  for _ in $(seq 1 600); do
+    http_port="$(grep -o 'HTTP on http://127.0.0.1:[0-9]*' "$log" | head -1 | grep -o '[0-9]*$')"
+    if [ -n "$http_port" ] && grep -q "gateway: ready" "$log"; then break; fi
+    sleep 0.1
+  done
+  grep -q "gateway: ready" "$log" || { echo "FAIL: gateway not ready"; cat "$log"; exit 1; }
+}
+start_gateway "$work/gateway-reasoning.log" --reasoning_parser=deepseek_r1
+reasoning_port="$http_port"
+start_gateway "$work/gateway.log"
 
-(cd "$work" && cp "$here/openai_client_test.mjs" "$here/structured_outputs_test.mjs" . && \
+(cd "$work" && cp "$here/openai_client_test.mjs" "$here/structured_outputs_test.mjs" \
+  "$here/reasoning_test.mjs" . && \
   timeout 120 node openai_client_test.mjs "http://127.0.0.1:$http_port/v1" tiny && \
-  timeout 300 node structured_outputs_test.mjs "http://127.0.0.1:$http_port/v1" tiny)
+  timeout 300 node structured_outputs_test.mjs "http://127.0.0.1:$http_port/v1" tiny && \
+  timeout 120 node reasoning_test.mjs "http://127.0.0.1:$reasoning_port/v1" tiny)
 status=$?
 for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
 for pid in "${pids[@]}"; do

@@ -155,6 +155,15 @@ TEST(OpenAiRequestTest, UnsupportedFieldsAreRefusedNamingThem) {
             "'suffix' is not supported (insertion after a suffix)");
   EXPECT_EQ(ParseError(OpenAiEndpoint::kCompletions, R"({"prompt": "hi", "suffix": ""})"), "");
   EXPECT_EQ(ParseError(OpenAiEndpoint::kChatCompletions,
+                       R"({"messages": [{"role": "user", "content": "hi"}],
+                           "chat_template_kwargs": {"enable_thinking": false}})"),
+            "'chat_template_kwargs' is not supported (chat templates see messages, tools, "
+            "add_generation_prompt, bos_token and eos_token only)");
+  EXPECT_EQ(ParseError(OpenAiEndpoint::kChatCompletions,
+                       R"({"messages": [{"role": "user", "content": "hi"}],
+                           "chat_template_kwargs": {}})"),
+            "");
+  EXPECT_EQ(ParseError(OpenAiEndpoint::kChatCompletions,
                        R"({"messages": [{"role": "user", "content": "hi"}], "best_of": 2})"),
             "'best_of' is not supported (only best_of equal to n, 1, is accepted)");
 }
