@@ -4,7 +4,9 @@
 #include <limits>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/chat_template/lexer.h"
 #include "common/chat_template/parser.h"
@@ -122,7 +124,70 @@ Value MessageValue(const ChatMessage& message) {
   return Value::Dict(std::move(dict));
 }
 
+// The variables Render sets, and the globals the renderer provides.
+constexpr absl::string_view kReservedVariables[] = {
+    "messages",  "tools",     "add_generation_prompt", "bos_token",
+    "eos_token", "documents", "raise_exception",       "namespace",
+    "range",     "dict",      "strftime_now"};
+
+bool IsIdentifier(absl::string_view name) {
+  if (name.empty() || absl::ascii_isdigit(static_cast<unsigned char>(name[0]))) return false;
+  for (const char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+bool IsReservedTemplateVariable(absl::string_view name) {
+  for (absl::string_view reserved : kReservedVariables) {
+    if (name == reserved) return true;
+  }
+  return false;
+}
+
+namespace {
+
+// The kwargs as template variables, in the object's order; INVALID_ARGUMENT as
+// ValidateTemplateKwargsJson says.
+absl::StatusOr<std::vector<std::pair<std::string, Value>>> TemplateKwargs(absl::string_view json) {
+  if (json.size() > kMaxTemplateKwargsBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("is ", json.size(), " bytes, over the limit of ", kMaxTemplateKwargsBytes));
+  }
+  const nlohmann::ordered_json parsed = ParseJson(std::string(json));
+  if (parsed.is_discarded() || !parsed.is_object()) {
+    return absl::InvalidArgumentError("must be a JSON object");
+  }
+  if (parsed.size() > static_cast<size_t>(kMaxTemplateKwargs)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("has ", parsed.size(), " keys, over the limit of ", kMaxTemplateKwargs));
+  }
+  std::vector<std::pair<std::string, Value>> out;
+  for (const auto& [key, item] : parsed.items()) {
+    if (!IsIdentifier(key)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("key \"", key, "\" is not an identifier ([A-Za-z_][A-Za-z0-9_]*)"));
+    }
+    if (IsReservedTemplateVariable(key)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "key \"", key, "\" is a variable the chat template gets from the request itself"));
+    }
+    absl::StatusOr<Value> value = ValueFromJson(item, 0);
+    if (!value.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(key, ": ", value.status().message()));
+    }
+    out.emplace_back(key, *std::move(value));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::Status ValidateTemplateKwargsJson(absl::string_view json) {
+  return TemplateKwargs(json).status();
+}
 
 absl::StatusOr<std::string> ChatTemplate::Render(const ChatTemplateInput& input) const {
   ValueList messages;
@@ -148,6 +213,15 @@ absl::StatusOr<std::string> ChatTemplate::Render(const ChatTemplateInput& input)
   globals.Set("eos_token", Value::String(input.eos_token));
   globals.Set("tools", std::move(tools));
   globals.Set("documents", Value::None());
+  if (!input.template_kwargs_json.empty()) {
+    absl::StatusOr<std::vector<std::pair<std::string, Value>>> kwargs =
+        TemplateKwargs(input.template_kwargs_json);
+    if (!kwargs.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("chat template: kwargs: ", kwargs.status().message()));
+    }
+    for (auto& [key, value] : *kwargs) globals.Set(key, std::move(value));
+  }
   return RenderTemplate(*body_, globals, limits_, input.now.value_or(absl::Now()));
 }
 

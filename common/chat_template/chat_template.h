@@ -64,9 +64,26 @@ struct ChatTemplateInput {
   // as `tools`; empty: `tools` is None. Render fails with INVALID_ARGUMENT when it is not a
   // JSON array.
   std::string tools_json;
+  // A JSON object whose keys become variables of the template (chat_template_kwargs); empty:
+  // none. Render fails with INVALID_ARGUMENT when it is not a JSON object, or when a key is not
+  // an identifier or names one of the variables above (IsReservedTemplateVariable).
+  std::string template_kwargs_json;
   // strftime_now()'s clock (tests pin it); unset: the real clock. Formatted in UTC.
   std::optional<absl::Time> now;
 };
+
+// Whether `name` is one of the variables Render sets itself (messages, tools, ...) or a global
+// function of the renderer (range, namespace, ...), which a template kwarg may not replace.
+bool IsReservedTemplateVariable(absl::string_view name);
+
+// Limits of ChatTemplateInput::template_kwargs_json.
+inline constexpr size_t kMaxTemplateKwargsBytes = 16 << 10;
+inline constexpr int kMaxTemplateKwargs = 64;
+
+// OK when `json` is a JSON object of at most kMaxTemplateKwargs keys and kMaxTemplateKwargsBytes,
+// each key an identifier other than a reserved variable, each value nested at most 32 deep;
+// otherwise INVALID_ARGUMENT saying what is wrong (the caller names the field).
+absl::Status ValidateTemplateKwargsJson(absl::string_view json);
 
 class ChatTemplate {
  public:
@@ -83,7 +100,8 @@ class ChatTemplate {
 
   // The template sees `messages` (a list of dicts with "role", "content" and, when given,
   // "name", "tool_calls", "tool_call_id"), `add_generation_prompt`, `bos_token`, `eos_token`,
-  // `tools` (the parsed tools_json, or None), `documents` (None), and the globals
+  // `tools` (the parsed tools_json, or None), `documents` (None), each key of
+  // template_kwargs_json, and the globals
   // raise_exception(msg), namespace(...), range(...), dict(...), strftime_now(format).
   absl::StatusOr<std::string> Render(const ChatTemplateInput& input) const;
 

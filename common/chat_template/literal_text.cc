@@ -222,6 +222,7 @@ absl::StatusOr<RenderedChat> SpecialTextGuard::RenderLiteral(const ChatTemplateI
   masker.Reserve(input.bos_token);
   masker.Reserve(input.eos_token);
   masker.Reserve(input.tools_json);
+  masker.Reserve(input.template_kwargs_json);
   for (const ChatMessage& message : input.messages) {
     masker.Reserve(message.content);
     masker.Reserve(message.name);
@@ -234,6 +235,7 @@ absl::StatusOr<RenderedChat> SpecialTextGuard::RenderLiteral(const ChatTemplateI
   }
   ChatTemplateInput masked = input;
   masked.tools_json = masker.MaskJson(input.tools_json, /*want_object=*/false);
+  masked.template_kwargs_json = masker.MaskJson(input.template_kwargs_json, /*want_object=*/true);
   for (ChatMessage& message : masked.messages) {
     message.content = masker.Mask(message.content);
     message.name = masker.Mask(message.name);

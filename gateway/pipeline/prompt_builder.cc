@@ -111,6 +111,12 @@ absl::Status ValidateChatPrompt(const ::llmserve::v1::ChatPrompt& chat) {
                      absl::StrCat("\"", role, "\" is not system, user, assistant or tool"));
     }
   }
+  if (!chat.chat_template_kwargs_json().empty()) {
+    if (absl::Status kwargs = common::ValidateTemplateKwargsJson(chat.chat_template_kwargs_json());
+        !kwargs.ok()) {
+      return Invalid("chat.chat_template_kwargs_json", kwargs.message());
+    }
+  }
   return absl::OkStatus();
 }
 

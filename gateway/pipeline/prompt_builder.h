@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/chat_template/chat_template.h"
 #include "common/chat_template/literal_text.h"
 #include "gateway/pipeline/logprob_budget.h"
 #include "gateway/pipeline/output_constraints.h"

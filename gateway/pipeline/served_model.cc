@@ -73,6 +73,14 @@ absl::StatusOr<common::RenderedChat> ServedModel::RenderChat(
   }
   input.add_generation_prompt =
       chat.has_add_generation_prompt() ? chat.add_generation_prompt() : true;
+  input.template_kwargs_json = chat.chat_template_kwargs_json();
+  if (!input.template_kwargs_json.empty() && !chat_template_.has_value()) {
+    // The plain rendering has no variables: the kwargs would be ignored without a word.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "chat.chat_template_kwargs: model \"", name(),
+        "\" has no chat template (its prompt is the plain role: content rendering), so template "
+        "kwargs cannot apply"));
+  }
   if (tokenizer_ != nullptr) {
     if (tokenizer_->bos_token_id().has_value()) {
       input.bos_token = tokenizer_->IdToToken(*tokenizer_->bos_token_id()).value_or("");

@@ -249,6 +249,15 @@ absl::Status ParsePrompt(const Json& body, OpenAiEndpoint endpoint, OpenAiReques
       if (!value.ok()) return value.status();
       chat.set_parse_special_tokens_in_content(*value);
     }
+    if (const Json* kwargs = Find(body, "chat_template_kwargs");
+        kwargs != nullptr && !kwargs->is_null()) {
+      if (!kwargs->is_object()) return Invalid("chat_template_kwargs", "must be an object");
+      // Keys and limits are checked with the chat (ValidateChatPrompt), whichever API.
+      if (!kwargs->empty()) {
+        chat.set_chat_template_kwargs_json(
+            kwargs->dump(-1, ' ', false, Json::error_handler_t::replace));
+      }
+    }
     return ParseOpenAiTools(body, &chat);
   }
   // A raw prompt is the client's own markup: its special-token text is always parsed, so the
@@ -257,6 +266,12 @@ absl::Status ParsePrompt(const Json& body, OpenAiEndpoint endpoint, OpenAiReques
     return Invalid("parse_special_tokens_in_content",
                    "applies to chat completions only (a completions prompt's special-token text "
                    "is always read as special tokens)");
+  }
+  if (const Json* kwargs = Find(body, "chat_template_kwargs");
+      kwargs != nullptr && !kwargs->is_null() && !(kwargs->is_object() && kwargs->empty())) {
+    return Invalid("chat_template_kwargs",
+                   "applies to chat completions only (a completions prompt is not rendered by a "
+                   "chat template)");
   }
   const Json* prompt = Find(body, "prompt");
   if (prompt == nullptr) return Invalid("prompt", "is required");
@@ -301,8 +316,7 @@ constexpr absl::string_view kReadFields[] = {
 // clang-format on
 
 // Fields we do not implement are refused rather than ignored, except for the values that ask for
-// nothing: best_of equal to n (each choice is then its own best), an empty suffix, empty
-// chat_template_kwargs.
+// nothing: best_of equal to n (each choice is then its own best), an empty suffix.
 absl::Status RefuseUnsupported(const Json& body, int n) {
   if (const Json* best_of = Find(body, "best_of")) {
     if (!best_of->is_number_integer() || best_of->get<int64_t>() != n) {
@@ -316,14 +330,6 @@ absl::Status RefuseUnsupported(const Json& body, int n) {
   if (const Json* suffix = Find(body, "suffix")) {
     if (!suffix->is_string() || !suffix->get_ref<const std::string&>().empty()) {
       return Invalid("suffix", "is not supported (insertion after a suffix)");
-    }
-  }
-  // Ignoring it would answer wrong without a word: {"enable_thinking": false} would still think.
-  if (const Json* kwargs = Find(body, "chat_template_kwargs")) {
-    if (!kwargs->is_null() && !(kwargs->is_object() && kwargs->empty())) {
-      return Invalid("chat_template_kwargs",
-                     "is not supported (chat templates see messages, tools, "
-                     "add_generation_prompt, bos_token and eos_token only)");
     }
   }
   return absl::OkStatus();

@@ -88,6 +88,26 @@ TEST(OpenAiRequestTest, ChatMessagesWithParts) {
   EXPECT_FALSE(parsed->request.chat().add_generation_prompt());
 }
 
+// chat_template_kwargs travel as the JSON text of the object (checked with the chat, whichever
+// API: prompt_builder's ValidateChatPrompt); an empty object or null is none.
+TEST(OpenAiRequestTest, ChatTemplateKwargsAreCarriedAsJson) {
+  absl::StatusOr<OpenAiRequest> parsed =
+      ParseOpenAiRequest(OpenAiEndpoint::kChatCompletions,
+                         R"({"messages": [{"role": "user", "content": "hi"}],
+          "chat_template_kwargs": {"enable_thinking": false, "effort": "low"}})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->request.chat().chat_template_kwargs_json(),
+            R"({"enable_thinking":false,"effort":"low"})");
+  for (const char* none : {"{}", "null"}) {
+    parsed = ParseOpenAiRequest(OpenAiEndpoint::kChatCompletions,
+                                absl::StrCat(R"({"messages": [{"role": "user", "content": "hi"}],
+                                                 "chat_template_kwargs": )",
+                                             none, "}"));
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(parsed->request.chat().chat_template_kwargs_json(), "") << none;
+  }
+}
+
 // What a body's parse error says ("" when it parses).
 std::string ParseError(OpenAiEndpoint endpoint, const std::string& body) {
   absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(endpoint, body);
@@ -154,15 +174,17 @@ TEST(OpenAiRequestTest, UnsupportedFieldsAreRefusedNamingThem) {
   EXPECT_EQ(ParseError(OpenAiEndpoint::kCompletions, R"({"prompt": "hi", "suffix": "end"})"),
             "'suffix' is not supported (insertion after a suffix)");
   EXPECT_EQ(ParseError(OpenAiEndpoint::kCompletions, R"({"prompt": "hi", "suffix": ""})"), "");
+  EXPECT_EQ(ParseError(OpenAiEndpoint::kCompletions,
+                       R"({"prompt": "hi", "chat_template_kwargs": {"enable_thinking": false}})"),
+            "'chat_template_kwargs' applies to chat completions only (a completions prompt is "
+            "not rendered by a chat template)");
+  EXPECT_EQ(
+      ParseError(OpenAiEndpoint::kCompletions, R"({"prompt": "hi", "chat_template_kwargs": {}})"),
+      "");
   EXPECT_EQ(ParseError(OpenAiEndpoint::kChatCompletions,
                        R"({"messages": [{"role": "user", "content": "hi"}],
-                           "chat_template_kwargs": {"enable_thinking": false}})"),
-            "'chat_template_kwargs' is not supported (chat templates see messages, tools, "
-            "add_generation_prompt, bos_token and eos_token only)");
-  EXPECT_EQ(ParseError(OpenAiEndpoint::kChatCompletions,
-                       R"({"messages": [{"role": "user", "content": "hi"}],
-                           "chat_template_kwargs": {}})"),
-            "");
+                           "chat_template_kwargs": [1]})"),
+            "'chat_template_kwargs' must be an object");
   EXPECT_EQ(ParseError(OpenAiEndpoint::kChatCompletions,
                        R"({"messages": [{"role": "user", "content": "hi"}], "best_of": 2})"),
             "'best_of' is not supported (only best_of equal to n, 1, is accepted)");

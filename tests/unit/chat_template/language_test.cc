@@ -5,9 +5,11 @@
 // lstrip_blocks, its tojson and strftime_now) for the input of ToolInput(), with the tool-call
 // arguments preprocessed into dicts the way vLLM does.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/civil_time.h"
 #include "absl/time/time.h"
 #include "common/chat_template/chat_template.h"
@@ -380,6 +382,51 @@ TEST(ChatTemplateLanguage, ToolCallArgumentsKeepTheirKeyOrder) {
   // A JSON value that is not an object stays the string it was.
   input.messages[1].tool_calls[0].arguments = "[1, 2]";
   EXPECT_EQ(*Render("{{ messages[1].tool_calls[0].function.arguments is string }}", input), "True");
+}
+
+// chat_template_kwargs: each key of the object is a variable (Qwen3's enable_thinking), values
+// keep their JSON types; a key the template gets from the request itself, or one that is not an
+// identifier, and anything but an object within the limits are INVALID_ARGUMENT naming it.
+TEST(ChatTemplateLanguage, TemplateKwargsBecomeVariables) {
+  const char* source =
+      "{% if enable_thinking is defined and enable_thinking is false %}off{% else %}on{% endif %}"
+      "|{{ effort | default('none') }}|{{ budget + 1 }}|{{ tags | join(',') }}";
+  ChatTemplateInput input;
+  EXPECT_EQ(*Render("{% if enable_thinking is defined %}set{% else %}unset{% endif %}", input),
+            "unset");
+  input.template_kwargs_json = R"({"enable_thinking": false, "budget": 41, "tags": ["a", "b"]})";
+  EXPECT_EQ(*Render(source, input), "off|none|42|a,b");
+  input.template_kwargs_json = R"({"enable_thinking": true, "effort": "low", "budget": 0,
+                                   "tags": []})";
+  EXPECT_EQ(*Render(source, input), "on|low|1|");
+
+  for (const auto& [kwargs, says] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"messages": []})", "\"messages\" is a variable the chat template gets"},
+           {R"({"range": 1})", "\"range\""},
+           {R"({"not-an-id": 1})", "not an identifier"},
+           {R"({"9a": 1})", "not an identifier"},
+           {"[1]", "must be a JSON object"},
+           {"{", "must be a JSON object"},
+           {absl::StrCat(R"({"a": )", std::string(100, '['), std::string(100, ']'), "}"),
+            "nested too deeply"},
+           {absl::StrCat(R"({"a": ")", std::string(kMaxTemplateKwargsBytes, 'x'), R"("})"),
+            "over the limit of 16384"},
+       }) {
+    SCOPED_TRACE(kwargs.substr(0, 40));
+    input.template_kwargs_json = kwargs;
+    absl::StatusOr<std::string> out = Render("x", input);
+    ASSERT_FALSE(out.ok());
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(out.status().message()), HasSubstr(says));
+    EXPECT_THAT(std::string(out.status().message()), HasSubstr("kwargs"));
+    EXPECT_FALSE(ValidateTemplateKwargsJson(kwargs).ok());
+  }
+  std::string many = "{";
+  for (int i = 0; i <= kMaxTemplateKwargs; ++i)
+    absl::StrAppend(&many, i ? ", " : "", "\"k", i, "\": 1");
+  many += "}";
+  EXPECT_THAT(std::string(ValidateTemplateKwargsJson(many).message()), HasSubstr("65 keys"));
+  EXPECT_TRUE(ValidateTemplateKwargsJson(R"({"enable_thinking": false})").ok());
 }
 
 }  // namespace

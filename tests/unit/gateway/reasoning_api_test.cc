@@ -20,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gateway/server/gateway_server.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "llmserve/v1/inference.grpc.pb.h"
 #include "tests/testing/fake_worker_client.h"
@@ -82,6 +83,10 @@ class GatewayReasoningTest : public ::testing::Test {
     fake_.AddWorker("w:3", Model("qwen-no-think", "<think>\n\n</think>\n\n"));
     fake_.AddWorker("w:4", Model("plain", "<think>\n"));
     fake_.AddWorker("w:5", WithThinkTokens(Model("r1-tokens", "<think>\n")));
+    // Qwen3's switch: chat_template_kwargs {"enable_thinking": false} closes the block.
+    fake_.AddWorker("w:6", Model("switch",
+                                 "{% if enable_thinking is defined and enable_thinking "
+                                 "is false %}<think>\n\n</think>\n\n{% endif %}"));
     GatewayServerOptions options;
     options.host = "127.0.0.1";
     options.grpc_port = 0;
@@ -89,7 +94,8 @@ class GatewayReasoningTest : public ::testing::Test {
     options.worker_client = &fake_;
     options.tool_call_format = tool_calls::ToolCallFormat::kHermes;
     absl::StatusOr<reasoning::ReasoningParsers> parsers = reasoning::ParseReasoningParsers(
-        "r1=deepseek_r1,r1-tokens=deepseek_r1,qwen=qwen3,qwen-no-think=qwen3");
+        "r1=deepseek_r1,r1-tokens=deepseek_r1,qwen=qwen3,qwen-no-think=qwen3,"
+        "switch=deepseek_r1");
     ASSERT_TRUE(parsers.ok()) << parsers.status();
     options.reasoning_parsers = *std::move(parsers);
     absl::StatusOr<std::unique_ptr<GatewayServer>> gateway = GatewayServer::Start(options);
@@ -276,6 +282,38 @@ TEST_F(GatewayReasoningTest, Qwen3OpensTheBlockOrNot) {
   ASSERT_EQ(off.status, 200) << off.body;
   EXPECT_EQ(off.body["choices"][0]["message"]["content"], "<think>x</think>y");
   EXPECT_FALSE(off.body["choices"][0]["message"].contains("reasoning_content"));
+}
+
+// chat_template_kwargs reach the template: with thinking switched off the prompt closes the
+// block, and the reply is all answer; without them the same model's reply is reasoning. Keys the
+// template gets from the request itself are refused, naming the field.
+TEST_F(GatewayReasoningTest, ChatTemplateKwargsSwitchThinkingOff) {
+  const Reply thinking = Chat(0, "switch", "It is 2.");
+  ASSERT_EQ(thinking.status, 200) << thinking.body;
+  EXPECT_EQ(thinking.body["choices"][0]["message"]["reasoning_content"], "It is 2.");
+  EXPECT_TRUE(thinking.body["choices"][0]["message"]["content"].is_null()) << thinking.body;
+
+  const Reply off = Chat(1, "switch", "It is 2.", ::llmserve::v1::FINISH_REASON_STOP,
+                         R"(, "chat_template_kwargs": {"enable_thinking": false})");
+  ASSERT_EQ(off.status, 200) << off.body;
+  EXPECT_EQ(off.body["choices"][0]["message"]["content"], "It is 2.");
+  EXPECT_FALSE(off.body["choices"][0]["message"].contains("reasoning_content")) << off.body;
+  const std::shared_ptr<FakeCall> call = fake_.WaitForCall(1);
+  ASSERT_NE(call, nullptr);
+  const std::vector<int32_t> prompt(call->request().prompt_token_ids().begin(),
+                                    call->request().prompt_token_ids().end());
+  EXPECT_TRUE(absl::EndsWith(*model_->tokenizer()->Decode(prompt, false), "</think>\n\n"));
+
+  const Reply reserved = ParseReply(
+      Exchange("/v1/chat/completions",
+               ChatBody("switch", false, R"(, "chat_template_kwargs": {"messages": []})")));
+  EXPECT_EQ(reserved.status, 400) << reserved.body;
+  EXPECT_THAT(reserved.body["error"]["message"].get<std::string>(),
+              ::testing::HasSubstr("chat_template_kwargs"));
+  const Reply not_object = ParseReply(Exchange(
+      "/v1/chat/completions", ChatBody("switch", false, R"(, "chat_template_kwargs": [1])")));
+  EXPECT_EQ(not_object.status, 400) << not_object.body;
+  EXPECT_EQ(fake_.calls_started(), 2u);  // neither refusal reached a worker
 }
 
 // Without a parser the reply is the text as the model wrote it, and the usage as before.
