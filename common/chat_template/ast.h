@@ -31,6 +31,7 @@ enum class ExprKind {
   kBinary,  // args[0] name args[1]; name in {"and", "or", "+", "-", "*", "/", "//", "%", "**", "~"}
   kCompare,  // args[0] ops[0] args[1] ops[1] args[2] ... (chained like Python)
   kCond,     // args[0] if args[1] else args[2] (args[2] null: else Undefined)
+  kUnpack,   // *args[0] (name "*") or **args[0] (name "**"): only in a call's argument list
 };
 
 struct Expr {

@@ -720,22 +720,48 @@ class Parser {
   }
 
   // `(` args `)` after a callee or a filter/test name: positional, then name=value.
+  // Arguments as jinja2 parses them: positional, then keyword; `*list` (at most once, after the
+  // positional ones) adds its items as positional arguments and `**dict` (at most once, last) its
+  // items as keyword arguments. They are kept as args / kwargs entries marked kUnpackList (an
+  // argument named "*") / kUnpackDict (a keyword argument named "**"), expanded at evaluation.
   absl::Status ParseArgList(Expr* node) {
     Next();
+    bool unpacked_list = false;
+    bool unpacked_dict = false;
     for (int count = 0; !IsOp(")"); ++count) {
       if (count > 0) {
         LLMSERVE_RETURN_IF_ERROR(ExpectOp(","));
         if (IsOp(")")) break;
       }
-      if (Peek().type == TokenType::kName && IsOp("=", 1)) {
+      if (IsOp("*") || IsOp("**")) {
+        const bool dict = IsOp("**");
+        const SourcePos pos = Next().pos;
+        if (unpacked_dict || (!dict && unpacked_list)) {
+          return Error(pos, dict ? "only one **dict argument is allowed"
+                                 : "*list must come once, before any **dict argument");
+        }
+        absl::StatusOr<ExprPtr> value = ParseExpr(true);
+        if (!value.ok()) return value.status();
+        ExprPtr unpack = MakeExpr(ExprKind::kUnpack, pos, dict ? "**" : "*");
+        unpack->args.push_back(*std::move(value));
+        if (dict) {
+          unpacked_dict = true;
+          node->kwargs.emplace_back("**", std::move(unpack));
+        } else {
+          unpacked_list = true;
+          node->args.push_back(std::move(unpack));
+        }
+      } else if (Peek().type == TokenType::kName && IsOp("=", 1)) {
+        if (unpacked_dict) return Error(Peek().pos, "keyword argument after **dict");
         std::string key = Next().text;
         Next();
         absl::StatusOr<ExprPtr> value = ParseExpr(true);
         if (!value.ok()) return value.status();
         node->kwargs.emplace_back(std::move(key), *std::move(value));
       } else {
-        if (!node->kwargs.empty()) {
-          return Error(Peek().pos, "positional argument after keyword argument");
+        if (!node->kwargs.empty() || unpacked_list) {
+          return Error(Peek().pos, unpacked_list ? "positional argument after *list"
+                                                 : "positional argument after keyword argument");
         }
         absl::StatusOr<ExprPtr> value = ParseExpr(true);
         if (!value.ok()) return value.status();

@@ -12,6 +12,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/chat_template/builtins.h"
+#include "common/chat_template/builtins_util.h"
 #include "common/chat_template/globals.h"
 #include "common/chat_template/parser.h"
 #include "common/chat_template/py_string.h"
@@ -392,9 +393,17 @@ class Renderer {
   absl::StatusOr<std::vector<Value>> EvalAll(const std::vector<ast::ExprPtr>& exprs, size_t from) {
     std::vector<Value> values;
     for (size_t i = from; i < exprs.size(); ++i) {
-      absl::StatusOr<Value> v = Eval(*exprs[i]);
+      const bool unpack = exprs[i]->kind == ExprKind::kUnpack;
+      absl::StatusOr<Value> v = Eval(unpack ? *exprs[i]->args[0] : *exprs[i]);
       if (!v.ok()) return v.status();
-      values.push_back(*std::move(v));
+      if (!unpack) {
+        values.push_back(*std::move(v));
+        continue;
+      }
+      // *list: what iterating it gives (list items, dict keys, a string's characters).
+      absl::StatusOr<ValueList> items = builtins::internal::Iterate(*v, "argument after *");
+      if (!items.ok()) return AtPos(exprs[i]->pos, items.status());
+      for (Value& item : *items) values.push_back(std::move(item));
     }
     return values;
   }
@@ -402,9 +411,30 @@ class Renderer {
   absl::StatusOr<builtins::Kwargs> EvalKwargs(const Expr& e) {
     builtins::Kwargs kwargs;
     for (const auto& [name, expr] : e.kwargs) {
-      absl::StatusOr<Value> v = Eval(*expr);
+      const bool unpack = expr->kind == ExprKind::kUnpack;
+      absl::StatusOr<Value> v = Eval(unpack ? *expr->args[0] : *expr);
       if (!v.ok()) return v.status();
-      kwargs.emplace_back(name, *std::move(v));
+      if (!unpack) {
+        kwargs.emplace_back(name, *std::move(v));
+        continue;
+      }
+      if (!v->is_dict()) {
+        return ErrorAt(expr->pos,
+                       absl::StrCat("argument after ** must be a mapping, not ", v->TypeName()));
+      }
+      for (const auto& [key, item] : v->as_dict().items()) {
+        const Value key_value = ValueDict::KeyValue(key);
+        if (!key_value.is_string()) {
+          return ErrorAt(expr->pos, "keywords must be strings");
+        }
+        for (const auto& [seen, unused] : kwargs) {
+          if (seen == key_value.as_string()) {
+            return ErrorAt(expr->pos,
+                           absl::StrCat("got multiple values for keyword argument '", seen, "'"));
+          }
+        }
+        kwargs.emplace_back(key_value.as_string(), item);
+      }
     }
     return kwargs;
   }
@@ -497,6 +527,9 @@ class Renderer {
         return EvalBinary(e);
       case ExprKind::kCompare:
         return EvalCompare(e);
+      case ExprKind::kUnpack:
+        // The parser makes them only in argument lists, which EvalAll and EvalKwargs expand.
+        return ErrorAt(e.pos, absl::StrCat("unexpected ", e.name));
       case ExprKind::kCond: {
         absl::StatusOr<Value> cond = Eval(*e.args[1]);
         if (!cond.ok()) return cond.status();

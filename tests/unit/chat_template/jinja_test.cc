@@ -140,6 +140,16 @@ const JinjaCase kCases[] = {
     {"{{ 'a  '.strip() }}|{{ '　x　' | trim }}|", "a|x|"},
     {"{% for m in messages %}{% generation %}{{ m.content }}{% endgeneration %}{% endfor %}",
      "hiyo"},
+    // Argument unpacking (AI21 Jamba 1.6's template calls with *): *list after the positional
+    // arguments, **dict last.
+    {"{% macro f(a, b, c='z') %}{{ a }}-{{ b }}-{{ c }}{% endmacro %}{{ f(*['x', 'y']) }}|{{ f(1, "
+     "*[2], **{'c': 3}) }}|{{ f(**{'b': 2, 'a': 1}) }}",
+     "x-y-z|1-2-3|1-2-z"},
+    {"{% macro f() %}{{ varargs }}|{{ kwargs }}{% endmacro %}{{ f(*'ab', x=1, **{'y': 2}) }}",
+     "('a', 'b')|{'x': 1, 'y': 2}"},
+    {"{{ range(*[1, 4]) | list }}|{{ '{}-{}'.format(*['p', 'q']) }}|{{ [messages[0].role] | "
+     "join(*[', ']) }}",
+     "[1, 2, 3]|p-q|user"},
 };
 
 ChatTemplateInput TwoMessages() {
@@ -191,6 +201,11 @@ const ErrorCase kParseErrors[] = {
     {"{% for x in y recursive %}{% endfor %}", "recursive loops are not supported"},
     {"{% if %}{% endif %}", "line 1, column 7: expected an expression, found '%}'"},
     {"{{ f(a=1, 2) }}", "positional argument after keyword argument"},
+    {"{{ f(*a, b) }}", "line 1, column 10: positional argument after *list"},
+    {"{{ f(*a, *b) }}", "*list must come once"},
+    {"{{ f(**a, *b) }}", "*list must come once, before any **dict argument"},
+    {"{{ f(**a, **b) }}", "only one **dict argument is allowed"},
+    {"{{ f(**a, b=1) }}", "keyword argument after **dict"},
     {"{{ 99999999999999999999 }}", "integer literal out of range"},
     {"{{ '\\x4' }}", "malformed \\x, \\u or \\U escape"},
 };
@@ -229,6 +244,11 @@ const ErrorCase kRenderErrors[] = {
     {"{{ messages[0].content.nope() }}", "'str object' has no attribute 'nope'"},
     {"{{ raise_exception() }}", "raise_exception takes one argument"},
     {"{{ (namespace(a=1)) | tojson }}", "not JSON serializable"},
+    {"{% macro f(a) %}{% endmacro %}{{ f(*1) }}", "argument after *"},
+    {"{% macro f(a) %}{% endmacro %}{{ f(**[1]) }}",
+     "argument after ** must be a mapping, not list"},
+    {"{% macro f(a) %}{% endmacro %}{{ f(a=1, **{'a': 2}) }}",
+     "got multiple values for keyword argument 'a'"},
 };
 
 TEST(ChatTemplateJinja, RenderErrorsAreStatusesWithPosition) {
