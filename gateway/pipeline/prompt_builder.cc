@@ -61,10 +61,11 @@ absl::Status ValidateLogitBias(const ::llmserve::v1::SamplingParams& sampling,
 // Enough of the prompt's end to hold "<think>\n\n</think>\n\n" even one byte a token.
 constexpr size_t kPromptTailTokens = 32;
 
-absl::StatusOr<ReasoningParsing> ResolveReasoning(const ::llmserve::v1::GenerateRequest& request,
-                                                  const ServedModel& model,
-                                                  const std::vector<int32_t>& prompt,
-                                                  const worker::v1::GenerateRequest& out) {
+// How the reply is split, read from the end of the prompt; a constraint (a structured output, a
+// tool_choice that requires a call) then starts after the reasoning block, so that the worker's
+// grammar leaves the reasoning free.
+ReasoningParsing ResolveReasoning(const ServedModel& model, const std::vector<int32_t>& prompt,
+                                  worker::v1::GenerateRequest* out) {
   ReasoningParsing parsing;
   parsing.format = model.reasoning_format();
   parsing.end_token_id = model.reasoning_end_token_id();
@@ -72,29 +73,13 @@ absl::StatusOr<ReasoningParsing> ResolveReasoning(const ::llmserve::v1::Generate
   absl::StatusOr<std::string> tail_text = model.tokenizer()->Decode(
       absl::MakeConstSpan(prompt).last(tail), /*skip_special_tokens=*/false);
   parsing.start = reasoning::StartFor(parsing.format, tail_text.ok() ? *tail_text : "");
-  if (parsing.start == reasoning::ReasoningStart::kContent || !out.has_structured_output()) {
-    return parsing;
+  if (out->has_structured_output() && parsing.start != reasoning::ReasoningStart::kContent) {
+    out->mutable_structured_output()->set_reasoning_block(
+        parsing.start == reasoning::ReasoningStart::kReasoning
+            ? ::llmserve::v1::StructuredOutput::REASONING_BLOCK_OPEN
+            : ::llmserve::v1::StructuredOutput::REASONING_BLOCK_OPTIONAL);
   }
-  // The worker's grammar masks every token from the first, the reasoning's included: the reply
-  // would have to skip its reasoning or write it as the constrained output. Refused rather than
-  // answered wrong, until the worker can start the constraint after </think>.
-  const std::string why =
-      absl::StrCat("model \"", model.name(), "\" reasons before it answers (reasoning parser ",
-                   reasoning::ReasoningFormatName(parsing.format),
-                   ") and a constraint would apply from its first token, to the reasoning too; ");
-  const ::llmserve::v1::ChatPrompt& chat = request.chat();
-  if (!request.has_structured_output()) {
-    return Invalid(
-        chat.tool_choice_function().empty() ? "chat.tool_choice" : "chat.tool_choice_function",
-        absl::StrCat(why,
-                     "\"required\" or a named function is not supported with reasoning (use "
-                     "\"auto\": calls after the reasoning are parsed)"));
-  }
-  return Invalid("structured_output",
-                 absl::StrCat(why,
-                              "structured outputs (response_format, guided_json, guided_regex, "
-                              "guided_choice, guided_grammar, structured_outputs) are not "
-                              "supported with reasoning"));
+  return parsing;
 }
 
 }  // namespace
@@ -313,9 +298,7 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const ::llmserve::v1::GenerateReq
   if (!tool_calling.ok()) return tool_calling.status();
   prepared.tool_calling = *std::move(tool_calling);
   if (request.has_chat() && model->reasoning_format() != reasoning::ReasoningFormat::kNone) {
-    absl::StatusOr<ReasoningParsing> parsing = ResolveReasoning(request, *model, prompt, out);
-    if (!parsing.ok()) return parsing.status();
-    prepared.reasoning = *parsing;
+    prepared.reasoning = ResolveReasoning(*model, prompt, &out);
   }
   prepared.skip_special_tokens =
       request.has_skip_special_tokens() ? request.skip_special_tokens() : true;

@@ -64,6 +64,20 @@ StructuredOutputCompiler::Compile(const ::llmserve::v1::StructuredOutput& output
       return absl::InvalidArgumentError(
           "structured_output: set one of json_schema, json_object, regex, choice, grammar");
   }
+  switch (output.reasoning_block()) {
+    case Proto::REASONING_BLOCK_NONE:
+      break;
+    case Proto::REASONING_BLOCK_OPEN:
+      constraint.reasoning_block = structured::Constraint::ReasoningBlock::kOpen;
+      break;
+    case Proto::REASONING_BLOCK_OPTIONAL:
+      constraint.reasoning_block = structured::Constraint::ReasoningBlock::kOptional;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("structured_output.reasoning_block: ", output.reasoning_block(),
+                       " is not NONE (0), OPEN (1) or OPTIONAL (2)"));
+  }
   absl::StatusOr<std::shared_ptr<const structured::CompiledGrammar>> grammar =
       compiler_->Compile(constraint);
   if (!grammar.ok()) {

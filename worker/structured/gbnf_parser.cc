@@ -19,8 +19,9 @@ bool IsNameChar(char c) {
 
 class Parser {
  public:
-  Parser(absl::string_view src, absl::string_view what, bool source_positions)
-      : src_(src), what_(what), source_positions_(source_positions) {}
+  Parser(absl::string_view src, absl::string_view what, bool source_positions,
+         absl::string_view start_rule)
+      : src_(src), what_(what), source_positions_(source_positions), start_rule_(start_rule) {}
 
   absl::StatusOr<Grammar> Parse() {
     if (!common::utf8::IsValid(common::AsStd(src_))) {
@@ -46,7 +47,7 @@ class Parser {
       if (absl::Status s = builder_.Define(rule, std::move(alts)); !s.ok()) return Error(s);
       SkipSpace();
     }
-    return builder_.Build("root", what_);
+    return builder_.Build(start_rule_, what_);
   }
 
  private:
@@ -329,6 +330,7 @@ class Parser {
   absl::string_view src_;
   absl::string_view what_;
   const bool source_positions_;
+  const absl::string_view start_rule_;
   size_t pos_ = 0;
   GrammarBuilder builder_;
 };
@@ -336,8 +338,8 @@ class Parser {
 }  // namespace
 
 absl::StatusOr<Grammar> ParseGbnf(absl::string_view source, absl::string_view what,
-                                  bool source_positions) {
-  return Parser(source, what, source_positions).Parse();
+                                  bool source_positions, absl::string_view start_rule) {
+  return Parser(source, what, source_positions, start_rule).Parse();
 }
 
 }  // namespace llmserve::worker::structured

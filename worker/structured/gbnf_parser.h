@@ -24,8 +24,10 @@ inline constexpr int kMaxGbnfNesting = 128;
 // Errors start with `what` and, when `source_positions`, the line and column in `source`: a
 // client's own GBNF grammar gets them; GBNF generated from a regex, a JSON Schema or a choice list
 // does not, since its positions are in text the client never wrote.
+// `start_rule` names the rule the grammar starts from.
 absl::StatusOr<Grammar> ParseGbnf(absl::string_view source, absl::string_view what = "grammar",
-                                  bool source_positions = true);
+                                  bool source_positions = true,
+                                  absl::string_view start_rule = "root");
 
 }  // namespace llmserve::worker::structured
 

@@ -12,8 +12,40 @@
 namespace llmserve::worker::structured {
 namespace {
 
+constexpr absl::string_view kReasoningStartRule = "llmserve-reasoning-start";
+
+// The reasoning block before the constrained output (start rule kReasoningStartRule, the
+// constraint's own start rule `root` after it). Its free text runs up to the first "</think>":
+// the states of an automaton that has read 0 to 7 characters of it ("</think>" has no border, so
+// a "<" is the only character that starts it again), each one a rule, every call in tail
+// position (the matcher reuses the frame), ending with the tag's last character.
+std::string ReasoningBlockGbnf(Constraint::ReasoningBlock block) {
+  constexpr absl::string_view kClose = "</think>";
+  std::string gbnf;
+  for (size_t k = 0; k < kClose.size(); ++k) {
+    // Rule k: k characters of the tag read. Its next character continues the tag, starts it
+    // again ("<"), or drops back to state 0.
+    absl::StrAppend(&gbnf, "llmserve-think-", k, " ::= [^<", k > 0 ? kClose.substr(k, 1) : "",
+                    "] llmserve-think-0 | \"", kClose.substr(k, 1), "\"");
+    if (k + 1 < kClose.size()) absl::StrAppend(&gbnf, " llmserve-think-", k + 1);
+    if (k > 0) absl::StrAppend(&gbnf, " | \"<\" llmserve-think-1");
+    gbnf += "\n";
+  }
+  absl::StrAppend(&gbnf, "llmserve-think-space ::= [ \\t\\r\\n]{0,8}\n");
+  if (block == Constraint::ReasoningBlock::kOpen) {
+    absl::StrAppend(&gbnf, kReasoningStartRule,
+                    " ::= llmserve-think-0 llmserve-think-space root\n");
+  } else {
+    absl::StrAppend(&gbnf, kReasoningStartRule,
+                    " ::= llmserve-think-space \"<think>\" llmserve-think-0 llmserve-think-space "
+                    "root | root\n");
+  }
+  return gbnf;
+}
+
 std::string CacheKey(const Constraint& c) {
-  std::string key = absl::StrCat(static_cast<int>(c.kind), ":", c.text.size(), ":", c.text);
+  std::string key = absl::StrCat(static_cast<int>(c.kind), ":", static_cast<int>(c.reasoning_block),
+                                 ":", c.text.size(), ":", c.text);
   if (c.kind == Constraint::Kind::kChoice) {
     for (const std::string& choice : c.choices)
       absl::StrAppend(&key, ":", choice.size(), ":", choice);
@@ -100,19 +132,24 @@ absl::StatusOr<Grammar> GrammarCompiler::BuildGrammar(const Constraint& c) const
                                                    " bytes, more than the limit of ",
                                                    kMaxConstraintBytes));
   }
+  std::string gbnf;
+  // Positions in errors only for text the client wrote: its own GBNF grammar.
+  bool source_positions = false;
   switch (c.kind) {
     case Constraint::Kind::kJsonObject:
-      return ParseGbnf(JsonObjectGbnf(), KindName(c.kind), /*source_positions=*/false);
+      gbnf = JsonObjectGbnf();
+      break;
     case Constraint::Kind::kJsonSchema: {
-      absl::StatusOr<std::string> gbnf = JsonSchemaToGbnf(c.text);
-      if (!gbnf.ok()) return gbnf.status();
-      return ParseGbnf(*gbnf, KindName(c.kind), /*source_positions=*/false);
+      absl::StatusOr<std::string> converted = JsonSchemaToGbnf(c.text);
+      if (!converted.ok()) return converted.status();
+      gbnf = *std::move(converted);
+      break;
     }
     case Constraint::Kind::kRegex: {
       absl::StatusOr<std::string> expr = RegexToGbnf(c.text, {});
       if (!expr.ok()) return expr.status();
-      return ParseGbnf(absl::StrCat("root ::= ", *expr), KindName(c.kind),
-                       /*source_positions=*/false);
+      gbnf = absl::StrCat("root ::= ", *expr);
+      break;
     }
     case Constraint::Kind::kChoice: {
       if (c.choices.empty()) return absl::InvalidArgumentError("choice: no choices given");
@@ -121,7 +158,7 @@ absl::StatusOr<Grammar> GrammarCompiler::BuildGrammar(const Constraint& c) const
             absl::StrCat("choice: more than ", kMaxChoices, " choices"));
       }
       size_t total = 0;
-      std::string gbnf = "root ::= ";
+      gbnf = "root ::= ";
       for (size_t i = 0; i < c.choices.size(); ++i) {
         total += c.choices[i].size();
         if (total > kMaxConstraintBytes) {
@@ -132,12 +169,25 @@ absl::StatusOr<Grammar> GrammarCompiler::BuildGrammar(const Constraint& c) const
         }
         absl::StrAppend(&gbnf, i > 0 ? " | " : "", GbnfLiteral(c.choices[i]));
       }
-      return ParseGbnf(gbnf, KindName(c.kind), /*source_positions=*/false);
+      break;
     }
     case Constraint::Kind::kGrammar:
-      return ParseGbnf(c.text, KindName(c.kind));
+      gbnf = c.text;
+      source_positions = true;
+      break;
   }
-  return absl::InvalidArgumentError("unknown constraint kind");
+  if (c.reasoning_block == Constraint::ReasoningBlock::kNone) {
+    return ParseGbnf(gbnf, KindName(c.kind), source_positions);
+  }
+  // A client's grammar is checked alone first, so that an error in it (an unclosed group runs
+  // into the text after it) points into its own text. The reasoning block's rules come after the
+  // constraint's; a client's grammar that defines one of them is refused as a rule defined twice.
+  if (source_positions) {
+    absl::StatusOr<Grammar> alone = ParseGbnf(gbnf, KindName(c.kind), source_positions);
+    if (!alone.ok()) return alone.status();
+  }
+  absl::StrAppend(&gbnf, "\n", ReasoningBlockGbnf(c.reasoning_block));
+  return ParseGbnf(gbnf, KindName(c.kind), source_positions, kReasoningStartRule);
 }
 
 absl::StatusOr<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::Compile(

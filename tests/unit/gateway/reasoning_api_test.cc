@@ -1,8 +1,8 @@
 // Reasoning output through both frontends of a whole gateway, in front of the in-memory
 // FakeWorkerClient whose "models" write <think> blocks: `reasoning_content` apart from `content`
 // (whole, and streamed as deltas before the content), `reasoning_tokens` in usage, tool calls
-// parsed from the content alone, structured outputs refused where they would constrain the
-// reasoning, and nothing changed for a model without a parser or for /v1/completions.
+// parsed from the content alone, constraints that start after the reasoning, and nothing
+// changed for a model without a parser or for /v1/completions.
 
 #include <grpcpp/grpcpp.h>
 
@@ -379,41 +379,49 @@ TEST_F(GatewayReasoningTest, ToolCallsComeFromTheContentOnly) {
   EXPECT_EQ(streamed.finish, "tool_calls");
 }
 
-// The worker's constraint would hold from the first token, reasoning included: refused by name
-// where the reply starts in (or may open) its reasoning, accepted where the prompt closed it.
-TEST_F(GatewayReasoningTest, ConstraintsAreRefusedWhileTheReplyReasons) {
+// A constraint starts after the reasoning: the worker's request says where (the block the prompt
+// opened, one the reply may open, or none where the prompt closed it), the reply's reasoning
+// stays reasoning and its content is the constrained output; a required tool call likewise.
+TEST_F(GatewayReasoningTest, ConstraintsStartAfterTheReasoning) {
   const std::string schema = R"(, "response_format": {"type": "json_object"})";
-  // Named as the client wrote it.
-  const std::pair<const char*, std::string> constraints[] = {
-      {"response_format", schema},
-      {"guided_regex", R"(, "guided_regex": "[0-9]+")"},
-  };
-  for (const char* model : {"r1", "qwen"}) {
-    for (const auto& [field, extra] : constraints) {
-      const Reply refused =
-          ParseReply(Exchange("/v1/chat/completions", ChatBody(model, false, extra)));
-      EXPECT_EQ(refused.status, 400) << refused.body;
-      const std::string message = refused.body["error"]["message"].get<std::string>();
-      EXPECT_TRUE(absl::StartsWith(
-          message, absl::StrCat(field, ": model \"", model, "\" reasons before it answers")))
-          << message;
+  using Block = ::llmserve::v1::StructuredOutput;
+  size_t call = 0;
+  for (const auto& [model, block] : std::vector<std::pair<std::string, Block::ReasoningBlock>>{
+           {"r1", Block::REASONING_BLOCK_OPEN},
+           {"qwen", Block::REASONING_BLOCK_OPTIONAL},
+           {"qwen-no-think", Block::REASONING_BLOCK_NONE}}) {
+    SCOPED_TRACE(model);
+    const std::string output = model == "r1"     ? "Braces.</think>\n\n{\"a\": 1}"
+                               : model == "qwen" ? "<think>Braces.</think>\n\n{\"a\": 1}"
+                                                 : "{\"a\": 1}";
+    const Reply reply = Chat(call, model, output, ::llmserve::v1::FINISH_REASON_STOP, schema);
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    const ::llmserve::worker::v1::GenerateRequest& sent = fake_.WaitForCall(call++)->request();
+    ASSERT_TRUE(sent.has_structured_output());
+    EXPECT_TRUE(sent.structured_output().json_object());
+    EXPECT_EQ(sent.structured_output().reasoning_block(), block);
+    const nlohmann::json& message = reply.body["choices"][0]["message"];
+    EXPECT_EQ(nlohmann::json::parse(message["content"].get<std::string>()),
+              nlohmann::json::parse(R"({"a": 1})"));
+    if (block != Block::REASONING_BLOCK_NONE) {
+      EXPECT_EQ(message["reasoning_content"], "Braces.");
     }
   }
-  const Reply required = ParseReply(
-      Exchange("/v1/chat/completions",
-               ChatBody("r1", false,
-                        absl::StrCat(R"(, "tools": )", kTools, R"(, "tool_choice": "required")"))));
-  EXPECT_EQ(required.status, 400) << required.body;
-  EXPECT_TRUE(
-      absl::StartsWith(required.body["error"]["message"].get<std::string>(), "chat.tool_choice: "))
-      << required.body;
-  EXPECT_EQ(fake_.calls_started(), 0u) << "no refused request reaches a worker";
 
-  const Reply accepted =
-      Chat(0, "qwen-no-think", R"({"a": 1})", ::llmserve::v1::FINISH_REASON_STOP, schema);
-  ASSERT_EQ(accepted.status, 200) << accepted.body;
-  EXPECT_EQ(accepted.body["choices"][0]["message"]["content"], R"({"a": 1})");
-  EXPECT_TRUE(fake_.WaitForCall(0)->request().has_structured_output());
+  const Reply required =
+      Chat(call, "r1",
+           absl::StrCat("Weather.</think>\n\n[", R"({"name": "get_weather", "arguments": )",
+                        R"({"city": "Paris"}}])"),
+           ::llmserve::v1::FINISH_REASON_STOP,
+           absl::StrCat(R"(, "tools": )", kTools, R"(, "tool_choice": "required")"));
+  ASSERT_EQ(required.status, 200) << required.body;
+  EXPECT_EQ(fake_.WaitForCall(call)->request().structured_output().reasoning_block(),
+            Block::REASONING_BLOCK_OPEN);
+  const nlohmann::json& message = required.body["choices"][0]["message"];
+  EXPECT_EQ(message["reasoning_content"], "Weather.");
+  ASSERT_EQ(message["tool_calls"].size(), 1u) << required.body;
+  EXPECT_EQ(message["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(required.body["choices"][0]["finish_reason"], "tool_calls");
 }
 
 // With </think> one token, the count ends exactly at it, even when the worker sends the whole
