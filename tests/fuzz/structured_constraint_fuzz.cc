@@ -1,6 +1,7 @@
 // Fuzz target: a structured-output constraint as a client sends it to a worker. The first byte
 // picks the kind (JSON Schema, regex, GBNF grammar, choice list with entries split at '\n', JSON
-// mode) and the next the seed of a walk; the rest is the constraint's text. The compiler must
+// mode: byte % 5) and the reasoning block before it (none, open, optional: byte / 5 % 3), the next
+// the seed of a walk; the rest is the constraint's text. The compiler must
 // answer OK or INVALID_ARGUMENT, never crash or hang; a compiled grammar is then walked for up
 // to 48 tokens of a small vocabulary (single bytes, some multi-byte pieces, EOS, a special token)
 // choosing only tokens its mask allows, and the mask must agree with the matcher: every chosen
@@ -77,6 +78,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       structured::Constraint::Kind::kGrammar, structured::Constraint::Kind::kChoice,
       structured::Constraint::Kind::kJsonObject};
   constraint.kind = kKinds[data[0] % 5];
+  // The first byte's higher part puts a reasoning block before the constraint (seeds below 5 have
+  // none).
+  constexpr structured::Constraint::ReasoningBlock kBlocks[] = {
+      structured::Constraint::ReasoningBlock::kNone, structured::Constraint::ReasoningBlock::kOpen,
+      structured::Constraint::ReasoningBlock::kOptional};
+  constraint.reasoning_block = kBlocks[data[0] / 5 % 3];
   uint32_t seed = data[1];
   const std::string text(reinterpret_cast<const char*>(data + 2), size - 2);
   if (constraint.kind == structured::Constraint::Kind::kChoice) {
