@@ -179,15 +179,18 @@ absl::StatusOr<Grammar> GrammarCompiler::BuildGrammar(const Constraint& c) const
   if (c.reasoning_block == Constraint::ReasoningBlock::kNone) {
     return ParseGbnf(gbnf, KindName(c.kind), source_positions);
   }
-  // A client's grammar is checked alone first, so that an error in it (an unclosed group runs
-  // into the text after it) points into its own text. The reasoning block's rules come after the
-  // constraint's; a client's grammar that defines one of them is refused as a rule defined twice.
-  if (source_positions) {
-    absl::StatusOr<Grammar> alone = ParseGbnf(gbnf, KindName(c.kind), source_positions);
-    if (!alone.ok()) return alone.status();
-  }
+  // The reasoning block's rules come after the constraint's; a client's grammar that defines one
+  // of them is refused as a rule defined twice.
+  const size_t own_size = gbnf.size();
   absl::StrAppend(&gbnf, "\n", ReasoningBlockGbnf(c.reasoning_block));
-  return ParseGbnf(gbnf, KindName(c.kind), source_positions, kReasoningStartRule);
+  absl::StatusOr<Grammar> grammar =
+      ParseGbnf(gbnf, KindName(c.kind), source_positions, kReasoningStartRule);
+  if (grammar.ok() || !source_positions) return grammar;
+  // An error in a client's grammar (an unclosed group runs into the text after it) is reported
+  // where it is in the client's own text: that text alone, parsed again, says where.
+  absl::StatusOr<Grammar> alone =
+      ParseGbnf(absl::string_view(gbnf).substr(0, own_size), KindName(c.kind), source_positions);
+  return alone.ok() ? grammar.status() : alone.status();
 }
 
 absl::StatusOr<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::Compile(
