@@ -14,4 +14,6 @@ find_package(Boost REQUIRED)  # Boost::headers: Beast + Asio (header-only) for t
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+# The request log's PostgreSQL sink (gateway/request_log/postgres_sink.h).
+pkg_check_modules(LIBPQ REQUIRED IMPORTED_TARGET libpq)
 include(GoogleTest)

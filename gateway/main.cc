@@ -4,6 +4,7 @@
 // SIGTERM or SIGINT drains (stop admitting, finish running requests up to --drain_timeout) and
 // exits 0; a second signal exits at once with status 1.
 
+#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
@@ -111,6 +112,13 @@ ABSL_FLAG(std::string, worker_tls_server_name, "",
           "name to check in the workers' certificates when it is not the dialled address");
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "on SIGTERM, how long running requests may take");
+ABSL_FLAG(std::string, request_log, "",
+          "where every finished request's record goes: postgres://[user@]host[:port]/db[?...] "
+          "(PostgreSQL; a password is better in PGPASSWORD than in the URL) or the path of a "
+          "JSON-lines file; empty: the LLMSERVE_REQUEST_LOG environment variable, else none");
+ABSL_FLAG(int64_t, request_log_queue, 10000,
+          "request log records held in memory while the sink is slow or down; beyond it new "
+          "records are dropped (counted in llmserve_gateway_request_log_records_total)");
 
 namespace {
 
@@ -248,6 +256,19 @@ absl::StatusOr<llmserve::gateway::GatewayServerOptions> OptionsFromFlags() {
   if (options.drain_timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--drain_timeout must be >= 0");
   }
+  options.request_log = absl::GetFlag(FLAGS_request_log);
+  // From the environment, so that a URL holding a password (a Kubernetes Secret) stays out of the
+  // command line that `ps` shows.
+  if (const char* from_env = std::getenv("LLMSERVE_REQUEST_LOG");
+      options.request_log.empty() && from_env != nullptr) {
+    options.request_log = from_env;
+  }
+  const int64_t request_log_queue = absl::GetFlag(FLAGS_request_log_queue);
+  if (request_log_queue < 1 || request_log_queue > 10000000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--request_log_queue must be in [1, 10000000], got ", request_log_queue));
+  }
+  options.request_log_options.max_queued = static_cast<size_t>(request_log_queue);
   return options;
 }
 

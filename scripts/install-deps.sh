@@ -13,6 +13,8 @@ build_packages=(
   # base libraries
   libabsl-dev prometheus-cpp-dev libopenblas-dev nlohmann-json3-dev libutf8proc-dev
   libpcre2-dev libboost-dev libcpp-jwt-dev libssl-dev
+  # the request log's PostgreSQL sink
+  libpq-dev
   # configure finds GoogleTest and Google Benchmark even when no test is built
   libgtest-dev libgmock-dev libbenchmark-dev
 )
@@ -25,6 +27,8 @@ test_packages=(
   # monitoring: promtool and a real Prometheus server for the rules and dashboards, PyYAML to
   # read them; a real DNS server for the scaling test
   prometheus python3-yaml dnsmasq-base
+  # a real PostgreSQL server for the request log's test
+  postgresql
   # llmserve-bench --plot and `make bench` draw with gnuplot
   gnuplot-nox
   # fuzzing (libFuzzer comes with clang's runtime); clang-format for `make format`; lld, which

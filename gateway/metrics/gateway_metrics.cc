@@ -44,13 +44,54 @@ class GatewayMetrics::LiveCollector : public prometheus::Collectable {
     for (const auto& [model, ready] : ready_per_model) {
       per_model.metric.push_back(Gauge({{"model", model}}, ready));
     }
-    return {std::move(active), std::move(prepare_queued), std::move(draining), std::move(up),
-            std::move(per_model)};
+    std::vector<prometheus::MetricFamily> families = {std::move(active), std::move(prepare_queued),
+                                                      std::move(draining), std::move(up),
+                                                      std::move(per_model)};
+    if (state.request_log.has_value()) AddRequestLog(*state.request_log, families);
+    return families;
   }
 
  private:
-  static prometheus::MetricFamily Family(std::string name, std::string help) {
-    return {std::move(name), std::move(help), prometheus::MetricType::Gauge, {}};
+  static prometheus::MetricFamily Family(
+      std::string name, std::string help,
+      prometheus::MetricType type = prometheus::MetricType::Gauge) {
+    return {std::move(name), std::move(help), type, {}};
+  }
+  static prometheus::ClientMetric Counter(std::vector<std::pair<std::string, std::string>> labels,
+                                          double value) {
+    prometheus::ClientMetric metric;
+    for (auto& [name, label_value] : labels) {
+      metric.label.push_back({std::move(name), std::move(label_value)});
+    }
+    metric.counter.value = value;
+    return metric;
+  }
+  // The request log counts in its own thread; its counters are read here, at the scrape.
+  static void AddRequestLog(const LiveState::RequestLogState& log,
+                            std::vector<prometheus::MetricFamily>& families) {
+    prometheus::MetricFamily records =
+        Family("llmserve_gateway_request_log_records_total",
+               "Request log records written to the sink, or dropped (queue full, refused by the "
+               "sink, left at shutdown).",
+               prometheus::MetricType::Counter);
+    records.metric.push_back(Counter({{"result", "written"}}, static_cast<double>(log.written)));
+    records.metric.push_back(Counter({{"result", "dropped"}}, static_cast<double>(log.dropped)));
+    prometheus::MetricFamily failures =
+        Family("llmserve_gateway_request_log_write_failures_total",
+               "Failed writes to the request log's sink (each retry counts).",
+               prometheus::MetricType::Counter);
+    failures.metric.push_back(Counter({}, static_cast<double>(log.write_failures)));
+    prometheus::MetricFamily queued =
+        Family("llmserve_gateway_request_log_queued", "Request log records waiting for the sink.");
+    queued.metric.push_back(Gauge({}, static_cast<double>(log.queued)));
+    prometheus::MetricFamily up =
+        Family("llmserve_gateway_request_log_sink_up",
+               "0 from a failed write to the request log's sink until one succeeds, else 1.");
+    up.metric.push_back(Gauge({}, log.sink_up ? 1 : 0));
+    families.push_back(std::move(records));
+    families.push_back(std::move(failures));
+    families.push_back(std::move(queued));
+    families.push_back(std::move(up));
   }
   static prometheus::ClientMetric Gauge(std::vector<std::pair<std::string, std::string>> labels,
                                         double value) {

@@ -18,6 +18,11 @@
 //   query_of_death_refused_total            requests refused because an identical one made a
 //                                           worker fail (quarantine), without reaching a worker
 //   query_of_death_quarantined              fingerprints in quarantine (as of the last crash)
+//   request_log_records_total{result}       with a request log: records written, or dropped
+//                                           (queue full, refused by the sink, left at shutdown)
+//   request_log_write_failures_total        failed writes to the sink (each retry counts)
+//   request_log_queued                      records waiting for the sink
+//   request_log_sink_up                     0 from a failed write until one succeeds, else 1
 //
 // Thread-safe.
 
@@ -27,6 +32,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +63,15 @@ class GatewayMetrics {
     std::vector<WorkerGauge> workers;
     // Every model served since start: each gets a model_ready_workers series, 0 when none is up.
     std::vector<std::string> models;
+    // The request log's series exist only when it does.
+    struct RequestLogState {
+      int64_t written = 0;
+      int64_t dropped = 0;
+      int64_t write_failures = 0;
+      int64_t queued = 0;
+      bool sink_up = true;
+    };
+    std::optional<RequestLogState> request_log;
   };
   // `live` is read at every scrape.
   explicit GatewayMetrics(std::function<LiveState()> live);

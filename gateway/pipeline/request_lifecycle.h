@@ -7,7 +7,9 @@
 // and it ends exactly once, in Finish: the request metric (api, model, code, duration), the token
 // charge (completion tokens against the reservation) and the concurrency permit's release happen
 // there, so that no frontend can count a request twice or forget one. A lifecycle destroyed
-// without Finish (its client left) ends as CANCELLED.
+// without Finish (its client left) ends as CANCELLED. With a request log, Finish also writes the
+// request's record (gateway/request_log/): what the frontends told the lifecycle along the way
+// (request id, principal, model, each choice's result) and how it ended.
 //
 // RequestTracker owns what both frontends share: whether new requests are accepted (drain), how
 // many are in flight, and how many generations are still alive (they may outlive their request
@@ -22,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -32,7 +35,9 @@
 #include "absl/time/time.h"
 #include "gateway/admission/request_admission.h"
 #include "gateway/metrics/gateway_metrics.h"
+#include "gateway/pipeline/generation.h"
 #include "gateway/pipeline/in_flight_count.h"
+#include "gateway/request_log/request_log.h"
 
 namespace llmserve::gateway {
 
@@ -40,12 +45,14 @@ class RequestLifecycle;
 
 class RequestTracker {
  public:
-  // `metrics` may be null. Both must outlive every lifecycle.
-  RequestTracker(const RequestAdmission* admission, GatewayMetrics* metrics)
-      : admission_(admission), metrics_(metrics) {}
+  // `metrics` and `request_log` may be null. All must outlive every lifecycle.
+  RequestTracker(const RequestAdmission* admission, GatewayMetrics* metrics,
+                 RequestLog* request_log = nullptr)
+      : admission_(admission), metrics_(metrics), request_log_(request_log) {}
 
-  // A request of `api` ("grpc", "http") arriving now.
-  std::shared_ptr<RequestLifecycle> Begin(absl::string_view api);
+  // A request of `api` ("grpc", "http") to `endpoint` (the gRPC method or HTTP path, for the
+  // request log) arriving now.
+  std::shared_ptr<RequestLifecycle> Begin(absl::string_view api, absl::string_view endpoint = "");
 
   // UNAVAILABLE once draining: new requests go elsewhere.
   absl::Status CheckAccepting() const;
@@ -69,6 +76,7 @@ class RequestTracker {
 
   const RequestAdmission* const admission_;
   GatewayMetrics* const metrics_;
+  RequestLog* const request_log_;
   std::atomic<bool> draining_{false};
   const std::shared_ptr<InFlightCount> active_ = InFlightCount::Create();
   const std::shared_ptr<InFlightCount> generations_ = InFlightCount::Create();
@@ -80,7 +88,8 @@ class RequestTracker {
 class RequestLifecycle : public std::enable_shared_from_this<RequestLifecycle> {
  public:
   // From RequestTracker::Begin.
-  RequestLifecycle(const RequestAdmission* admission, GatewayMetrics* metrics, std::string api,
+  RequestLifecycle(const RequestAdmission* admission, GatewayMetrics* metrics,
+                   RequestLog* request_log, std::string api, std::string endpoint,
                    InFlightCount::Guard active, InFlightCount::Guard active_in_api);
   ~RequestLifecycle();
   RequestLifecycle(const RequestLifecycle&) = delete;
@@ -90,6 +99,13 @@ class RequestLifecycle : public std::enable_shared_from_this<RequestLifecycle> {
   absl::Time arrival() const { return arrival_; }
   // The model's name for the request metric, once known (as the client sent it, then resolved).
   void set_model(absl::string_view model);
+  // For the request log: the id its response carries, and who sent it once authenticated (Admit
+  // sets it too).
+  void set_request_id(absl::string_view request_id);
+  void set_principal(const Principal& principal);
+  // For the request log: how choice `choice` ended, when it generated (its usage, finish reason,
+  // latency and worker).
+  void AddResult(int choice, const GenerationResult& result);
 
   // Admits `principal`'s request of `reserved_tokens` (prompt + every choice's max_tokens): the
   // rate limits now, then a concurrency slot, now or when one frees up. `done` runs exactly once
@@ -101,19 +117,36 @@ class RequestLifecycle : public std::enable_shared_from_this<RequestLifecycle> {
   // The client left while queued for a slot: true when `done` will never run.
   bool CancelAdmission();
 
-  // Ends the request with `code`; when it was admitted, `completion_tokens` are charged against
+  // Ends the request with `status`; when it was admitted, `completion_tokens` are charged against
   // its reservation and its slot is released. Only the first call counts.
-  void Finish(absl::StatusCode code, int64_t completion_tokens = 0);
+  void Finish(const absl::Status& status, int64_t completion_tokens = 0);
+  void Finish(absl::StatusCode code, int64_t completion_tokens = 0) {
+    Finish(absl::Status(code, ""), completion_tokens);
+  }
 
  private:
+  struct ChoiceResult {
+    int choice = 0;
+    GenerationResult result;
+  };
+  // The request log's record of the request that ended with `status`.
+  RequestRecord MakeRecord(const absl::Status& status, absl::Time end)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
   const RequestAdmission* const admission_;
   GatewayMetrics* const metrics_;
+  RequestLog* const request_log_;
   const std::string api_;
+  const std::string endpoint_;
   const absl::Time arrival_ = absl::Now();
   const InFlightCount::Guard active_;
   const InFlightCount::Guard active_in_api_;
   absl::Mutex mutex_;
   std::string model_ ABSL_GUARDED_BY(mutex_);
+  std::string request_id_ ABSL_GUARDED_BY(mutex_);
+  std::optional<Principal> principal_ ABSL_GUARDED_BY(mutex_);
+  // Only with a request log.
+  std::vector<ChoiceResult> results_ ABSL_GUARDED_BY(mutex_);
   // Set once admitted.
   std::optional<RequestAdmission::Admitted> admitted_ ABSL_GUARDED_BY(mutex_);
   int64_t reserved_tokens_ ABSL_GUARDED_BY(mutex_) = 0;

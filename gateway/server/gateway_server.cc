@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/cgroup_limits.h"
 #include "common/base/logging.h"
+#include "gateway/request_log/open_sink.h"
 
 namespace llmserve::gateway {
 namespace {
@@ -51,6 +52,18 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(
   }
   std::unique_ptr<GatewayServer> server(new GatewayServer());
   server->options_ = options;
+  if (!options.request_log.empty()) {
+    absl::StatusOr<std::unique_ptr<RequestLogSink>> sink = OpenRequestLogSink(options.request_log);
+    absl::StatusOr<std::unique_ptr<RequestLog>> log =
+        sink.ok() ? RequestLog::Start(*std::move(sink), options.request_log_options)
+                  : absl::StatusOr<std::unique_ptr<RequestLog>>(sink.status());
+    if (!log.ok()) {
+      return absl::Status(log.status().code(),
+                          absl::StrCat("--request_log: ", log.status().message()));
+    }
+    server->request_log_ = *std::move(log);
+    LLMSERVE_LOG(INFO) << "gateway: request log to " << server->request_log_->Describe();
+  }
   if (!options.api_keys_file.empty()) {
     absl::StatusOr<std::unique_ptr<ApiKeyStore>> keys = ApiKeyStore::Load(options.api_keys_file);
     if (!keys.ok()) return keys.status();
@@ -117,6 +130,15 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(
            .model = worker.model_info != nullptr ? worker.model_info->model_name() : "",
            .ready = worker.ready && !worker.draining});
     }
+    if (raw->request_log_ != nullptr) {
+      const RequestLog::Stats log = raw->request_log_->stats();
+      state.request_log =
+          GatewayMetrics::LiveState::RequestLogState{.written = log.written,
+                                                     .dropped = log.dropped,
+                                                     .write_failures = log.write_failures,
+                                                     .queued = log.queued,
+                                                     .sink_up = log.sink_ok};
+    }
     return state;
   });
   server->options_.inference.metrics = server->metrics_.get();
@@ -126,8 +148,8 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(
   server->admission_ =
       std::make_unique<RequestAdmission>(server->authenticator_.get(), server->rate_limiter_.get(),
                                          server->concurrency_.get(), server->metrics_.get());
-  server->tracker_ =
-      std::make_unique<RequestTracker>(server->admission_.get(), server->metrics_.get());
+  server->tracker_ = std::make_unique<RequestTracker>(
+      server->admission_.get(), server->metrics_.get(), server->request_log_.get());
   server->catalog_ = std::make_unique<ModelCatalog>(server->workers_, options.tool_call_format,
                                                     options.reasoning_parsers);
   absl::StatusOr<std::unique_ptr<PrepareStage>> prepare = PrepareStage::Create(

@@ -38,6 +38,7 @@
 #include "gateway/pipeline/request_lifecycle.h"
 #include "gateway/pipeline/request_options.h"
 #include "gateway/reasoning/reasoning_format.h"
+#include "gateway/request_log/request_log.h"
 #include "gateway/router/worker_pool.h"
 
 namespace llmserve::gateway {
@@ -91,6 +92,10 @@ struct GatewayServerOptions {
   // Which models' chat replies have their reasoning parsed (--reasoning_parser); none by default.
   reasoning::ReasoningParsers reasoning_parsers;
   absl::Duration drain_timeout = absl::Seconds(30);
+  // Where every finished request's record goes (gateway/request_log/): a postgres:// URL or the
+  // path of a JSON-lines file; empty: no request log.
+  std::string request_log;
+  RequestLogOptions request_log_options;
   // TLS on the public gRPC port; empty: plaintext.
   common::ServerTlsFiles tls;
   // TLS (with a CA) or mutual TLS (with a client certificate too) towards the workers.
@@ -136,6 +141,8 @@ class GatewayServer {
   std::unique_ptr<RateLimiter> rate_limiter_;
   std::unique_ptr<ConcurrencyLimiter> concurrency_;
   std::unique_ptr<GatewayMetrics> metrics_;
+  // Outlives every request's lifecycle (each writes its record as it ends).
+  std::unique_ptr<RequestLog> request_log_;
   // Shared by both APIs' generations, which end before it goes (see the destructor).
   std::unique_ptr<QueryOfDeathGuard> query_of_death_;
   std::unique_ptr<common::MetricsExposer> exposer_;

@@ -270,6 +270,27 @@ function checkGateway(objects, ctx) {
         `--${name}: Secret ${vol.secret.secretName} is neither rendered nor an existingSecret in values`);
     }
   }
+  // The request log: a file in a writable volume of its own; a database URL and password only
+  // from Secrets, in the environment (never on the command line, which `ps` shows).
+  const logFile = flag(c.args, 'request_log');
+  if (logFile !== undefined) {
+    const mount = c.volumeMounts.find((m) => m.mountPath === path.dirname(logFile));
+    assert.ok(mount && !mount.readOnly, `--request_log=${logFile} is in a writable mount of its folder`);
+    const vol = spec.volumes.find((v) => v.name === mount.name);
+    assert.ok(vol.emptyDir || vol.persistentVolumeClaim, '--request_log: an emptyDir or a PVC');
+  }
+  assert.ok(!c.args.some((a) => /postgres(ql)?:\/\//.test(a)), 'no database URL in the arguments');
+  for (const name of ['LLMSERVE_REQUEST_LOG', 'PGPASSWORD']) {
+    const env = (c.env ?? []).find((e) => e.name === name);
+    if (!env) continue;
+    const ref = env.valueFrom?.secretKeyRef;
+    assert.ok(ref && env.value === undefined, `${name} comes from a Secret`);
+    assert.ok(find(objects, 'Secret', ref.name) || ctx.existingSecrets.has(ref.name),
+      `${name}: Secret ${ref.name} is neither rendered nor an existingSecret in values`);
+  }
+  if ((c.env ?? []).some((e) => e.name === 'LLMSERVE_REQUEST_LOG') || logFile !== undefined) {
+    assert.match(flag(c.args, 'request_log_queue') ?? '', /^\d+$/, '--request_log_queue with a request log');
+  }
   const svc = find(objects, 'Service', dep.metadata.name);
   assert.ok(svc && selects(svc.spec.selector, podLabels(dep)), 'the gateway Service selects it');
   return dep;
@@ -483,7 +504,7 @@ function existingSecrets(user) {
   const walk = (o) => {
     if (o && typeof o === 'object') {
       for (const [k, v] of Object.entries(o)) {
-        if (k === 'existingSecret' && v) s.add(v);
+        if ((k === 'existingSecret' || k === 'passwordSecret') && v) s.add(v);
         else walk(v);
       }
     }
@@ -542,6 +563,10 @@ check('ci files turn on what they promise', () => {
   for (const f of ['tls_cert', 'jwt_hs256_secret_file', 'api_keys_file', 'metrics_port']) {
     assert.ok(flag(gw.args, f), `everything-on: the gateway gets --${f}`);
   }
+  assert.ok(gw.env.some((e) => e.name === 'LLMSERVE_REQUEST_LOG'), 'everything-on: a PostgreSQL request log');
+  assert.ok(gw.env.some((e) => e.name === 'PGPASSWORD'), 'everything-on: its password');
+  const demo = mainContainer(workloads(rendered['ci/cpu-demo-values.yaml']).find((o) => component(o) === 'gateway'));
+  assert.equal(flag(demo.args, 'request_log'), '/var/log/llmserve/requests.jsonl', 'cpu-demo: a JSON-lines request log');
 });
 
 check('the generated API key survives as a Secret whose keys file holds its hash', () => {

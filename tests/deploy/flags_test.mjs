@@ -99,7 +99,7 @@ function substitute(args, subs) {
   const allowed = new Set(['host', 'port', 'grpc_port', 'http_port', 'metrics_port', 'model',
     'speculative_model',
     'worker_dns', 'api_keys_file', 'jwt_hs256_secret_file', 'jwt_public_key_file', 'jwt_jwks_file',
-    'tls_cert', 'tls_key']);
+    'tls_cert', 'tls_key', 'request_log']);
   for (const name of Object.keys(subs)) assert.ok(allowed.has(name), `substituting --${name}`);
   parseFlags(args); // every argument is --name=value
   return args.map((a) => {
@@ -249,6 +249,9 @@ async function runScenario(valuesFile) {
     'tls_cert', 'tls_key']) {
     if (flag(gc.args, f) !== undefined) subs[f] = fileFlag(f);
   }
+  // The request log's file: in a folder of the test's instead of the pod's volume.
+  const requestLog = path.join(dir, 'requests.jsonl');
+  if (flag(gc.args, 'request_log') !== undefined) subs.request_log = () => requestLog;
   const [gbin, ...grest] = binaryFor(gc);
   const gargs = [...grest, ...substitute(gc.args, subs)];
   const gateway = start(`${name}-gateway`, gbin, gargs);
@@ -314,6 +317,16 @@ async function runScenario(valuesFile) {
     assert.ok(result, `${child.label} did not exit within 40 s of SIGTERM`);
     assert.equal(result.code, 0, `${child.label} exited with ${JSON.stringify(result)} after SIGTERM:\n` +
       child.logText().split('\n').slice(-10).join('\n'));
+  }
+  // Every request above is a line of the request log once the gateway has exited.
+  if (subs.request_log) {
+    const records = fs.readFileSync(requestLog, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    const completed = records.filter((r) => r.endpoint === '/v1/completions' && r.status === 'OK');
+    assert.equal(completed.length, 1, `request log: ${JSON.stringify(records)}`);
+    assert.equal(completed[0].completion_tokens, 4, 'request log: the completion\'s tokens');
+    if (token) {
+      assert.ok(records.some((r) => r.status === 'UNAUTHENTICATED'), 'request log: the refused request');
+    }
   }
   return `${groups.length} worker group(s), ${tls ? 'TLS, ' : ''}${token ? 'auth' : 'no auth'}`;
 }

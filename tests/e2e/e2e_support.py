@@ -345,17 +345,18 @@ class Cluster(Processes):
         return Worker(name, process, host, int(match.group(1)),
                       int(match.group(2)) if match.group(2) else None)
 
-    def start_gateway(self, workers, *flags, name="gateway", host=LOOPBACK, metrics_port=None):
+    def start_gateway(self, workers, *flags, name="gateway", host=LOOPBACK, metrics_port=None,
+                      env=None):
         """A gateway in front of `workers` (Worker objects or "host:port" strings), gRPC and HTTP
-        on ports of its choosing; /metrics on `metrics_port` when given. Waits until it
-        listens, not until it is ready (wait_ready)."""
+        on ports of its choosing; /metrics on `metrics_port` when given; `env` replaces the
+        environment. Waits until it listens, not until it is ready (wait_ready)."""
         addresses = [w.address if isinstance(w, Worker) else w for w in workers]
         argv = [self.gateway_bin, f"--host={host}", "--grpc_port=0", "--http_port=0"]
         if addresses:
             argv.append("--workers=" + ",".join(addresses))
         if metrics_port is not None:
             argv.append(f"--metrics_port={metrics_port}")
-        process = self.start(name, argv + list(flags))
+        process = self.start(name, argv + list(flags), env)
         match = process.wait_for(r"gateway: gRPC on [^:]+:(\d+), HTTP on http://[^:]+:(\d+), auth")
         http_port = int(match.group(2))
         return Gateway(name, process, host, int(match.group(1)), http_port,

@@ -90,8 +90,9 @@ class AdmittedCall {
     return true;
   }
   // The request ended: counted, charged and its slot released, once.
-  void Ended(const GenerationResult* result, absl::StatusCode code) {
-    lifecycle_->Finish(code, result == nullptr ? 0 : result->usage.completion_tokens());
+  void Ended(const GenerationResult* result, const absl::Status& status) {
+    if (result != nullptr) lifecycle_->AddResult(0, *result);
+    lifecycle_->Finish(status, result == nullptr ? 0 : result->usage.completion_tokens());
   }
 
  private:
@@ -211,7 +212,7 @@ class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
         finish_status_ = common::ToGrpcStatus(error);
       }
     }
-    if (result != nullptr || !error.ok()) Ended(result, error.code());
+    if (result != nullptr || !error.ok()) Ended(result, error);
     Pump();
   }
 
@@ -310,7 +311,7 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public AdmittedCall<Una
       }
       *call->response_.mutable_usage() = result.usage;
       *call->response_.mutable_timing() = result.timing;
-      call->Ended(&result, absl::StatusCode::kOk);
+      call->Ended(&result, absl::OkStatus());
       *call->raw_response_ = call->collected_.Build(std::move(call->response_));
       call->Finish(grpc::Status::OK);
     }
@@ -321,7 +322,7 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public AdmittedCall<Una
         std::swap(call, call_);
       }
       if (call == nullptr) return;
-      call->Ended(nullptr, status.code());
+      call->Ended(nullptr, status);
       call->AddRetryAfterTrailer();  // the one Finish is ours: the context is alive
       call->Finish(common::ToGrpcStatus(status));
     }
@@ -395,6 +396,7 @@ absl::StatusOr<InferenceService::Accepted> InferenceService::Accept(
   absl::StatusOr<Principal> principal =
       tracker_->admission().Authenticate(AuthorizationOf(*context));
   if (!principal.ok()) return principal.status();
+  lifecycle.set_principal(*principal);
   absl::StatusOr<std::shared_ptr<const ServedModel>> model = catalog_->Resolve(request.model());
   if (!model.ok()) return model.status();
   lifecycle.set_model((*model)->name());
@@ -402,6 +404,7 @@ absl::StatusOr<InferenceService::Accepted> InferenceService::Accept(
   absl::StatusOr<std::string> id = ResolveRequestId(request.request_id());
   if (!id.ok()) return id.status();
   request.set_request_id(*std::move(id));
+  lifecycle.set_request_id(request.request_id());
   return Accepted{.principal = *std::move(principal),
                   .model = *std::move(model),
                   .client_deadline = absl::FromChrono(context->deadline())};
@@ -462,13 +465,14 @@ void InferenceService::PrepareThenLaunch(Call* call, ::llmserve::v1::GenerateReq
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* InferenceService::GenerateStream(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* bytes) {
-  std::shared_ptr<RequestLifecycle> lifecycle = tracker_->Begin("grpc");
+  std::shared_ptr<RequestLifecycle> lifecycle =
+      tracker_->Begin("grpc", "/llmserve.v1.Inference/GenerateStream");
   ::llmserve::v1::GenerateRequest request;
   absl::Status parsed = common::ParseRawRequest(*bytes, &request);
   absl::StatusOr<Accepted> accepted =
       parsed.ok() ? Accept(context, request, *lifecycle) : absl::StatusOr<Accepted>(parsed);
   if (!accepted.ok()) {
-    lifecycle->Finish(accepted.status().code());
+    lifecycle->Finish(accepted.status());
     return new RefusedStream(common::ToGrpcStatus(accepted.status()));
   }
   auto* call = new StreamCall(request.request_id(), accepted->model->name(), std::move(lifecycle));
@@ -480,13 +484,14 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* InferenceService::GenerateStream(
 grpc::ServerUnaryReactor* InferenceService::Generate(grpc::CallbackServerContext* context,
                                                      const grpc::ByteBuffer* bytes,
                                                      grpc::ByteBuffer* response) {
-  std::shared_ptr<RequestLifecycle> lifecycle = tracker_->Begin("grpc");
+  std::shared_ptr<RequestLifecycle> lifecycle =
+      tracker_->Begin("grpc", "/llmserve.v1.Inference/Generate");
   ::llmserve::v1::GenerateRequest request;
   absl::Status parsed = common::ParseRawRequest(*bytes, &request);
   absl::StatusOr<Accepted> accepted =
       parsed.ok() ? Accept(context, request, *lifecycle) : absl::StatusOr<Accepted>(parsed);
   if (!accepted.ok()) {
-    lifecycle->Finish(accepted.status().code());
+    lifecycle->Finish(accepted.status());
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     reactor->Finish(common::ToGrpcStatus(accepted.status()));
     return reactor;

@@ -129,7 +129,7 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
 
   // Admission refused: the error is the whole response.
   void Refuse(const absl::Status& status, absl::Duration retry_after) {
-    lifecycle_->Finish(status.code());
+    lifecycle_->Finish(status);
     SendOpenAiError(*writer_, status, retry_after);
   }
 
@@ -253,6 +253,7 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
   }
 
   void OnFinish(int index, const GenerationResult* result, const absl::Status& error) {
+    if (result != nullptr) lifecycle_->AddResult(index, *result);
     bool all_done = false;
     bool failed = false;
     {
@@ -299,7 +300,7 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
     generations_.clear();
     int64_t completion_tokens = 0;
     for (const Choice& choice : choices_) completion_tokens += choice.completion_tokens;
-    lifecycle_->Finish(first_error_.code(), completion_tokens);
+    lifecycle_->Finish(first_error_, completion_tokens);
     // Nothing was sent yet: the first error is the whole response, with its HTTP status.
     if (FailsAsAWholeLocked()) return SendOpenAiError(*writer_, first_error_);
     if (parsed_.stream) {
@@ -486,17 +487,20 @@ void OpenAiApi::HandleModels(const http::HttpRequest& request, http::ResponseWri
 
 void OpenAiApi::HandleGeneration(OpenAiEndpoint endpoint, http::HttpRequest request,
                                  std::shared_ptr<http::ResponseWriter> writer) {
-  std::shared_ptr<RequestLifecycle> lifecycle = tracker_->Begin("http");
+  std::shared_ptr<RequestLifecycle> lifecycle =
+      tracker_->Begin("http", endpoint == OpenAiEndpoint::kChatCompletions ? "/v1/chat/completions"
+                                                                           : "/v1/completions");
   if (absl::Status accepting = tracker_->CheckAccepting(); !accepting.ok()) {
-    lifecycle->Finish(accepting.code());
+    lifecycle->Finish(accepting);
     return SendOpenAiError(*writer, accepting);
   }
   absl::StatusOr<Principal> principal =
       tracker_->admission().Authenticate(request.Header("authorization"));
   if (!principal.ok()) {
-    lifecycle->Finish(principal.status().code());
+    lifecycle->Finish(principal.status());
     return SendOpenAiError(*writer, principal.status());
   }
+  lifecycle->set_principal(*principal);
   // Everything else (the JSON body of up to --max_body_bytes, the template, the tokenizer) runs on
   // the prepare stage's threads, not on this I/O thread, which also writes every other stream of
   // its connections. A client that leaves while its request waits for a thread spares the work
@@ -509,7 +513,7 @@ void OpenAiApi::HandleGeneration(OpenAiEndpoint endpoint, http::HttpRequest requ
       [this, endpoint, body = std::move(request.body), principal = *std::move(principal), writer,
        lifecycle](absl::Status ready) mutable {
         if (!ready.ok()) {
-          lifecycle->Finish(ready.code());
+          lifecycle->Finish(ready);
           return SendOpenAiError(*writer, ready);
         }
         Prepare(PendingGeneration{.endpoint = endpoint,
@@ -523,7 +527,7 @@ void OpenAiApi::HandleGeneration(OpenAiEndpoint endpoint, http::HttpRequest requ
     if (absl::IsResourceExhausted(submitted) && options_.metrics != nullptr) {
       options_.metrics->OnRateLimited();
     }
-    lifecycle->Finish(submitted.code());
+    lifecycle->Finish(submitted);
     SendOpenAiError(*writer, submitted,
                     absl::IsResourceExhausted(submitted) ? absl::Seconds(1) : absl::ZeroDuration());
   }
@@ -553,7 +557,7 @@ void OpenAiApi::Prepare(PendingGeneration pending, absl::string_view body) {
     pending.lifecycle->set_model(model.ok() ? (*model)->name() : parsed->request.model());
   }
   if (!model.ok()) {
-    pending.lifecycle->Finish(model.status().code());
+    pending.lifecycle->Finish(model.status());
     return SendOpenAiError(*pending.writer, model.status());
   }
   absl::StatusOr<std::vector<PreparedRequest>> choices = PrepareChoices(
@@ -572,7 +576,7 @@ void OpenAiApi::OnPrepared(PendingGeneration pending,
     choices = absl::CancelledError("the client disconnected");
   }
   if (!choices.ok()) {
-    pending.lifecycle->Finish(choices.status().code());
+    pending.lifecycle->Finish(choices.status());
     return SendOpenAiError(*pending.writer, choices.status());
   }
   StartGeneration(std::move(pending), *std::move(choices));
@@ -597,6 +601,7 @@ void OpenAiApi::StartGeneration(PendingGeneration pending, std::vector<PreparedR
   auto job = std::make_shared<OpenAiJob>(pending.endpoint, std::move(pending.parsed),
                                          std::move(pending.model), std::move(pending.writer), id,
                                          prompt_tokens, std::move(pending.lifecycle));
+  job->lifecycle().set_request_id(id);
   job->WatchClose();
   job->lifecycle().Admit(principal, prompt_tokens + n * max_tokens,
                          [job, workers = workers_, requests = std::move(requests), generation](

@@ -7,6 +7,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -14,6 +15,7 @@
 #include "gateway/admission/concurrency_limiter.h"
 #include "gateway/admission/rate_limiter.h"
 #include "gateway/metrics/gateway_metrics.h"
+#include "gateway/request_log/request_log.h"
 #include "gtest/gtest.h"
 
 namespace llmserve::gateway {
@@ -162,6 +164,87 @@ TEST_F(RequestLifecycleTest, ARequestThatEndsWhileQueuedGivesItsSlotBackWhenItCo
   EXPECT_EQ(*queued_outcome, "the request ended while it waited for a slot");
   std::shared_ptr<RequestLifecycle> next = tracker_.Begin("http");
   EXPECT_EQ(*Admit(*next, 10), "admitted");
+}
+
+// Keeps what the request log wrote.
+class CapturingSink final : public RequestLogSink {
+ public:
+  explicit CapturingSink(std::shared_ptr<std::vector<RequestRecord>> records)
+      : records_(std::move(records)) {}
+  absl::Status Write(absl::Span<const RequestRecord> records) override {
+    records_->insert(records_->end(), records.begin(), records.end());
+    return absl::OkStatus();
+  }
+  std::string Describe() const override { return "capture"; }
+
+ private:
+  std::shared_ptr<std::vector<RequestRecord>> records_;
+};
+
+GenerationResult Result(v1::FinishReason reason, int prompt, int cached, int completion,
+                        double ttft, std::string worker) {
+  GenerationResult result;
+  result.finish_reason = reason;
+  result.usage.set_prompt_tokens(prompt);
+  result.usage.set_cached_prompt_tokens(cached);
+  result.usage.set_completion_tokens(completion);
+  result.timing.set_time_to_first_token_s(ttft);
+  result.worker = std::move(worker);
+  return result;
+}
+
+TEST_F(RequestLifecycleTest, EveryEndingWritesOneRecordOfWhatTheFrontendToldIt) {
+  auto records = std::make_shared<std::vector<RequestRecord>>();
+  std::unique_ptr<RequestLog> log =
+      *RequestLog::Start(std::make_unique<CapturingSink>(records), RequestLogOptions());
+  RequestTracker tracker(&admission_, &metrics_, log.get());
+  {
+    std::shared_ptr<RequestLifecycle> chat = tracker.Begin("http", "/v1/chat/completions");
+    chat->set_model("tiny");
+    chat->set_request_id("chatcmpl-1");
+    EXPECT_EQ(*Admit(*chat, 50), "admitted");
+    // Choices finish out of order; the record lists them in choice order.
+    chat->AddResult(1, Result(v1::FINISH_REASON_LENGTH, 12, 8, 5, 0.30, "w2:1"));
+    chat->AddResult(0, Result(v1::FINISH_REASON_STOP, 12, 8, 3, 0.20, "w1:1"));
+    chat->Finish(absl::OkStatus(), 8);
+    // A refused request: no principal (authentication failed), its error kept.
+    std::shared_ptr<RequestLifecycle> refused = tracker.Begin("grpc", "/x/Generate");
+    refused->Finish(absl::UnauthenticatedError("bad key"));
+    // A client that left: cancelled.
+    std::shared_ptr<RequestLifecycle> left = tracker.Begin("grpc", "/x/GenerateStream");
+    left->set_principal({.name = "bob", .kind = Principal::Kind::kJwt});
+  }
+  ASSERT_TRUE(log->WaitForFlush(absl::Now() + absl::Seconds(30)));
+  log.reset();
+  ASSERT_EQ(records->size(), 3u);
+  const RequestRecord& chat = (*records)[0];
+  EXPECT_EQ(chat.api, "http");
+  EXPECT_EQ(chat.endpoint, "/v1/chat/completions");
+  EXPECT_EQ(chat.request_id, "chatcmpl-1");
+  EXPECT_EQ(chat.principal, "alice");
+  EXPECT_EQ(chat.principal_kind, "anonymous");
+  EXPECT_EQ(chat.model, "tiny");
+  EXPECT_EQ(chat.status, "OK");
+  EXPECT_EQ(chat.error, "");
+  EXPECT_EQ(chat.choices, 2);
+  EXPECT_EQ(chat.finish_reasons, "stop,length");
+  EXPECT_EQ(chat.prompt_tokens, 12);
+  EXPECT_EQ(chat.cached_prompt_tokens, 8);
+  EXPECT_EQ(chat.completion_tokens, 8);
+  ASSERT_TRUE(chat.time_to_first_token_s.has_value());
+  EXPECT_DOUBLE_EQ(*chat.time_to_first_token_s, 0.20);
+  EXPECT_EQ(chat.worker, "w1:1,w2:1");
+  EXPECT_GE(chat.duration_s, 0);
+  const RequestRecord& refused = (*records)[1];
+  EXPECT_EQ(refused.status, "UNAUTHENTICATED");
+  EXPECT_EQ(refused.error, "bad key");
+  EXPECT_EQ(refused.principal, "");
+  EXPECT_EQ(refused.choices, 0);
+  EXPECT_FALSE(refused.time_to_first_token_s.has_value());
+  const RequestRecord& left = (*records)[2];
+  EXPECT_EQ(left.status, "CANCELLED");
+  EXPECT_EQ(left.principal, "bob");
+  EXPECT_EQ(left.principal_kind, "jwt");
 }
 
 }  // namespace
