@@ -9,6 +9,7 @@ find_package(GTest CONFIG REQUIRED)
 find_package(nlohmann_json CONFIG REQUIRED)
 find_package(prometheus-cpp CONFIG REQUIRED)  # no version argument: Debian's config has none
 find_package(OpenSSL REQUIRED)  # OpenSSL::Crypto: SHA-256, HMAC, RSA for the gateway's auth
+find_package(ZLIB REQUIRED)  # gzip of exported traces (common/tracing/)
 find_package(cpp-jwt CONFIG REQUIRED)  # cpp-jwt::cpp-jwt (header-only)
 find_package(Boost REQUIRED)  # Boost::headers: Beast + Asio (header-only) for the HTTP server
 find_package(PkgConfig REQUIRED)
