@@ -17,6 +17,7 @@
 #include "common/base/flag_names.h"
 #include "common/base/protobuf_log.h"
 #include "common/base/serve_until_signal.h"
+#include "common/tracing/tracing_flags.h"
 #include "gateway/pipeline/logprob_budget.h"
 #include "gateway/server/gateway_server.h"
 
@@ -256,6 +257,10 @@ absl::StatusOr<llmserve::gateway::GatewayServerOptions> OptionsFromFlags() {
   if (options.drain_timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--drain_timeout must be >= 0");
   }
+  absl::StatusOr<llmserve::common::tracing::TracingFlags> tracing =
+      llmserve::common::tracing::TracingFlagsFromCommandLine();
+  if (!tracing.ok()) return tracing.status();
+  options.tracing = *std::move(tracing);
   options.request_log = absl::GetFlag(FLAGS_request_log);
   // From the environment, so that a URL holding a password (a Kubernetes Secret) stays out of the
   // command line that `ps` shows.

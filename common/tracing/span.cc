@@ -23,6 +23,12 @@ Span Span::Recorded(SpanData data, Sink sink) {
 
 TraceContext Span::context() const { return state_ != nullptr ? state_->context : TraceContext{}; }
 
+void Span::SetName(std::string name) const {
+  if (!recording()) return;
+  absl::MutexLock lock(&state_->mutex);
+  state_->data.name = std::move(name);
+}
+
 void Span::SetAttribute(std::string key, AttributeValue value) const {
   if (!recording()) return;
   absl::MutexLock lock(&state_->mutex);

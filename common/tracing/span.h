@@ -73,6 +73,8 @@ class Span {
   // This span's context: children are made in it and it is what goes in a traceparent.
   TraceContext context() const;
 
+  // Names are often known only later (the model): the last name set before End is exported.
+  void SetName(std::string name) const;
   void SetAttribute(std::string key, AttributeValue value) const;
   void AddEvent(std::string name, absl::Time time = absl::Now(),
                 std::vector<Attribute> attributes = {}) const;

@@ -38,6 +38,9 @@ absl::StatusOr<std::unique_ptr<Tracer>> Tracer::Create(const TracingFlags& flags
   if (!headers.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--otlp_headers: ", headers.status().message()));
   }
+  if (flags.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--otlp_timeout must be positive");
+  }
   if (!(flags.sample_ratio >= 0 && flags.sample_ratio <= 1)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--trace_sample_ratio must be in [0, 1], got ", flags.sample_ratio));
@@ -45,6 +48,7 @@ absl::StatusOr<std::unique_ptr<Tracer>> Tracer::Create(const TracingFlags& flags
   OtlpHttpExporterOptions exporter{.endpoint = *std::move(endpoint),
                                    .headers = *std::move(headers),
                                    .gzip = flags.gzip,
+                                   .timeout = flags.timeout,
                                    .resource = {{"service.name", service},
                                                 {"service.version", service_version},
                                                 {"host.name", HostName()},
@@ -118,6 +122,14 @@ Span Tracer::StartSpan(std::string name, SpanKind kind, const std::optional<Trac
   data.start = start;
   return Span::Recorded(std::move(data),
                         [queue = queue_](SpanData span) { queue->Add(std::move(span)); });
+}
+
+Span StartChildSpan(Tracer* tracer, const Span& parent, std::string name, SpanKind kind,
+                    absl::Time start) {
+  if (tracer == nullptr) return parent;
+  return tracer->StartSpan(
+      std::move(name), kind,
+      parent.has_context() ? std::optional<TraceContext>(parent.context()) : std::nullopt, start);
 }
 
 void Tracer::Queue::Add(SpanData span) {

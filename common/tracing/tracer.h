@@ -48,6 +48,8 @@ struct TracingFlags {
   std::string headers;   // "k=v,k=v"
   double sample_ratio = 1.0;
   bool gzip = true;
+  // One export, from connecting to the answer.
+  absl::Duration timeout = absl::Seconds(10);
   // Prompt and completion text in spans (gen_ai.input.messages / gen_ai.output.messages).
   bool content = false;
 };
@@ -112,6 +114,11 @@ class Tracer {
   const std::shared_ptr<Queue> queue_;
   std::thread thread_;
 };
+
+// A child of `parent` made by `tracer`; without a tracer, `parent` itself, so that a caller's
+// context still reaches the next service unchanged (tracing off here, perhaps on there).
+Span StartChildSpan(Tracer* tracer, const Span& parent, std::string name, SpanKind kind,
+                    absl::Time start = absl::Now());
 
 }  // namespace llmserve::common::tracing
 

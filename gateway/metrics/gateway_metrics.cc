@@ -48,6 +48,21 @@ class GatewayMetrics::LiveCollector : public prometheus::Collectable {
                                                       std::move(draining), std::move(up),
                                                       std::move(per_model)};
     if (state.request_log.has_value()) AddRequestLog(*state.request_log, families);
+    if (state.traces.has_value()) {
+      prometheus::MetricFamily spans = Family(
+          "llmserve_gateway_trace_spans_total",
+          "Trace spans exported over OTLP, or dropped (queue full, export failed, shutdown).",
+          prometheus::MetricType::Counter);
+      spans.metric.push_back(
+          Counter({{"result", "exported"}}, static_cast<double>(state.traces->exported)));
+      spans.metric.push_back(
+          Counter({{"result", "dropped"}}, static_cast<double>(state.traces->dropped)));
+      prometheus::MetricFamily queued =
+          Family("llmserve_gateway_trace_spans_queued", "Trace spans waiting for the exporter.");
+      queued.metric.push_back(Gauge({}, static_cast<double>(state.traces->queued)));
+      families.push_back(std::move(spans));
+      families.push_back(std::move(queued));
+    }
     return families;
   }
 

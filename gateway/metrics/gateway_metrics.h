@@ -23,6 +23,9 @@
 //   request_log_write_failures_total        failed writes to the sink (each retry counts)
 //   request_log_queued                      records waiting for the sink
 //   request_log_sink_up                     0 from a failed write until one succeeds, else 1
+//   trace_spans_total{result}               with tracing: spans exported, or dropped (queue
+//                                           full, export failed, left at shutdown)
+//   trace_spans_queued                      spans waiting for the exporter
 //
 // Thread-safe.
 
@@ -72,6 +75,13 @@ class GatewayMetrics {
       bool sink_up = true;
     };
     std::optional<RequestLogState> request_log;
+    // The tracer's series exist only with one.
+    struct TraceState {
+      int64_t exported = 0;
+      int64_t dropped = 0;
+      int64_t queued = 0;
+    };
+    std::optional<TraceState> traces;
   };
   // `live` is read at every scrape.
   explicit GatewayMetrics(std::function<LiveState()> live);

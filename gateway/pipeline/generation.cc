@@ -3,6 +3,7 @@
 #include <atomic>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -25,21 +26,28 @@ std::string WorkerRequestId(const std::string& request_id) {
 
 class Generation::Attempt final : public WorkerCallObserver {
  public:
-  Attempt(std::shared_ptr<Generation> owner, std::string address)
-      : owner_(std::move(owner)), address_(std::move(address)) {}
+  Attempt(std::shared_ptr<Generation> owner, std::string address, common::tracing::Span span)
+      : owner_(std::move(owner)), address_(std::move(address)), span_(std::move(span)) {}
+  // A span left open ends with its attempt (a call never started, a generation torn down).
+  ~Attempt() override { span_.End(); }
 
   void OnMessage(const worker::v1::GenerateResponse& message) override {
-    if (message.tokens_size() > 0) received_tokens_ = true;
+    if (message.tokens_size() > 0 && !received_tokens_) {
+      received_tokens_ = true;
+      span_.AddEvent("first_token");
+    }
     owner_->OnWorkerMessage(this, message);
   }
   void OnDone(const absl::Status& status) override { owner_->OnWorkerDone(this, status); }
 
   const std::string& address() const { return address_; }
   bool received_tokens() const { return received_tokens_; }
+  const common::tracing::Span& span() const { return span_; }
 
  private:
   const std::shared_ptr<Generation> owner_;
   const std::string address_;
+  const common::tracing::Span span_;
   // Touched only from the call's callbacks (serialized).
   bool received_tokens_ = false;
 };
@@ -114,9 +122,31 @@ void Generation::StartAttempt() {
   worker::v1::GenerateRequest request = request_.worker_request;
   request.set_request_id(WorkerRequestId(request_.request_id));
   request.set_cache_salt(options_.cache_salt);
-  std::unique_ptr<WorkerCall> call =
-      workers_->NewCall(*routed, std::move(request), options_.deadline,
-                        std::make_shared<Attempt>(shared_from_this(), routed->address));
+  // One client span per attempt, so that a retried request shows every worker it tried.
+  common::tracing::Span span = common::tracing::StartChildSpan(
+      options_.tracer, options_.parent_span, absl::StrCat("generate ", request_.model->name()),
+      common::tracing::SpanKind::kClient);
+  if (span.recording()) {
+    const size_t colon = routed->address.rfind(':');
+    span.SetAttribute("server.address", routed->address.substr(0, colon));
+    int64_t port = 0;
+    if (colon != std::string::npos && absl::SimpleAtoi(routed->address.substr(colon + 1), &port)) {
+      span.SetAttribute("server.port", port);
+    }
+    span.SetAttribute("llmserve.attempt", int64_t{attempts_});
+    span.SetAttribute("llmserve.routing.policy",
+                      std::string(RoutingPolicyName(workers_->routing_policy())));
+    span.SetAttribute("llmserve.routing.reason", routed->decision.reason);
+    span.SetAttribute("gen_ai.request.model", request_.model->name());
+  }
+  WorkerCallOptions call_options{.deadline = options_.deadline};
+  if (span.has_context()) {
+    call_options.traceparent = common::tracing::FormatTraceParent(span.context());
+    call_options.tracestate = span.context().trace_state;
+  }
+  std::unique_ptr<WorkerCall> call = workers_->NewCall(
+      *routed, std::move(request), call_options,
+      std::make_shared<Attempt>(shared_from_this(), routed->address, std::move(span)));
   bool cancelled = false;
   {
     absl::MutexLock lock(&mutex_);
@@ -222,13 +252,20 @@ void Generation::OnWorkerMessage(Attempt* attempt, const worker::v1::GenerateRes
 
 void Generation::OnWorkerDone(Attempt* attempt, const absl::Status& status) {
   bool cancelled = false;
+  bool done = false;
   {
     absl::MutexLock lock(&mutex_);
     // Attempts run one after another: the call that ends is the current one.
     call_ = nullptr;
-    if (done_) return;
+    done = done_;
     cancelled = cancelled_;
   }
+  // A call that ended the generation, or was stopped by it (a stop string), did its job.
+  if (!status.ok() && !done) {
+    attempt->span().SetError(absl::StatusCodeToString(status.code()), status.message());
+  }
+  attempt->span().End();
+  if (done) return;
   if (cancelled) return Fail(absl::CancelledError("the request was cancelled"));
   if (status.ok()) {
     return Fail(absl::UnavailableError(absl::StrCat("the worker ", attempt->address(),

@@ -29,6 +29,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/tokenizer/incremental_detokenizer.h"
+#include "common/tracing/tracer.h"
 #include "gateway/metrics/gateway_metrics.h"
 #include "gateway/pipeline/in_flight_count.h"
 #include "gateway/pipeline/prompt_builder.h"
@@ -92,6 +93,10 @@ struct GenerationOptions {
   // Counts the generation for as long as it is alive (RequestTracker::generations), so that a
   // gateway shutting down can wait for it before it destroys the worker client. Null: not counted.
   std::shared_ptr<InFlightCount> in_flight;
+  // Each attempt is a client span, child of `parent_span` (the request's); its context goes to
+  // the worker. Without a tracer the parent's context goes to the worker as it is.
+  common::tracing::Tracer* tracer = nullptr;
+  common::tracing::Span parent_span;
 };
 
 class Generation : public std::enable_shared_from_this<Generation> {

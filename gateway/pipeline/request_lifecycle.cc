@@ -7,17 +7,34 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "nlohmann/json.hpp"
 
 namespace llmserve::gateway {
 
-std::shared_ptr<RequestLifecycle> RequestTracker::Begin(absl::string_view api,
-                                                        absl::string_view endpoint) {
-  return std::make_shared<RequestLifecycle>(admission_, metrics_, request_log_, std::string(api),
-                                            std::string(endpoint), active_->Enter(),
-                                            CounterOf(api)->Enter());
+std::shared_ptr<RequestLifecycle> RequestTracker::Begin(
+    absl::string_view api, absl::string_view endpoint,
+    const std::optional<common::tracing::TraceContext>& caller) {
+  return std::make_shared<RequestLifecycle>(admission_, metrics_, request_log_, tracer_,
+                                            std::string(api), std::string(endpoint), caller,
+                                            active_->Enter(), CounterOf(api)->Enter());
 }
+
+namespace {
+
+common::tracing::Span ServerSpan(common::tracing::Tracer* tracer, const std::string& endpoint,
+                                 const std::optional<common::tracing::TraceContext>& caller,
+                                 absl::Time arrival) {
+  if (tracer != nullptr) {
+    return tracer->StartSpan(endpoint, common::tracing::SpanKind::kServer, caller, arrival);
+  }
+  // Tracing off here: the caller's context still goes on to the workers.
+  return caller.has_value() ? common::tracing::Span::Unrecorded(*caller) : common::tracing::Span();
+}
+
+}  // namespace
 
 std::shared_ptr<InFlightCount> RequestTracker::CounterOf(absl::string_view api) {
   absl::MutexLock lock(&api_mutex_);
@@ -38,13 +55,17 @@ absl::Status RequestTracker::CheckAccepting() const {
 }
 
 RequestLifecycle::RequestLifecycle(const RequestAdmission* admission, GatewayMetrics* metrics,
-                                   RequestLog* request_log, std::string api, std::string endpoint,
+                                   RequestLog* request_log, common::tracing::Tracer* tracer,
+                                   std::string api, std::string endpoint,
+                                   const std::optional<common::tracing::TraceContext>& caller,
                                    InFlightCount::Guard active, InFlightCount::Guard active_in_api)
     : admission_(admission),
       metrics_(metrics),
       request_log_(request_log),
+      tracer_(tracer),
       api_(std::move(api)),
       endpoint_(std::move(endpoint)),
+      span_(ServerSpan(tracer, endpoint_, caller, arrival_)),
       active_(std::move(active)),
       active_in_api_(std::move(active_in_api)) {}
 
@@ -52,7 +73,88 @@ RequestLifecycle::~RequestLifecycle() { Finish(absl::StatusCode::kCancelled); }
 
 void RequestLifecycle::set_model(absl::string_view model) {
   absl::MutexLock lock(&mutex_);
+  if (requested_model_.empty()) requested_model_ = std::string(model);
   model_ = std::string(model);
+}
+
+void RequestLifecycle::set_operation(absl::string_view operation) {
+  absl::MutexLock lock(&mutex_);
+  operation_ = std::string(operation);
+}
+
+void RequestLifecycle::set_request_parameters(const worker::v1::GenerateRequest& request,
+                                              int choices) {
+  if (!span_.recording()) return;
+  span_.SetAttribute("gen_ai.request.max_tokens", int64_t{request.max_tokens()});
+  const ::llmserve::v1::SamplingParams& sampling = request.sampling();
+  if (sampling.has_temperature()) {
+    span_.SetAttribute("gen_ai.request.temperature", double{sampling.temperature()});
+  }
+  if (sampling.has_top_p()) span_.SetAttribute("gen_ai.request.top_p", double{sampling.top_p()});
+  if (sampling.has_top_k())
+    span_.SetAttribute("gen_ai.request.top_k", static_cast<double>(sampling.top_k()));
+  if (sampling.has_seed()) {
+    span_.SetAttribute("gen_ai.request.seed", static_cast<int64_t>(sampling.seed()));
+  }
+  if (sampling.has_presence_penalty()) {
+    span_.SetAttribute("gen_ai.request.presence_penalty", double{sampling.presence_penalty()});
+  }
+  if (sampling.has_frequency_penalty()) {
+    span_.SetAttribute("gen_ai.request.frequency_penalty", double{sampling.frequency_penalty()});
+  }
+  if (choices != 1) span_.SetAttribute("gen_ai.request.choice.count", int64_t{choices});
+}
+
+bool RequestLifecycle::traces_content() const {
+  return span_.recording() && tracer_ != nullptr && tracer_->content();
+}
+
+namespace {
+
+// At most `max_bytes` of valid UTF-8 (a character cut in two is dropped).
+std::string CutUtf8(absl::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return std::string(text);
+  size_t end = max_bytes;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return std::string(text.substr(0, end));
+}
+
+nlohmann::json TextMessage(absl::string_view role, absl::string_view text) {
+  return {{"role", role},
+          {"parts", nlohmann::json::array({{{"type", "text"}, {"content", text}}})}};
+}
+
+}  // namespace
+
+void RequestLifecycle::set_input_content(const ::llmserve::v1::GenerateRequest& request) {
+  if (!traces_content()) return;
+  nlohmann::json messages = nlohmann::json::array();
+  if (request.has_chat()) {
+    for (const ::llmserve::v1::ChatMessage& message : request.chat().messages()) {
+      messages.push_back(TextMessage(message.role(), message.content()));
+    }
+  } else if (request.has_text()) {
+    messages.push_back(TextMessage("user", request.text()));
+  }
+  std::string json = messages.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  absl::MutexLock lock(&mutex_);
+  input_messages_ = CutUtf8(json, kMaxTracedContentBytes);
+}
+
+void RequestLifecycle::AppendOutputText(int choice, absl::string_view text) {
+  if (text.empty() || choice < 0 || !traces_content()) return;
+  absl::MutexLock lock(&mutex_);
+  if (finished_) return;
+  if (output_texts_.size() <= static_cast<size_t>(choice)) output_texts_.resize(choice + 1);
+  std::string& output = output_texts_[choice];
+  if (output.size() >= kMaxTracedContentBytes) return;
+  output += CutUtf8(text, kMaxTracedContentBytes - output.size());
+}
+
+common::tracing::Span RequestLifecycle::StartChildSpan(std::string name) const {
+  if (!span_.recording()) return common::tracing::Span();
+  return common::tracing::StartChildSpan(tracer_, span_, std::move(name),
+                                         common::tracing::SpanKind::kInternal);
 }
 
 void RequestLifecycle::set_request_id(absl::string_view request_id) {
@@ -66,7 +168,7 @@ void RequestLifecycle::set_principal(const Principal& principal) {
 }
 
 void RequestLifecycle::AddResult(int choice, const GenerationResult& result) {
-  if (request_log_ == nullptr) return;
+  if (request_log_ == nullptr && !span_.recording()) return;
   absl::MutexLock lock(&mutex_);
   if (finished_) return;
   results_.push_back({.choice = choice, .result = result});
@@ -80,12 +182,23 @@ void RequestLifecycle::Admit(const Principal& principal, int64_t reserved_tokens
     absl::MutexLock lock(&mutex_);
     reserved_tokens_ = reserved_tokens;
     principal_ = principal;
+    admission_span_ = StartChildSpan("admission");
   }
   std::shared_ptr<RequestLifecycle> self = shared_from_this();
   const ConcurrencyLimiter::WaitId wait = admission_->Admit(
       principal, reserved_tokens,
       [self, done = std::move(done)](absl::StatusOr<RequestAdmission::Admitted> admitted,
                                      absl::Duration retry_after) mutable {
+        common::tracing::Span admission_span;
+        {
+          absl::MutexLock lock(&self->mutex_);
+          std::swap(admission_span, self->admission_span_);
+        }
+        if (!admitted.ok()) {
+          admission_span.SetError(absl::StatusCodeToString(admitted.status().code()),
+                                  admitted.status().message());
+        }
+        admission_span.End();
         if (!admitted.ok()) return std::move(done)(admitted.status(), retry_after);
         bool finished = false;
         {
@@ -130,12 +243,13 @@ void RequestLifecycle::Finish(const absl::Status& status, int64_t completion_tok
     std::swap(admitted, admitted_);
     model = model_;
     reserved = reserved_tokens_;
-    if (request_log_ != nullptr) record = MakeRecord(status, end);
+    if (request_log_ != nullptr || span_.recording()) record = MakeRecord(status, end);
+    EndSpan(status, record.has_value() ? &*record : nullptr, end);
   }
   if (metrics_ != nullptr) {
     metrics_->OnRequestDone(api_, model, status.code(), absl::ToDoubleSeconds(end - arrival_));
   }
-  if (record.has_value()) request_log_->Append(*std::move(record));
+  if (record.has_value() && request_log_ != nullptr) request_log_->Append(*std::move(record));
   if (admitted.has_value()) {
     admission_->ChargeTokens(admitted->principal, completion_tokens - reserved);
   }
@@ -152,6 +266,54 @@ std::string FinishReasonText(::llmserve::v1::FinishReason reason) {
 }
 
 }  // namespace
+
+void RequestLifecycle::EndSpan(const absl::Status& status, const RequestRecord* record,
+                               absl::Time end) {
+  // A request that ends while it waits for a slot ends its admission span too.
+  admission_span_.End(end);
+  if (!span_.recording() || record == nullptr) return;
+  const std::string operation = operation_.empty() ? "generate" : operation_;
+  span_.SetName(model_.empty() ? operation : absl::StrCat(operation, " ", model_));
+  span_.SetAttribute("gen_ai.operation.name", operation);
+  span_.SetAttribute("gen_ai.provider.name", std::string("llmserve"));
+  span_.SetAttribute("llmserve.api", api_);
+  span_.SetAttribute("llmserve.endpoint", endpoint_);
+  if (!requested_model_.empty()) span_.SetAttribute("gen_ai.request.model", requested_model_);
+  if (!record->request_id.empty()) span_.SetAttribute("gen_ai.response.id", record->request_id);
+  // The API key's name or the JWT's subject, never a credential.
+  if (principal_.has_value()) {
+    span_.SetAttribute("user.id", principal_->name);
+    span_.SetAttribute("llmserve.principal_kind", std::string(PrincipalKindName(principal_->kind)));
+  }
+  if (record->choices > 0) {
+    span_.SetAttribute("gen_ai.response.model", model_);
+    span_.SetAttribute("gen_ai.response.finish_reasons",
+                       std::vector<std::string>(absl::StrSplit(record->finish_reasons, ',')));
+    span_.SetAttribute("gen_ai.usage.input_tokens", record->prompt_tokens);
+    span_.SetAttribute("gen_ai.usage.output_tokens", record->completion_tokens);
+    span_.SetAttribute("llmserve.usage.cached_prompt_tokens", record->cached_prompt_tokens);
+    if (record->reasoning_tokens > 0) {
+      span_.SetAttribute("llmserve.usage.reasoning_tokens", record->reasoning_tokens);
+    }
+    span_.SetAttribute("llmserve.worker", record->worker);
+  }
+  if (record->time_to_first_token_s.has_value()) {
+    span_.SetAttribute("llmserve.time_to_first_token_s", *record->time_to_first_token_s);
+    span_.AddEvent("first_token", arrival_ + absl::Seconds(*record->time_to_first_token_s));
+  }
+  if (tracer_->content()) {
+    if (!input_messages_.empty()) span_.SetAttribute("gen_ai.input.messages", input_messages_);
+    if (!output_texts_.empty()) {
+      nlohmann::json outputs = nlohmann::json::array();
+      for (const std::string& text : output_texts_)
+        outputs.push_back(TextMessage("assistant", text));
+      span_.SetAttribute("gen_ai.output.messages",
+                         outputs.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    }
+  }
+  if (!status.ok()) span_.SetError(absl::StatusCodeToString(status.code()), status.message());
+  span_.End(end);
+}
 
 RequestRecord RequestLifecycle::MakeRecord(const absl::Status& status, absl::Time end) {
   RequestRecord record;

@@ -9,7 +9,11 @@
 // there, so that no frontend can count a request twice or forget one. A lifecycle destroyed
 // without Finish (its client left) ends as CANCELLED. With a request log, Finish also writes the
 // request's record (gateway/request_log/): what the frontends told the lifecycle along the way
-// (request id, principal, model, each choice's result) and how it ended.
+// (request id, principal, model, each choice's result) and how it ended. With a tracer, the
+// lifecycle is the request's server span (OpenTelemetry GenAI conventions): it starts at arrival
+// as the child of the caller's traceparent, if any, has children for admission (and the queue
+// wait) and for each worker attempt (generation.h), and ends in Finish with the usage, finish
+// reasons and status.
 //
 // RequestTracker owns what both frontends share: whether new requests are accepted (drain), how
 // many are in flight, and how many generations are still alive (they may outlive their request
@@ -33,6 +37,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/tracing/tracer.h"
 #include "gateway/admission/request_admission.h"
 #include "gateway/metrics/gateway_metrics.h"
 #include "gateway/pipeline/generation.h"
@@ -47,12 +52,16 @@ class RequestTracker {
  public:
   // `metrics` and `request_log` may be null. All must outlive every lifecycle.
   RequestTracker(const RequestAdmission* admission, GatewayMetrics* metrics,
-                 RequestLog* request_log = nullptr)
-      : admission_(admission), metrics_(metrics), request_log_(request_log) {}
+                 RequestLog* request_log = nullptr, common::tracing::Tracer* tracer = nullptr)
+      : admission_(admission), metrics_(metrics), request_log_(request_log), tracer_(tracer) {}
 
   // A request of `api` ("grpc", "http") to `endpoint` (the gRPC method or HTTP path, for the
-  // request log) arriving now.
-  std::shared_ptr<RequestLifecycle> Begin(absl::string_view api, absl::string_view endpoint = "");
+  // request log and the span) arriving now, in the trace of `caller` when it sent one.
+  std::shared_ptr<RequestLifecycle> Begin(
+      absl::string_view api, absl::string_view endpoint = "",
+      const std::optional<common::tracing::TraceContext>& caller = std::nullopt);
+
+  common::tracing::Tracer* tracer() const { return tracer_; }
 
   // UNAVAILABLE once draining: new requests go elsewhere.
   absl::Status CheckAccepting() const;
@@ -77,6 +86,7 @@ class RequestTracker {
   const RequestAdmission* const admission_;
   GatewayMetrics* const metrics_;
   RequestLog* const request_log_;
+  common::tracing::Tracer* const tracer_;
   std::atomic<bool> draining_{false};
   const std::shared_ptr<InFlightCount> active_ = InFlightCount::Create();
   const std::shared_ptr<InFlightCount> generations_ = InFlightCount::Create();
@@ -89,7 +99,8 @@ class RequestLifecycle : public std::enable_shared_from_this<RequestLifecycle> {
  public:
   // From RequestTracker::Begin.
   RequestLifecycle(const RequestAdmission* admission, GatewayMetrics* metrics,
-                   RequestLog* request_log, std::string api, std::string endpoint,
+                   RequestLog* request_log, common::tracing::Tracer* tracer, std::string api,
+                   std::string endpoint, const std::optional<common::tracing::TraceContext>& caller,
                    InFlightCount::Guard active, InFlightCount::Guard active_in_api);
   ~RequestLifecycle();
   RequestLifecycle(const RequestLifecycle&) = delete;
@@ -106,6 +117,24 @@ class RequestLifecycle : public std::enable_shared_from_this<RequestLifecycle> {
   // For the request log: how choice `choice` ended, when it generated (its usage, finish reason,
   // latency and worker).
   void AddResult(int choice, const GenerationResult& result);
+
+  // Tracing. The request's server span (not recorded without a tracer or when not sampled; it
+  // still carries the caller's trace on). The operation ("chat", "text_completion") names it with
+  // the model: "chat tiny". The request's sampling parameters and choices become its
+  // gen_ai.request.* attributes.
+  const common::tracing::Span& span() const { return span_; }
+  common::tracing::Tracer* tracer() const { return tracer_; }
+  void set_operation(absl::string_view operation);
+  void set_request_parameters(const worker::v1::GenerateRequest& request, int choices);
+  // With --trace_content: the prompt (its chat messages or text) and each choice's output text
+  // go in the span as gen_ai.input.messages and gen_ai.output.messages (JSON, as the GenAI
+  // conventions shape them), each cut at kMaxTracedContentBytes. Otherwise these do nothing.
+  bool traces_content() const;
+  void set_input_content(const ::llmserve::v1::GenerateRequest& request);
+  void AppendOutputText(int choice, absl::string_view text);
+  static constexpr size_t kMaxTracedContentBytes = 16 * 1024;
+  // A child span of the request's (prepare, ...): the caller ends it.
+  common::tracing::Span StartChildSpan(std::string name) const;
 
   // Admits `principal`'s request of `reserved_tokens` (prompt + every choice's max_tokens): the
   // rate limits now, then a concurrency slot, now or when one frees up. `done` runs exactly once
@@ -135,17 +164,31 @@ class RequestLifecycle : public std::enable_shared_from_this<RequestLifecycle> {
 
   const RequestAdmission* const admission_;
   GatewayMetrics* const metrics_;
+  // Sets the span's closing attributes (under mutex_, before the results are consumed).
+  void EndSpan(const absl::Status& status, const RequestRecord* record, absl::Time end)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
   RequestLog* const request_log_;
+  common::tracing::Tracer* const tracer_;
   const std::string api_;
   const std::string endpoint_;
   const absl::Time arrival_ = absl::Now();
+  const common::tracing::Span span_;
+  // The admission's span, from Admit until the slot (or the refusal) came.
+  common::tracing::Span admission_span_ ABSL_GUARDED_BY(mutex_);
   const InFlightCount::Guard active_;
   const InFlightCount::Guard active_in_api_;
   absl::Mutex mutex_;
   std::string model_ ABSL_GUARDED_BY(mutex_);
+  // The model as the client named it (the first set_model).
+  std::string requested_model_ ABSL_GUARDED_BY(mutex_);
+  std::string operation_ ABSL_GUARDED_BY(mutex_);
+  // With --trace_content only.
+  std::string input_messages_ ABSL_GUARDED_BY(mutex_);
+  std::vector<std::string> output_texts_ ABSL_GUARDED_BY(mutex_);
   std::string request_id_ ABSL_GUARDED_BY(mutex_);
   std::optional<Principal> principal_ ABSL_GUARDED_BY(mutex_);
-  // Only with a request log.
+  // Only with a request log or a recorded span.
   std::vector<ChoiceResult> results_ ABSL_GUARDED_BY(mutex_);
   // Set once admitted.
   std::optional<RequestAdmission::Admitted> admitted_ ABSL_GUARDED_BY(mutex_);

@@ -10,14 +10,19 @@ namespace llmserve::gateway {
 
 GrpcWorkerCall::GrpcWorkerCall(WorkerPool* pool, std::string address,
                                std::shared_ptr<grpc::Channel> channel,
-                               worker::v1::GenerateRequest request, absl::Time deadline,
+                               worker::v1::GenerateRequest request,
+                               const WorkerCallOptions& options,
                                std::shared_ptr<WorkerCallObserver> observer)
     : pool_(pool),
       address_(std::move(address)),
       request_(std::move(request)),
       observer_(std::move(observer)),
       stub_(worker::v1::Worker::NewStub(channel)) {
-  if (deadline != absl::InfiniteFuture()) context_.set_deadline(absl::ToChronoTime(deadline));
+  if (options.deadline != absl::InfiniteFuture()) {
+    context_.set_deadline(absl::ToChronoTime(options.deadline));
+  }
+  if (!options.traceparent.empty()) context_.AddMetadata("traceparent", options.traceparent);
+  if (!options.tracestate.empty()) context_.AddMetadata("tracestate", options.tracestate);
 }
 
 void GrpcWorkerCall::Start() {

@@ -28,7 +28,7 @@ class GrpcWorkerCall final : public WorkerCall,
                              public grpc::ClientReadReactor<worker::v1::GenerateResponse> {
  public:
   GrpcWorkerCall(WorkerPool* pool, std::string address, std::shared_ptr<grpc::Channel> channel,
-                 worker::v1::GenerateRequest request, absl::Time deadline,
+                 worker::v1::GenerateRequest request, const WorkerCallOptions& options,
                  std::shared_ptr<WorkerCallObserver> observer);
 
   void Start() override;

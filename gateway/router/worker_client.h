@@ -46,6 +46,14 @@ struct WorkerStatus {
   std::string last_error;
 };
 
+// How a Generate call is made.
+struct WorkerCallOptions {
+  absl::Time deadline = absl::InfiniteFuture();
+  // W3C trace context for the worker (gRPC metadata `traceparent`, `tracestate`); empty: none.
+  std::string traceparent;
+  std::string tracestate;
+};
+
 // One Generate call's events. Called one at a time, in order, on the implementation's threads;
 // must not block.
 class WorkerCallObserver {
@@ -82,10 +90,10 @@ class WorkerClient {
   // A call to `address` failed before its first token: mark it down until probes bring it back.
   virtual void ReportFailure(const std::string& address, const std::string& error) = 0;
 
-  // A Generate call of `request` to `worker` (from Route) with `deadline`, not started yet.
+  // A Generate call of `request` to `worker` (from Route), not started yet.
   virtual std::unique_ptr<WorkerCall> NewCall(const RoutedWorker& worker,
                                               worker::v1::GenerateRequest request,
-                                              absl::Time deadline,
+                                              const WorkerCallOptions& options,
                                               std::shared_ptr<WorkerCallObserver> observer) = 0;
 
   // Every worker known now, sorted by address.

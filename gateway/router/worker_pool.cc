@@ -543,11 +543,11 @@ absl::StatusOr<RoutedWorker> WorkerPool::Route(absl::string_view model, PromptRo
 
 std::unique_ptr<WorkerCall> WorkerPool::NewCall(const RoutedWorker& worker,
                                                 worker::v1::GenerateRequest request,
-                                                absl::Time deadline,
+                                                const WorkerCallOptions& options,
                                                 std::shared_ptr<WorkerCallObserver> observer) {
   return std::make_unique<GrpcWorkerCall>(
       this, worker.address, std::static_pointer_cast<grpc::Channel>(worker.connection),
-      std::move(request), deadline, std::move(observer));
+      std::move(request), options, std::move(observer));
 }
 
 std::vector<WorkerStatus> WorkerPool::Workers() const {

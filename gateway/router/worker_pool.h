@@ -93,7 +93,8 @@ class WorkerPool final : public WorkerClient {
                                      const absl::flat_hash_set<std::string>& excluded) override;
   void ReportFailure(const std::string& address, const std::string& error) override;
   std::unique_ptr<WorkerCall> NewCall(const RoutedWorker& worker,
-                                      worker::v1::GenerateRequest request, absl::Time deadline,
+                                      worker::v1::GenerateRequest request,
+                                      const WorkerCallOptions& options,
                                       std::shared_ptr<WorkerCallObserver> observer) override;
   std::vector<WorkerStatus> Workers() const override;
   std::vector<std::string> KnownModels() const override;

@@ -52,6 +52,14 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(
   }
   std::unique_ptr<GatewayServer> server(new GatewayServer());
   server->options_ = options;
+  if (!options.tracing.endpoint.empty()) {
+    absl::StatusOr<std::unique_ptr<common::tracing::Tracer>> tracer =
+        common::tracing::Tracer::Create(options.tracing, "llmserve-gateway", LLMSERVE_VERSION);
+    if (!tracer.ok()) return tracer.status();
+    server->tracer_ = *std::move(tracer);
+    LLMSERVE_LOG(INFO) << "gateway: traces to " << server->tracer_->Describe() << " (sampled "
+                       << options.tracing.sample_ratio << ")";
+  }
   if (!options.request_log.empty()) {
     absl::StatusOr<std::unique_ptr<RequestLogSink>> sink = OpenRequestLogSink(options.request_log);
     absl::StatusOr<std::unique_ptr<RequestLog>> log =
@@ -130,6 +138,11 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(
            .model = worker.model_info != nullptr ? worker.model_info->model_name() : "",
            .ready = worker.ready && !worker.draining});
     }
+    if (raw->tracer_ != nullptr) {
+      const common::tracing::Tracer::Stats spans = raw->tracer_->stats();
+      state.traces = GatewayMetrics::LiveState::TraceState{
+          .exported = spans.exported, .dropped = spans.dropped, .queued = spans.queued};
+    }
     if (raw->request_log_ != nullptr) {
       const RequestLog::Stats log = raw->request_log_->stats();
       state.request_log =
@@ -148,8 +161,9 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(
   server->admission_ =
       std::make_unique<RequestAdmission>(server->authenticator_.get(), server->rate_limiter_.get(),
                                          server->concurrency_.get(), server->metrics_.get());
-  server->tracker_ = std::make_unique<RequestTracker>(
-      server->admission_.get(), server->metrics_.get(), server->request_log_.get());
+  server->tracker_ =
+      std::make_unique<RequestTracker>(server->admission_.get(), server->metrics_.get(),
+                                       server->request_log_.get(), server->tracer_.get());
   server->catalog_ = std::make_unique<ModelCatalog>(server->workers_, options.tool_call_format,
                                                     options.reasoning_parsers);
   absl::StatusOr<std::unique_ptr<PrepareStage>> prepare = PrepareStage::Create(

@@ -24,6 +24,7 @@
 #include "absl/time/time.h"
 #include "common/metrics/metrics_exposer.h"
 #include "common/tls/grpc_tls.h"
+#include "common/tracing/tracer.h"
 #include "gateway/admission/api_key_store.h"
 #include "gateway/admission/authenticator.h"
 #include "gateway/admission/concurrency_limiter.h"
@@ -96,6 +97,8 @@ struct GatewayServerOptions {
   // path of a JSON-lines file; empty: no request log.
   std::string request_log;
   RequestLogOptions request_log_options;
+  // OpenTelemetry traces (common/tracing/); an empty endpoint: none.
+  common::tracing::TracingFlags tracing;
   // TLS on the public gRPC port; empty: plaintext.
   common::ServerTlsFiles tls;
   // TLS (with a CA) or mutual TLS (with a client certificate too) towards the workers.
@@ -141,6 +144,8 @@ class GatewayServer {
   std::unique_ptr<RateLimiter> rate_limiter_;
   std::unique_ptr<ConcurrencyLimiter> concurrency_;
   std::unique_ptr<GatewayMetrics> metrics_;
+  // Null without an OTLP endpoint.
+  std::unique_ptr<common::tracing::Tracer> tracer_;
   // Outlives every request's lifecycle (each writes its record as it ends).
   std::unique_ptr<RequestLog> request_log_;
   // Shared by both APIs' generations, which end before it goes (see the destructor).

@@ -9,9 +9,9 @@ worker on the tiny model and a gateway with API keys and HS256 JWTs serve 2,000 
 
   1. with the database up: every request becomes one row with the right fields (request id,
      principal, model, endpoint, status, tokens as the response reported them);
-  2. the database crashes (immediate shutdown) under load: serving goes on, every request gets
+    2. the database crashes (immediate shutdown) under load: serving goes on, every request gets
      its answer; beyond --request_log_queue records are dropped and counted;
-  3. the database restarts: rows resume, and in the end rows + dropped = requests, no record
+  3. the database restarts: the backlog goes in at the writer's next retry, then new rows follow, and in the end rows + dropped = requests, no record
      twice, and the metrics agree with the table.
 
 SQL injection shapes in model names and JWT subjects are stored verbatim. Prints a JSON summary.
@@ -324,6 +324,12 @@ def run(binaries):
             # 3. Restarted: the queued records go in, new ones follow.
             database.start()
             restart_time = database.query("SELECT now() AS now")[0]["now"]
+            # The writer finds the database again at its next retry (backoff up to 10 s) and
+            # writes the backlog; the new requests come after, so that none of theirs is dropped.
+            wait_until("the backlog written after the restart",
+                       lambda: log_metrics(gateway)["sink_up"] == 1
+                       and log_metrics(gateway)["queued"] == 0,
+                       describe=lambda: f"{log_metrics(gateway)}\n{cluster.report()}")
             first = total["up"] + total["down"]
             restarted = traffic.run(first, total["restarted"])
             requests = sum(total.values())

@@ -55,6 +55,9 @@ class FakeCall {
  public:
   const std::string& address() const { return address_; }
   const ::llmserve::worker::v1::GenerateRequest& request() const { return request_; }
+  // The W3C traceparent the gateway sent with the call (empty: none).
+  const std::string& traceparent() const { return traceparent_; }
+  void set_traceparent(std::string traceparent) { traceparent_ = std::move(traceparent); }
 
   // The worker sends `tokens` (ids; logprob 0) and, when `finish` is set, ends the request with
   // that reason and closes the stream OK. False when the call has ended already.
@@ -88,6 +91,7 @@ class FakeCall {
  private:
   friend class FakeWorkerClient;
   class Handle;
+  std::string traceparent_;
 
   FakeCall(common::ThreadPool* delivery, std::string address,
            ::llmserve::worker::v1::GenerateRequest request,
@@ -237,9 +241,11 @@ class FakeWorkerClient final : public gateway::WorkerClient {
 
   std::unique_ptr<gateway::WorkerCall> NewCall(
       const gateway::RoutedWorker& worker, ::llmserve::worker::v1::GenerateRequest request,
-      absl::Time /*deadline*/, std::shared_ptr<gateway::WorkerCallObserver> observer) override {
+      const gateway::WorkerCallOptions& options,
+      std::shared_ptr<gateway::WorkerCallObserver> observer) override {
     std::shared_ptr<FakeCall> call(
         new FakeCall(&delivery_, worker.address, std::move(request), std::move(observer)));
+    call->set_traceparent(options.traceparent);
     return std::make_unique<FakeCall::Handle>(call, [this, call] {
       absl::MutexLock lock(&mutex_);
       started_.push_back(call);

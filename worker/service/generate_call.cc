@@ -1,6 +1,10 @@
 #include "worker/service/generate_call.h"
 
+#include <algorithm>
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "common/status/grpc_raw_message.h"
 #include "common/status/grpc_status.h"
@@ -39,6 +43,8 @@ absl::Status GenerateCall::Start(EngineRequest request) {
     engine_->AbortRequest(*id);
   }
   if (!id.ok()) {
+    span_.SetError(absl::StatusCodeToString(id.status().code()), id.status().message());
+    span_.End();
     if (metrics_ != nullptr) metrics_->OnFailed(id.status().code());
     on_engine_done_(this);
     Pump();
@@ -125,11 +131,52 @@ void GenerateCall::OnEngineOutput(const EngineOutput& output) {
       metrics_->OnFinished(output, prompt_tokens_, generated_tokens_);
     }
   }
+  if (last) EndSpan(output);
   Pump();
   if (last) {
     on_engine_done_(this);
     Unref();
   }
+}
+
+void GenerateCall::EndSpan(const EngineOutput& output) {
+  if (!span_.recording()) return;
+  const absl::Time end = absl::Now();
+  span_.SetAttribute("gen_ai.usage.input_tokens", int64_t{prompt_tokens_});
+  span_.SetAttribute("gen_ai.usage.output_tokens", int64_t{generated_tokens_});
+  if (output.finish == FinishReason::kError) {
+    const absl::Status error =
+        output.error.ok() ? absl::InternalError("the engine failed") : output.error;
+    span_.SetError(absl::StatusCodeToString(error.code()), error.message());
+    return span_.End(end);
+  }
+  if (output.finish == FinishReason::kAbort) {
+    std::optional<grpc::Status> abort_status;
+    {
+      absl::MutexLock lock(&mutex_);
+      abort_status = abort_status_;
+    }
+    // The client's cancel (the gateway stopping at a stop string, or a client that left) is not
+    // this worker's error; a drain or a shutdown is.
+    span_.SetAttribute("llmserve.aborted", true);
+    if (abort_status.has_value()) {
+      span_.SetError("UNAVAILABLE", abort_status->error_message());
+    }
+    return span_.End(end);
+  }
+  span_.SetAttribute(
+      "gen_ai.response.finish_reasons",
+      std::vector<std::string>{output.finish == FinishReason::kStop ? "stop" : "length"});
+  span_.SetAttribute("llmserve.usage.cached_prompt_tokens", int64_t{output.cached_prompt_tokens});
+  // Where the time went: waiting for the scheduler, the prefill, then decoding.
+  span_.SetAttribute("llmserve.queue_time_s", output.queue_s);
+  span_.SetAttribute("llmserve.time_to_first_token_s", output.ttft_s);
+  span_.SetAttribute("llmserve.prefill_time_s", std::max(0.0, output.ttft_s - output.queue_s));
+  span_.SetAttribute("llmserve.decode_time_s", std::max(0.0, output.total_s - output.ttft_s));
+  span_.SetAttribute("llmserve.preemptions", int64_t{output.preemptions});
+  span_.AddEvent("scheduled", arrival_ + absl::Seconds(output.queue_s));
+  if (generated_tokens_ > 0) span_.AddEvent("first_token", arrival_ + absl::Seconds(output.ttft_s));
+  span_.End(end);
 }
 
 void GenerateCall::Pump() {

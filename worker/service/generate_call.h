@@ -23,6 +23,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/tracing/span.h"
 #include "llmserve/worker/v1/worker.pb.h"
 #include "worker/engine/engine.h"
 #include "worker/service/worker_metrics.h"
@@ -37,6 +38,10 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   // `metrics` may be null.
   GenerateCall(Engine* engine, WorkerMetrics* metrics,
                std::function<void(GenerateCall*)> on_engine_done);
+
+  // The request's server span (tracing): ended with the request, with its usage and timing.
+  // Call before Start.
+  void set_span(common::tracing::Span span) { span_ = std::move(span); }
 
   // Hands the request to the engine. On failure (overload, a request that can never fit) the
   // call finishes with that status, which is returned. The call may be gone when this returns.
@@ -59,6 +64,8 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
   // Engine thread.
   void OnEngineOutput(const EngineOutput& output);
+  // Engine thread: the span's closing attributes, from the request's last output.
+  void EndSpan(const EngineOutput& output);
   // Starts the next write, or finishes the call, as the state allows.
   void Pump();
   void Unref();
@@ -89,6 +96,7 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   int32_t prompt_tokens_ = 0;
   int32_t generated_tokens_ = 0;
   absl::Time last_token_time_ = absl::InfinitePast();
+  common::tracing::Span span_;
 };
 
 }  // namespace llmserve::worker

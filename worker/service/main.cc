@@ -20,6 +20,7 @@
 #include "common/base/protobuf_log.h"
 #include "common/base/serve_until_signal.h"
 #include "common/status/status_macros.h"
+#include "common/tracing/tracing_flags.h"
 #include "worker/model/auto_dtype.h"
 #include "worker/model/model_files.h"
 #include "worker/model/model_loader.h"
@@ -181,6 +182,10 @@ absl::StatusOr<llmserve::worker::WorkerServerOptions> OptionsFromFlags() {
   if (!crash_tokens.ok()) return crash_tokens.status();
   options.test_only_crash_on_prompt_tokens = *std::move(crash_tokens);
   LLMSERVE_RETURN_IF_ERROR(llmserve::worker::ValidateWorkerServerOptions(options));
+  absl::StatusOr<llmserve::common::tracing::TracingFlags> tracing =
+      llmserve::common::tracing::TracingFlagsFromCommandLine();
+  if (!tracing.ok()) return tracing.status();
+  options.tracing = *std::move(tracing);
   return options;
 }
 

@@ -360,6 +360,15 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   server->service_ =
       std::make_unique<WorkerService>(server->engine_.get(), server->metrics_.get(), info,
                                       server->structured_.get(), std::move(structured_error));
+  if (!options.tracing.endpoint.empty()) {
+    absl::StatusOr<std::unique_ptr<common::tracing::Tracer>> tracer =
+        common::tracing::Tracer::Create(options.tracing, "llmserve-worker", LLMSERVE_VERSION);
+    if (!tracer.ok()) return tracer.status();
+    server->tracer_ = *std::move(tracer);
+    server->service_->set_tracer(server->tracer_.get());
+    LLMSERVE_LOG(INFO) << "traces to " << server->tracer_->Describe() << " (sampled "
+                       << options.tracing.sample_ratio << ")";
+  }
   if (!options.test_only_crash_on_prompt_tokens.empty()) {
     LLMSERVE_LOG(WARNING) << "--test_only_crash_on_prompt_tokens is set: this worker crashes on "
                              "purpose on some prompts (a test-only fault; never in production)";

@@ -24,6 +24,7 @@
 #include "absl/time/time.h"
 #include "common/metrics/metrics_exposer.h"
 #include "common/tls/grpc_tls.h"
+#include "common/tracing/tracer.h"
 #include "worker/engine/engine.h"
 #include "worker/model/dtype.h"
 #include "worker/model/quantization.h"
@@ -75,6 +76,8 @@ struct WorkerServerOptions {
   // TEST ONLY (--test_only_crash_on_prompt_tokens): crash on a prompt holding these ids in a row
   // (WorkerService::CrashOnPromptTokensForTesting). Empty: off.
   std::vector<int32_t> test_only_crash_on_prompt_tokens;
+  // OpenTelemetry traces (common/tracing/); an empty endpoint: none.
+  common::tracing::TracingFlags tracing;
 };
 
 // INVALID_ARGUMENT naming the option (with the flag spelling) for values out of range.
@@ -104,6 +107,8 @@ class WorkerServer {
   WorkerServer() = default;
 
   WorkerServerOptions options_;
+  // First, so that it goes last: the engine's last outputs end spans. Null without tracing.
+  std::unique_ptr<common::tracing::Tracer> tracer_;
   std::unique_ptr<Engine> engine_;
   v1::ModelInfo model_info_;
   std::unique_ptr<WorkerMetrics> metrics_;

@@ -37,10 +37,34 @@ WorkerService::WorkerService(Engine* engine, WorkerMetrics* metrics, v1::ModelIn
 
 WorkerService::~WorkerService() = default;
 
+namespace {
+
+std::string MetadataOf(const grpc::CallbackServerContext& context, const char* key) {
+  const auto& metadata = context.client_metadata();
+  const auto it = metadata.find(key);
+  return it == metadata.end() ? std::string() : std::string(it->second.data(), it->second.size());
+}
+
+}  // namespace
+
 grpc::ServerWriteReactor<grpc::ByteBuffer>* WorkerService::Generate(
-    grpc::CallbackServerContext* /*context*/, const grpc::ByteBuffer* bytes) {
-  auto refuse = [this](const absl::Status& status) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* bytes) {
+  // The request's server span, in the trace of the gateway's attempt when it sent one.
+  common::tracing::Span span;
+  if (tracer_ != nullptr) {
+    span =
+        tracer_->StartSpan(absl::StrCat("text_completion ", model_info_.model_name()),
+                           common::tracing::SpanKind::kServer,
+                           common::tracing::ParseTraceParent(MetadataOf(*context, "traceparent"),
+                                                             MetadataOf(*context, "tracestate")));
+    span.SetAttribute("gen_ai.operation.name", std::string("text_completion"));
+    span.SetAttribute("gen_ai.provider.name", std::string("llmserve"));
+    span.SetAttribute("gen_ai.request.model", model_info_.model_name());
+  }
+  auto refuse = [this, &span](const absl::Status& status) {
     if (metrics_ != nullptr) metrics_->OnFailed(status.code());
+    span.SetError(absl::StatusCodeToString(status.code()), status.message());
+    span.End();
     return new RefusedCall(common::ToGrpcStatus(status));
   };
   v1::GenerateRequest parsed;
@@ -48,6 +72,10 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WorkerService::Generate(
     return refuse(status);
   }
   const v1::GenerateRequest* request = &parsed;
+  if (span.recording()) {
+    span.SetAttribute("llmserve.request_id", request->request_id());
+    span.SetAttribute("gen_ai.request.max_tokens", int64_t{request->max_tokens()});
+  }
   if (!crash_marker_.empty() &&
       std::search(request->prompt_token_ids().begin(), request->prompt_token_ids().end(),
                   crash_marker_.begin(),
@@ -107,6 +135,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WorkerService::Generate(
     }
   }
   if (call == nullptr) return refuse(refused);
+  call->set_span(std::move(span));
   // On failure the call has finished itself with the status (and left live_).
   (void)call->Start(*std::move(engine_request));
   return call;

@@ -20,6 +20,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/tracing/tracer.h"
 #include "llmserve/worker/v1/worker.grpc.pb.h"
 #include "worker/engine/engine.h"
 #include "worker/service/generate_call.h"
@@ -68,6 +69,10 @@ class WorkerService final : public RawWorkerService {
   // included until the engine has released them).
   int live_requests() const;
 
+  // Each Generate call becomes a server span of `tracer` (not owned; outlives the service), the
+  // child of the gateway's attempt span when the call carries a traceparent. Call before serving.
+  void set_tracer(common::tracing::Tracer* tracer) { tracer_ = tracer; }
+
   // TEST ONLY: from now on, a Generate request whose prompt holds `marker` (non-empty) in a row
   // crashes the process (SIGSEGV) in the handler, before any answer: a stand-in for a request
   // that kills its worker, for the gateway's query-of-death tests. Call before serving.
@@ -84,6 +89,7 @@ class WorkerService final : public RawWorkerService {
   LoadBroadcaster broadcaster_;
   // Set before serving, read-only after (CrashOnPromptTokensForTesting).
   std::vector<int32_t> crash_marker_;
+  common::tracing::Tracer* tracer_ = nullptr;
 
   mutable absl::Mutex mutex_;
   bool draining_ ABSL_GUARDED_BY(mutex_) = false;

@@ -1,6 +1,7 @@
 #include "gateway/frontends/grpc/inference_service.h"
 
 #include <atomic>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -185,6 +186,7 @@ class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
 
  private:
   void Add(GenerationDelta delta, const GenerationResult* result, const absl::Status& error) {
+    lifecycle().AppendOutputText(0, delta.text);
     {
       absl::MutexLock lock(&mutex_);
       pending_.set_request_id(request_id_);
@@ -290,6 +292,7 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public AdmittedCall<Una
     void OnDelta(GenerationDelta delta) override {
       absl::MutexLock lock(&mutex_);
       if (call_ == nullptr) return;
+      call_->lifecycle().AppendOutputText(0, delta.text);
       call_->collected_.AppendText(delta.text);
       call_->reasoning_text_.append(delta.reasoning);
       for (const ::llmserve::v1::GeneratedToken& token : delta.tokens) {
@@ -373,10 +376,21 @@ class UnaryCall final : public grpc::ServerUnaryReactor, public AdmittedCall<Una
 
 }  // namespace
 
-std::string AuthorizationOf(const grpc::CallbackServerContext& context) {
+std::string MetadataOf(const grpc::CallbackServerContext& context, const char* key) {
   const auto& metadata = context.client_metadata();
-  const auto it = metadata.find("authorization");
+  const auto it = metadata.find(key);
   return it == metadata.end() ? std::string() : std::string(it->second.data(), it->second.size());
+}
+
+std::string AuthorizationOf(const grpc::CallbackServerContext& context) {
+  return MetadataOf(context, "authorization");
+}
+
+// The caller's W3C trace context, from the `traceparent` and `tracestate` metadata.
+std::optional<common::tracing::TraceContext> CallerTrace(
+    const grpc::CallbackServerContext& context) {
+  return common::tracing::ParseTraceParent(MetadataOf(context, "traceparent"),
+                                           MetadataOf(context, "tracestate"));
 }
 
 InferenceService::InferenceService(WorkerClient* workers, ModelCatalog* catalog,
@@ -392,6 +406,7 @@ absl::StatusOr<InferenceService::Accepted> InferenceService::Accept(
     grpc::CallbackServerContext* context, ::llmserve::v1::GenerateRequest& request,
     RequestLifecycle& lifecycle) {
   lifecycle.set_model(request.model());
+  lifecycle.set_operation(request.has_chat() ? "chat" : "text_completion");
   if (absl::Status accepting = tracker_->CheckAccepting(); !accepting.ok()) return accepting;
   absl::StatusOr<Principal> principal =
       tracker_->admission().Authenticate(AuthorizationOf(*context));
@@ -405,6 +420,7 @@ absl::StatusOr<InferenceService::Accepted> InferenceService::Accept(
   if (!id.ok()) return id.status();
   request.set_request_id(*std::move(id));
   lifecycle.set_request_id(request.request_id());
+  lifecycle.set_input_content(request);
   return Accepted{.principal = *std::move(principal),
                   .model = *std::move(model),
                   .client_deadline = absl::FromChrono(context->deadline())};
@@ -423,6 +439,7 @@ InferenceService::Started InferenceService::MakeStarted(PreparedRequest request,
   started.generation.query_of_death = options_.query_of_death_guard;
   started.generation.api = "grpc";
   started.generation.in_flight = tracker_->generations();
+  started.generation.tracer = tracker_->tracer();
   if (options_.isolate_cache_per_principal) {
     started.generation.cache_salt = started.principal.name;
   }
@@ -437,16 +454,23 @@ void InferenceService::PrepareThenLaunch(Call* call, ::llmserve::v1::GenerateReq
   auto ticket = std::make_shared<PrepareStage::Ticket>();
   call->set_prepare_ticket(ticket);
   call->Ref();  // the prepare callback's, dropped when it ran
+  common::tracing::Span prepare_span = call->lifecycle().StartChildSpan("prepare");
   const absl::Status submitted = prepare_->Submit(
       std::move(request), std::move(model), /*n=*/1, ticket,
-      [this, call, accepted = std::move(accepted)](
-          absl::StatusOr<std::vector<PreparedRequest>> prepared) mutable {
+      [this, call, accepted = std::move(accepted),
+       prepare_span](absl::StatusOr<std::vector<PreparedRequest>> prepared) mutable {
         if (prepared.ok() && call->cancelled()) {
           prepared = absl::CancelledError("the call was cancelled");
         }
         if (!prepared.ok()) {
+          prepare_span.SetError(absl::StatusCodeToString(prepared.status().code()),
+                                prepared.status().message());
+        }
+        prepare_span.End();
+        if (!prepared.ok()) {
           call->FailWith(prepared.status(), absl::ZeroDuration());
         } else {
+          call->lifecycle().set_request_parameters(prepared->front().worker_request, 1);
           Launch(call,
                  MakeStarted(std::move(prepared->front()), accepted, call->lifecycle().arrival()));
         }
@@ -457,6 +481,7 @@ void InferenceService::PrepareThenLaunch(Call* call, ::llmserve::v1::GenerateReq
     if (absl::IsResourceExhausted(submitted) && options_.metrics != nullptr) {
       options_.metrics->OnRateLimited();
     }
+    prepare_span.End();
     call->Unref();
     call->FailWith(submitted,
                    absl::IsResourceExhausted(submitted) ? absl::Seconds(1) : absl::ZeroDuration());
@@ -466,7 +491,7 @@ void InferenceService::PrepareThenLaunch(Call* call, ::llmserve::v1::GenerateReq
 grpc::ServerWriteReactor<grpc::ByteBuffer>* InferenceService::GenerateStream(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* bytes) {
   std::shared_ptr<RequestLifecycle> lifecycle =
-      tracker_->Begin("grpc", "/llmserve.v1.Inference/GenerateStream");
+      tracker_->Begin("grpc", "/llmserve.v1.Inference/GenerateStream", CallerTrace(*context));
   ::llmserve::v1::GenerateRequest request;
   absl::Status parsed = common::ParseRawRequest(*bytes, &request);
   absl::StatusOr<Accepted> accepted =
@@ -485,7 +510,7 @@ grpc::ServerUnaryReactor* InferenceService::Generate(grpc::CallbackServerContext
                                                      const grpc::ByteBuffer* bytes,
                                                      grpc::ByteBuffer* response) {
   std::shared_ptr<RequestLifecycle> lifecycle =
-      tracker_->Begin("grpc", "/llmserve.v1.Inference/Generate");
+      tracker_->Begin("grpc", "/llmserve.v1.Inference/Generate", CallerTrace(*context));
   ::llmserve::v1::GenerateRequest request;
   absl::Status parsed = common::ParseRawRequest(*bytes, &request);
   absl::StatusOr<Accepted> accepted =
@@ -505,6 +530,7 @@ grpc::ServerUnaryReactor* InferenceService::Generate(grpc::CallbackServerContext
 
 template <typename Call>
 void InferenceService::Launch(Call* call, Started started) {
+  started.generation.parent_span = call->lifecycle().span();
   call->Ref();  // the admission callback's, dropped when it ran (or was cancelled)
   WorkerClient* workers = workers_;
   call->lifecycle().Admit(

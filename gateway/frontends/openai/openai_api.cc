@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
@@ -208,6 +209,7 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
   }
 
   void OnDelta(int index, GenerationDelta delta) {
+    lifecycle_->AppendOutputText(index, delta.text);
     absl::MutexLock lock(&mutex_);
     if (completed_) return;  // choices_ is gone with the response
     Choice& choice = choices_[index];
@@ -487,9 +489,22 @@ void OpenAiApi::HandleModels(const http::HttpRequest& request, http::ResponseWri
 
 void OpenAiApi::HandleGeneration(OpenAiEndpoint endpoint, http::HttpRequest request,
                                  std::shared_ptr<http::ResponseWriter> writer) {
-  std::shared_ptr<RequestLifecycle> lifecycle =
-      tracker_->Begin("http", endpoint == OpenAiEndpoint::kChatCompletions ? "/v1/chat/completions"
-                                                                           : "/v1/completions");
+  std::shared_ptr<RequestLifecycle> lifecycle = tracker_->Begin(
+      "http",
+      endpoint == OpenAiEndpoint::kChatCompletions ? "/v1/chat/completions" : "/v1/completions",
+      common::tracing::ParseTraceParent(request.Header("traceparent"),
+                                        request.Header("tracestate")));
+  lifecycle->set_operation(endpoint == OpenAiEndpoint::kChatCompletions ? "chat"
+                                                                        : "text_completion");
+  if (const common::tracing::Span& span = lifecycle->span(); span.recording()) {
+    const std::string host(request.Header("host"));
+    const size_t colon = host.rfind(':');
+    span.SetAttribute("server.address", host.substr(0, colon));
+    int64_t port = 0;
+    if (colon != std::string::npos && absl::SimpleAtoi(host.substr(colon + 1), &port)) {
+      span.SetAttribute("server.port", port);
+    }
+  }
   if (absl::Status accepting = tracker_->CheckAccepting(); !accepting.ok()) {
     lifecycle->Finish(accepting);
     return SendOpenAiError(*writer, accepting);
@@ -508,18 +523,22 @@ void OpenAiApi::HandleGeneration(OpenAiEndpoint endpoint, http::HttpRequest requ
   auto ticket = std::make_shared<PrepareStage::Ticket>();
   writer->SetOnClose([ticket] { ticket->Cancel(); });
   const size_t body_bytes = request.body.size();
+  common::tracing::Span prepare_span = lifecycle->StartChildSpan("prepare");
   const absl::Status submitted = prepare_->Run(
       body_bytes, ticket,
       [this, endpoint, body = std::move(request.body), principal = *std::move(principal), writer,
-       lifecycle](absl::Status ready) mutable {
+       lifecycle, prepare_span](absl::Status ready) mutable {
         if (!ready.ok()) {
+          prepare_span.SetError(absl::StatusCodeToString(ready.code()), ready.message());
+          prepare_span.End();
           lifecycle->Finish(ready);
           return SendOpenAiError(*writer, ready);
         }
         Prepare(PendingGeneration{.endpoint = endpoint,
                                   .principal = std::move(principal),
                                   .writer = std::move(writer),
-                                  .lifecycle = std::move(lifecycle)},
+                                  .lifecycle = std::move(lifecycle),
+                                  .prepare_span = std::move(prepare_span)},
                 body);
       });
   if (!submitted.ok()) {
@@ -527,6 +546,8 @@ void OpenAiApi::HandleGeneration(OpenAiEndpoint endpoint, http::HttpRequest requ
     if (absl::IsResourceExhausted(submitted) && options_.metrics != nullptr) {
       options_.metrics->OnRateLimited();
     }
+    prepare_span.SetError(absl::StatusCodeToString(submitted.code()), submitted.message());
+    prepare_span.End();
     lifecycle->Finish(submitted);
     SendOpenAiError(*writer, submitted,
                     absl::IsResourceExhausted(submitted) ? absl::Seconds(1) : absl::ZeroDuration());
@@ -555,8 +576,12 @@ void OpenAiApi::Prepare(PendingGeneration pending, absl::string_view body) {
                   : absl::StatusOr<std::shared_ptr<const ServedModel>>(parsed.status());
   if (parsed.ok()) {
     pending.lifecycle->set_model(model.ok() ? (*model)->name() : parsed->request.model());
+    pending.lifecycle->set_input_content(parsed->request);
   }
   if (!model.ok()) {
+    pending.prepare_span.SetError(absl::StatusCodeToString(model.status().code()),
+                                  model.status().message());
+    pending.prepare_span.End();
     pending.lifecycle->Finish(model.status());
     return SendOpenAiError(*pending.writer, model.status());
   }
@@ -576,9 +601,17 @@ void OpenAiApi::OnPrepared(PendingGeneration pending,
     choices = absl::CancelledError("the client disconnected");
   }
   if (!choices.ok()) {
+    pending.prepare_span.SetError(absl::StatusCodeToString(choices.status().code()),
+                                  choices.status().message());
+    pending.prepare_span.End();
     pending.lifecycle->Finish(choices.status());
     return SendOpenAiError(*pending.writer, choices.status());
   }
+  pending.prepare_span.SetAttribute("gen_ai.usage.input_tokens",
+                                    int64_t{(*choices)[0].worker_request.prompt_token_ids_size()});
+  pending.prepare_span.End();
+  pending.lifecycle->set_request_parameters((*choices)[0].worker_request,
+                                            static_cast<int>(choices->size()));
   StartGeneration(std::move(pending), *std::move(choices));
 }
 
@@ -592,6 +625,8 @@ void OpenAiApi::StartGeneration(PendingGeneration pending, std::vector<PreparedR
   generation.query_of_death = options_.query_of_death_guard;
   generation.api = "http";
   generation.in_flight = tracker_->generations();
+  generation.tracer = pending.lifecycle->tracer();
+  generation.parent_span = pending.lifecycle->span();
   if (options_.isolate_cache_per_principal) generation.cache_salt = pending.principal.name;
   const std::string id =
       absl::StrCat(pending.endpoint == OpenAiEndpoint::kChatCompletions ? "chatcmpl-" : "cmpl-",

@@ -60,6 +60,8 @@ class OpenAiApi {
     Principal principal;
     std::shared_ptr<http::ResponseWriter> writer;
     std::shared_ptr<RequestLifecycle> lifecycle;
+    // From the submission to the prepare stage until the prompt is ready (or refused).
+    common::tracing::Span prepare_span;
     // Set by Prepare: the parsed request (its `request` cleared once prepared) and its model.
     OpenAiRequest parsed;
     std::shared_ptr<const ServedModel> model;

@@ -151,6 +151,71 @@ TEST_F(GenerationTest, AFailureBeforeTheFirstTokenIsRetriedOnAnotherWorker) {
   EXPECT_EQ(observer_->ends(), 1);
 }
 
+// Keeps exported spans.
+class SpanLog final : public common::tracing::SpanExporter {
+ public:
+  explicit SpanLog(std::shared_ptr<std::vector<common::tracing::SpanData>> spans)
+      : spans_(std::move(spans)) {}
+  absl::Status Export(absl::Span<const common::tracing::SpanData> spans) override {
+    absl::MutexLock lock(&mutex_);
+    spans_->insert(spans_->end(), spans.begin(), spans.end());
+    return absl::OkStatus();
+  }
+  std::string Describe() const override { return "memory"; }
+
+ private:
+  absl::Mutex mutex_;
+  std::shared_ptr<std::vector<common::tracing::SpanData>> spans_;
+};
+
+TEST_F(GenerationTest, EachAttemptIsAClientSpanWhoseContextTheWorkerGets) {
+  auto spans = std::make_shared<std::vector<common::tracing::SpanData>>();
+  std::unique_ptr<common::tracing::Tracer> tracer =
+      *common::tracing::Tracer::Start(std::make_unique<SpanLog>(spans), {});
+  const common::tracing::Span request_span =
+      tracer->StartSpan("chat tiny", common::tracing::SpanKind::kServer, std::nullopt);
+  std::shared_ptr<Generation> generation = Generation::Start(
+      &fake_, Request(), {.tracer = tracer.get(), .parent_span = request_span}, observer_);
+  std::shared_ptr<FakeCall> first = fake_.WaitForCall(0);
+  ASSERT_NE(first, nullptr);
+  ASSERT_TRUE(first->Finish(absl::UnavailableError("connection reset")));
+  std::shared_ptr<FakeCall> second = fake_.WaitForCall(1);
+  ASSERT_NE(second, nullptr);
+  ASSERT_TRUE(second->Send(Ids("ok"), FINISH_REASON_STOP));
+  ASSERT_TRUE(observer_->WaitDone());
+  generation.reset();
+  ASSERT_TRUE(tracer->WaitForFlush(absl::Now() + kPatience));
+  ASSERT_EQ(spans->size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    const common::tracing::SpanData& attempt = (*spans)[i];
+    const std::shared_ptr<FakeCall>& call = i == 0 ? first : second;
+    EXPECT_EQ(attempt.kind, common::tracing::SpanKind::kClient);
+    EXPECT_EQ(attempt.context.trace_id, request_span.context().trace_id);
+    EXPECT_EQ(attempt.parent_span_id, request_span.context().span_id);
+    // The worker's span will be the attempt's child.
+    EXPECT_EQ(call->traceparent(), common::tracing::FormatTraceParent(attempt.context));
+  }
+  EXPECT_TRUE((*spans)[0].error);
+  EXPECT_FALSE((*spans)[1].error);
+}
+
+TEST_F(GenerationTest, WithoutATracerTheCallersContextGoesToTheWorkerAsItIs) {
+  const common::tracing::TraceContext caller =
+      *common::tracing::ParseTraceParent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  std::shared_ptr<Generation> generation = Generation::Start(
+      &fake_, Request(), {.parent_span = common::tracing::Span::Unrecorded(caller)}, observer_);
+  std::shared_ptr<FakeCall> call = fake_.WaitForCall(0);
+  ASSERT_NE(call, nullptr);
+  EXPECT_EQ(call->traceparent(), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  ASSERT_TRUE(call->Send(Ids("ok"), FINISH_REASON_STOP));
+  ASSERT_TRUE(observer_->WaitDone());
+  // No trace at all: no traceparent.
+  Start(Request());
+  std::shared_ptr<FakeCall> plain = fake_.WaitForCall(1);
+  ASSERT_NE(plain, nullptr);
+  EXPECT_EQ(plain->traceparent(), "");
+}
+
 TEST_F(GenerationTest, AnOverloadedWorkerIsSkippedButNotMarkedDown) {
   std::shared_ptr<Generation> generation = Start(Request());
   std::shared_ptr<FakeCall> first = fake_.WaitForCall(0);
