@@ -504,7 +504,7 @@ function existingSecrets(user) {
   const walk = (o) => {
     if (o && typeof o === 'object') {
       for (const [k, v] of Object.entries(o)) {
-        if ((k === 'existingSecret' || k === 'passwordSecret') && v) s.add(v);
+        if ((k === 'existingSecret' || k === 'passwordSecret' || k === 'headersSecret') && v) s.add(v);
         else walk(v);
       }
     }
@@ -565,6 +565,17 @@ check('ci files turn on what they promise', () => {
   }
   assert.ok(gw.env.some((e) => e.name === 'LLMSERVE_REQUEST_LOG'), 'everything-on: a PostgreSQL request log');
   assert.ok(gw.env.some((e) => e.name === 'PGPASSWORD'), 'everything-on: its password');
+  // Traces from the gateway and every worker, to the same endpoint, headers from the Secret.
+  for (const w of workloads(all)) {
+    const c = mainContainer(w);
+    assert.equal(flag(c.args, 'otlp_traces_endpoint'), 'http://otel-collector.observability:4318/v1/traces',
+      `${w.metadata.name}: --otlp_traces_endpoint`);
+    assert.equal(flag(c.args, 'trace_sample_ratio'), '0.5', `${w.metadata.name}: --trace_sample_ratio`);
+    const headers = c.env.find((e) => e.name === 'OTEL_EXPORTER_OTLP_TRACES_HEADERS');
+    assert.equal(headers?.valueFrom?.secretKeyRef?.name, 'llmserve-otlp-headers', `${w.metadata.name}: headers from the Secret`);
+  }
+  assert.ok(!workloads(rendered['default values']).some((w) => flag(mainContainer(w).args, 'otlp_traces_endpoint')),
+    'no tracing by default');
   const demo = mainContainer(workloads(rendered['ci/cpu-demo-values.yaml']).find((o) => component(o) === 'gateway'));
   assert.equal(flag(demo.args, 'request_log'), '/var/log/llmserve/requests.jsonl', 'cpu-demo: a JSON-lines request log');
 });

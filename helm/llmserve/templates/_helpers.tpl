@@ -221,3 +221,35 @@ Scrape annotations are used when neither a ServiceMonitor nor a PodMonitor is ma
 {{- $m := .Values.monitoring -}}
 {{- if and $m.scrapeAnnotations (not $m.serviceMonitor.enabled) (not $m.podMonitor.enabled) }}true{{ end -}}
 {{- end -}}
+
+{{/*
+The tracing flags of both binaries (values.tracing); nothing without an endpoint.
+*/}}
+{{- define "llmserve.tracingArgs" -}}
+{{- with .Values.tracing }}
+{{- if .endpoint }}
+- {{ printf "--otlp_traces_endpoint=%s" .endpoint | quote }}
+- --trace_sample_ratio={{ .sampleRatio }}
+- --otlp_compression={{ .compression }}
+- --otlp_timeout={{ .timeout }}
+{{- if .content }}
+- --trace_content=true
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The tracing environment of both binaries: the export headers from their Secret.
+*/}}
+{{- define "llmserve.tracingEnv" -}}
+{{- with .Values.tracing }}
+{{- if and .endpoint .headersSecret }}
+- name: OTEL_EXPORTER_OTLP_TRACES_HEADERS
+  valueFrom:
+    secretKeyRef:
+      name: {{ .headersSecret }}
+      key: {{ .headersSecretKey }}
+{{- end }}
+{{- end }}
+{{- end }}
