@@ -81,6 +81,21 @@ ABSL_FLAG(bool, allow_unauthenticated, false,
 ABSL_FLAG(int64_t, rate_limit_rpm, 0, "requests per minute per key (0: unlimited)");
 ABSL_FLAG(int64_t, rate_limit_tpm, 0,
           "tokens (prompt + completion) per minute per key (0: unlimited)");
+ABSL_FLAG(int64_t, token_quota_daily, 0,
+          "tokens (prompt + completion) per UTC day per key, across replicas (needs --redis_url; "
+          "0: none)");
+ABSL_FLAG(int64_t, token_quota_monthly, 0,
+          "tokens (prompt + completion) per UTC month per key, across replicas (needs "
+          "--redis_url; 0: none)");
+ABSL_FLAG(std::string, redis_url, "",
+          "redis://[[user]:password@]host[:port][/db]: the rate limits and quotas hold across "
+          "every gateway replica sharing it; empty: the LLMSERVE_REDIS_URL environment variable, "
+          "else each replica counts alone");
+ABSL_FLAG(absl::Duration, redis_timeout, absl::Milliseconds(100),
+          "how long a rate-limit check may wait for Redis before the failure policy decides");
+ABSL_FLAG(std::string, redis_failure_policy, "open",
+          "when Redis cannot answer: open (this replica's own --rate_limit_* limits; quotas "
+          "unchecked) or closed (refuse with 503)");
 ABSL_FLAG(int64_t, max_concurrency, 0, "requests in flight at once (0: unlimited)");
 ABSL_FLAG(int64_t, max_queued_requests, 256,
           "with --max_concurrency: requests that may wait for a slot before 429");
@@ -200,6 +215,22 @@ absl::StatusOr<llmserve::gateway::GatewayServerOptions> OptionsFromFlags() {
   options.rate_limit_rpm = absl::GetFlag(FLAGS_rate_limit_rpm);
   options.rate_limit_tpm = absl::GetFlag(FLAGS_rate_limit_tpm);
   options.max_concurrency = absl::GetFlag(FLAGS_max_concurrency);
+  options.token_quota_daily = absl::GetFlag(FLAGS_token_quota_daily);
+  options.token_quota_monthly = absl::GetFlag(FLAGS_token_quota_monthly);
+  options.redis_url = absl::GetFlag(FLAGS_redis_url);
+  // From the environment, so that a URL holding a password stays off the command line.
+  if (const char* from_env = std::getenv("LLMSERVE_REDIS_URL");
+      options.redis_url.empty() && from_env != nullptr) {
+    options.redis_url = from_env;
+  }
+  options.redis_timeout = absl::GetFlag(FLAGS_redis_timeout);
+  const std::string policy = absl::GetFlag(FLAGS_redis_failure_policy);
+  if (policy != "open" && policy != "closed") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--redis_failure_policy must be open or closed, got '", policy, "'"));
+  }
+  options.redis_failure_policy = policy == "open" ? llmserve::gateway::RedisFailurePolicy::kOpen
+                                                  : llmserve::gateway::RedisFailurePolicy::kClosed;
   options.max_queued_requests = absl::GetFlag(FLAGS_max_queued_requests);
   if (options.max_queued_requests < 0) {
     return absl::InvalidArgumentError("--max_queued_requests must be >= 0");

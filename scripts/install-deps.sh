@@ -29,6 +29,8 @@ test_packages=(
   # monitoring: promtool and a real Prometheus server for the rules and dashboards, PyYAML to
   # read them; a real DNS server for the scaling test
   prometheus python3-yaml dnsmasq-base
+  # a real Redis for the global rate limits' test
+  redis-server
   # a real PostgreSQL server for the request log's test
   postgresql
   # llmserve-bench --plot and `make bench` draw with gnuplot

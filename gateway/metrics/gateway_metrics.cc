@@ -48,6 +48,12 @@ class GatewayMetrics::LiveCollector : public prometheus::Collectable {
                                                       std::move(draining), std::move(up),
                                                       std::move(per_model)};
     if (state.request_log.has_value()) AddRequestLog(*state.request_log, families);
+    if (state.redis_connected.has_value()) {
+      prometheus::MetricFamily up = Family("llmserve_gateway_redis_up",
+                                           "1 while connected to the global rate limits' Redis.");
+      up.metric.push_back(Gauge({}, *state.redis_connected ? 1 : 0));
+      families.push_back(std::move(up));
+    }
     if (state.traces.has_value()) {
       prometheus::MetricFamily spans = Family(
           "llmserve_gateway_trace_spans_total",
@@ -144,6 +150,12 @@ GatewayMetrics::GatewayMetrics(std::function<LiveState()> live)
                   .Name("llmserve_gateway_routing_decisions_total")
                   .Help("Worker choices by policy and the rule that decided.")
                   .Register(*registry_);
+  rate_limit_backend_errors_ =
+      &prometheus::BuildCounter()
+           .Name("llmserve_gateway_rate_limit_backend_errors_total")
+           .Help("Global rate limit checks Redis could not answer (the failure policy decided).")
+           .Register(*registry_)
+           .Add({});
   rate_limited_ = &prometheus::BuildCounter()
                        .Name("llmserve_gateway_rate_limited_total")
                        .Help("Requests refused by a rate or concurrency limit.")
@@ -214,6 +226,7 @@ void GatewayMetrics::OnRoutingDecision(absl::string_view policy, absl::string_vi
 }
 
 void GatewayMetrics::OnRateLimited() { rate_limited_->Increment(); }
+void GatewayMetrics::OnRateLimitBackendError() { rate_limit_backend_errors_->Increment(); }
 void GatewayMetrics::OnAuthFailure() { auth_failures_->Increment(); }
 
 void GatewayMetrics::OnQueryOfDeathCrash(bool retried) {

@@ -26,6 +26,9 @@
 //   trace_spans_total{result}               with tracing: spans exported, or dropped (queue
 //                                           full, export failed, left at shutdown)
 //   trace_spans_queued                      spans waiting for the exporter
+//   rate_limit_backend_errors_total         global rate limits: Redis could not answer (the
+//                                           failure policy decided instead)
+//   redis_up                                with global rate limits: 1 while connected to Redis
 //
 // Thread-safe.
 
@@ -82,6 +85,8 @@ class GatewayMetrics {
       int64_t queued = 0;
     };
     std::optional<TraceState> traces;
+    // With global rate limits: whether Redis is connected.
+    std::optional<bool> redis_connected;
   };
   // `live` is read at every scrape.
   explicit GatewayMetrics(std::function<LiveState()> live);
@@ -97,6 +102,7 @@ class GatewayMetrics {
   void OnInterToken(absl::string_view api, int num_tokens, double seconds);
   void OnRoutingDecision(absl::string_view policy, absl::string_view reason);
   void OnRateLimited();
+  void OnRateLimitBackendError();
   void OnAuthFailure();
   // Query-of-death protection (gateway/pipeline/query_of_death.h).
   void OnQueryOfDeathCrash(bool retried);
@@ -114,6 +120,7 @@ class GatewayMetrics {
   prometheus::Family<prometheus::Histogram>* inter_token_;
   prometheus::Family<prometheus::Counter>* routing_;
   prometheus::Counter* rate_limited_;
+  prometheus::Counter* rate_limit_backend_errors_;
   prometheus::Counter* auth_failures_;
   prometheus::Counter* qod_retried_;
   prometheus::Counter* qod_failed_;

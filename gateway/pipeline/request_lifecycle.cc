@@ -230,7 +230,7 @@ bool RequestLifecycle::CancelAdmission() {
   return wait != 0 && admission_->CancelWait(wait);
 }
 
-void RequestLifecycle::Finish(const absl::Status& status, int64_t completion_tokens) {
+void RequestLifecycle::Finish(const absl::Status& status, int64_t used_tokens) {
   std::optional<RequestAdmission::Admitted> admitted;
   std::string model;
   int64_t reserved = 0;
@@ -251,7 +251,7 @@ void RequestLifecycle::Finish(const absl::Status& status, int64_t completion_tok
   }
   if (record.has_value() && request_log_ != nullptr) request_log_->Append(*std::move(record));
   if (admitted.has_value()) {
-    admission_->ChargeTokens(admitted->principal, completion_tokens - reserved);
+    admission_->ChargeTokens(admitted->principal, used_tokens - reserved, admitted->admitted_at);
   }
   // `admitted` goes out of scope here: its permit frees the slot.
 }

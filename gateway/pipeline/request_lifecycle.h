@@ -5,7 +5,7 @@
 // A RequestLifecycle counts as in flight from arrival until it is destroyed (the drain waits for
 // it); it admits the request against the rate and concurrency limits with its token reservation;
 // and it ends exactly once, in Finish: the request metric (api, model, code, duration), the token
-// charge (completion tokens against the reservation) and the concurrency permit's release happen
+// charge (the tokens used against the reservation) and the concurrency permit's release happen
 // there, so that no frontend can count a request twice or forget one. A lifecycle destroyed
 // without Finish (its client left) ends as CANCELLED. With a request log, Finish also writes the
 // request's record (gateway/request_log/): what the frontends told the lifecycle along the way
@@ -146,11 +146,12 @@ class RequestLifecycle : public std::enable_shared_from_this<RequestLifecycle> {
   // The client left while queued for a slot: true when `done` will never run.
   bool CancelAdmission();
 
-  // Ends the request with `status`; when it was admitted, `completion_tokens` are charged against
-  // its reservation and its slot is released. Only the first call counts.
-  void Finish(const absl::Status& status, int64_t completion_tokens = 0);
-  void Finish(absl::StatusCode code, int64_t completion_tokens = 0) {
-    Finish(absl::Status(code, ""), completion_tokens);
+  // Ends the request with `status`; when it was admitted, the tokens it used (prompt and
+  // completion, as the rate limits count them) are charged against its reservation and its slot
+  // is released. Only the first call counts.
+  void Finish(const absl::Status& status, int64_t used_tokens = 0);
+  void Finish(absl::StatusCode code, int64_t used_tokens = 0) {
+    Finish(absl::Status(code, ""), used_tokens);
   }
 
  private:

@@ -103,6 +103,32 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(
     if (!limiter.ok()) return limiter.status();
     server->rate_limiter_ = *std::move(limiter);
   }
+  if ((options.token_quota_daily > 0 || options.token_quota_monthly > 0) &&
+      options.redis_url.empty()) {
+    return absl::InvalidArgumentError(
+        "--token_quota_daily and --token_quota_monthly are kept in Redis: set --redis_url");
+  }
+  if (options.token_quota_daily < 0 || options.token_quota_monthly < 0) {
+    return absl::InvalidArgumentError("--token_quota_daily and --token_quota_monthly must be >= 0");
+  }
+  if (!options.redis_url.empty()) {
+    absl::StatusOr<RedisUrl> url = ParseRedisUrl(options.redis_url);
+    if (!url.ok()) return url.status();
+    if (options.redis_timeout <= absl::ZeroDuration() ||
+        options.redis_timeout > absl::Seconds(10)) {
+      return absl::InvalidArgumentError("--redis_timeout must be in (0, 10s]");
+    }
+    server->redis_ =
+        RedisClient::Start({.url = *std::move(url),
+                            .timeout = options.redis_timeout,
+                            .connect_timeout = std::max(options.redis_timeout, absl::Seconds(1))});
+    LLMSERVE_LOG(INFO) << "gateway: rate limits across replicas in " << server->redis_->Describe()
+                       << " (if it cannot answer: "
+                       << (options.redis_failure_policy == RedisFailurePolicy::kOpen
+                               ? "this replica's own limits"
+                               : "refuse")
+                       << ")";
+  }
   if (options.max_concurrency > 0) {
     server->concurrency_ =
         std::make_unique<ConcurrencyLimiter>(options.max_concurrency, options.max_queued_requests);
@@ -138,6 +164,7 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(
            .model = worker.model_info != nullptr ? worker.model_info->model_name() : "",
            .ready = worker.ready && !worker.draining});
     }
+    if (raw->redis_ != nullptr) state.redis_connected = raw->redis_->connected();
     if (raw->tracer_ != nullptr) {
       const common::tracing::Tracer::Stats spans = raw->tracer_->stats();
       state.traces = GatewayMetrics::LiveState::TraceState{
@@ -158,9 +185,19 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(
   server->query_of_death_ =
       std::make_unique<QueryOfDeathGuard>(options.inference.query_of_death, server->metrics_.get());
   server->options_.inference.query_of_death_guard = server->query_of_death_.get();
-  server->admission_ =
-      std::make_unique<RequestAdmission>(server->authenticator_.get(), server->rate_limiter_.get(),
-                                         server->concurrency_.get(), server->metrics_.get());
+  if (server->redis_ != nullptr) {
+    server->global_limiter_ = std::make_unique<GlobalRateLimiter>(
+        server->redis_.get(),
+        GlobalLimits{.requests_per_minute = options.rate_limit_rpm,
+                     .tokens_per_minute = options.rate_limit_tpm,
+                     .tokens_per_day = options.token_quota_daily,
+                     .tokens_per_month = options.token_quota_monthly,
+                     .failure_policy = options.redis_failure_policy},
+        server->rate_limiter_.get(), server->metrics_.get());
+  }
+  server->admission_ = std::make_unique<RequestAdmission>(
+      server->authenticator_.get(), server->rate_limiter_.get(), server->concurrency_.get(),
+      server->metrics_.get(), server->global_limiter_.get());
   server->tracker_ =
       std::make_unique<RequestTracker>(server->admission_.get(), server->metrics_.get(),
                                        server->request_log_.get(), server->tracer_.get());
@@ -302,6 +339,9 @@ GatewayServer::~GatewayServer() {
   if (health_thread_.joinable()) health_thread_.join();
   // Also when Start failed before the servers existed: no callback may outlive the APIs.
   if (prepare_ != nullptr) prepare_->Shutdown();
+  // Admissions still waiting on Redis end now (failed over by the policy), while the APIs their
+  // callbacks reach are alive.
+  redis_.reset();
   // Calls are done; generations still finishing hold the pool: it waits for its own streams.
   exposer_.reset();
   http_server_.reset();

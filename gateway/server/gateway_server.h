@@ -28,8 +28,10 @@
 #include "gateway/admission/api_key_store.h"
 #include "gateway/admission/authenticator.h"
 #include "gateway/admission/concurrency_limiter.h"
+#include "gateway/admission/global_rate_limiter.h"
 #include "gateway/admission/jwt_verifier.h"
 #include "gateway/admission/rate_limiter.h"
+#include "gateway/admission/redis_client.h"
 #include "gateway/frontends/grpc/inference_service.h"
 #include "gateway/frontends/openai/openai_api.h"
 #include "gateway/http/http_server.h"
@@ -83,6 +85,13 @@ struct GatewayServerOptions {
   // Per principal; 0 = unlimited.
   int64_t rate_limit_rpm = 0;
   int64_t rate_limit_tpm = 0;
+  // Token quotas per UTC day and month per principal (0: none); they need redis_url.
+  int64_t token_quota_daily = 0;
+  int64_t token_quota_monthly = 0;
+  // redis://...: the limits above hold across every replica sharing it (global_rate_limiter.h).
+  std::string redis_url;
+  absl::Duration redis_timeout = absl::Milliseconds(100);
+  RedisFailurePolicy redis_failure_policy = RedisFailurePolicy::kOpen;
   // Requests in flight at once; 0 = unlimited. Beyond it up to max_queued_requests wait (in
   // arrival order) for a slot; beyond that, 429 / RESOURCE_EXHAUSTED.
   int64_t max_concurrency = 0;
@@ -142,6 +151,9 @@ class GatewayServer {
   std::shared_ptr<JwtVerifier> jwt_;
   std::unique_ptr<Authenticator> authenticator_;
   std::unique_ptr<RateLimiter> rate_limiter_;
+  // With redis_url. The limiter goes after the client, whose last callbacks it still serves.
+  std::unique_ptr<GlobalRateLimiter> global_limiter_;
+  std::unique_ptr<RedisClient> redis_;
   std::unique_ptr<ConcurrencyLimiter> concurrency_;
   std::unique_ptr<GatewayMetrics> metrics_;
   // Null without an OTLP endpoint.

@@ -280,7 +280,7 @@ function checkGateway(objects, ctx) {
     assert.ok(vol.emptyDir || vol.persistentVolumeClaim, '--request_log: an emptyDir or a PVC');
   }
   assert.ok(!c.args.some((a) => /postgres(ql)?:\/\//.test(a)), 'no database URL in the arguments');
-  for (const name of ['LLMSERVE_REQUEST_LOG', 'PGPASSWORD']) {
+  for (const name of ['LLMSERVE_REQUEST_LOG', 'PGPASSWORD', 'LLMSERVE_REDIS_URL']) {
     const env = (c.env ?? []).find((e) => e.name === name);
     if (!env) continue;
     const ref = env.valueFrom?.secretKeyRef;
@@ -565,6 +565,10 @@ check('ci files turn on what they promise', () => {
   }
   assert.ok(gw.env.some((e) => e.name === 'LLMSERVE_REQUEST_LOG'), 'everything-on: a PostgreSQL request log');
   assert.ok(gw.env.some((e) => e.name === 'PGPASSWORD'), 'everything-on: its password');
+  assert.equal(gw.env.find((e) => e.name === 'LLMSERVE_REDIS_URL')?.valueFrom?.secretKeyRef?.name,
+    'llmserve-redis', 'everything-on: the Redis URL from its Secret');
+  assert.equal(flag(gw.args, 'redis_failure_policy'), 'closed');
+  assert.equal(flag(gw.args, 'token_quota_daily'), '5000000');
   // Traces from the gateway and every worker, to the same endpoint, headers from the Secret.
   for (const w of workloads(all)) {
     const c = mainContainer(w);

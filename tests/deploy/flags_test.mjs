@@ -254,7 +254,19 @@ async function runScenario(valuesFile) {
   if (flag(gc.args, 'request_log') !== undefined) subs.request_log = () => requestLog;
   const [gbin, ...grest] = binaryFor(gc);
   const gargs = [...grest, ...substitute(gc.args, subs)];
-  const gateway = start(`${name}-gateway`, gbin, gargs);
+  // Global rate limits: the URL a Secret would hold names a real redis-server started here.
+  const env = {};
+  if ((gc.env ?? []).some((e) => e.name === 'LLMSERVE_REDIS_URL')) {
+    const redisPort = await freePort();
+    const redis = start(`${name}-redis`, 'redis-server', ['--port', String(redisPort), '--bind',
+      '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir]);
+    started.push(redis);
+    const deadline = Date.now() + 10_000;
+    while (Date.now() < deadline && !(await listening(redisPort))) await sleep(50);
+    assert.ok(await listening(redisPort), `redis-server did not start (apt-get install redis-server)`);
+    env.LLMSERVE_REDIS_URL = `redis://127.0.0.1:${redisPort}`;
+  }
+  const gateway = start(`${name}-gateway`, gbin, gargs, env);
   started.push(gateway);
 
   const tls = flag(gc.args, 'tls_cert') !== undefined;

@@ -93,7 +93,9 @@ class AdmittedCall {
   // The request ended: counted, charged and its slot released, once.
   void Ended(const GenerationResult* result, const absl::Status& status) {
     if (result != nullptr) lifecycle_->AddResult(0, *result);
-    lifecycle_->Finish(status, result == nullptr ? 0 : result->usage.completion_tokens());
+    lifecycle_->Finish(
+        status,
+        result == nullptr ? 0 : result->usage.prompt_tokens() + result->usage.completion_tokens());
   }
 
  private:

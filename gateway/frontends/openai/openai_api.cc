@@ -302,7 +302,10 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
     generations_.clear();
     int64_t completion_tokens = 0;
     for (const Choice& choice : choices_) completion_tokens += choice.completion_tokens;
-    lifecycle_->Finish(first_error_, completion_tokens);
+    // The rate limits count prompt and completion; a request that generated nothing (it failed
+    // before any worker ran it) gives its whole reservation back.
+    const bool generated = completion_tokens > 0 || first_error_.ok();
+    lifecycle_->Finish(first_error_, generated ? prompt_tokens_ + completion_tokens : 0);
     // Nothing was sent yet: the first error is the whole response, with its HTTP status.
     if (FailsAsAWholeLocked()) return SendOpenAiError(*writer_, first_error_);
     if (parsed_.stream) {
