@@ -367,6 +367,21 @@ TEST_F(GatewayServerTest, OpenAiErrorsAndEndpoints) {
   }
 }
 
+// Tokens per minute count a request's prompt and completion: after one request of 3 + 20 tokens,
+// a limit of 45 has 22 left, too few for a second (charging the completion alone, as the gateway
+// once did, left 25).
+TEST_F(GatewayServerTest, TokensPerMinuteCountPromptAndCompletion) {
+  const std::string keys = dir_.File("keys");
+  std::ofstream(keys) << "ci ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\n";
+  StartGateway({.api_keys_file = keys, .rate_limit_tpm = 45});
+  const int port = gateway_->http_port();
+  const std::string body = R"({"prompt": [5, 6, 7], "max_tokens": 20, "ignore_eos": true})";
+  const auto first = Post(port, "/v1/completions", body, "authorization: Bearer abc\r\n");
+  ASSERT_EQ(first.status, 200) << first.body;
+  ASSERT_TRUE(absl::StrContains(first.body, R"("total_tokens":23)")) << first.body;
+  EXPECT_EQ(Post(port, "/v1/completions", body, "authorization: Bearer abc\r\n").status, 429);
+}
+
 TEST_F(GatewayServerTest, OpenAiAuthAndRateLimit) {
   const std::string keys = dir_.File("keys");
   std::ofstream(keys) << "ci ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\n";
