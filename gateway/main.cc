@@ -132,6 +132,12 @@ ABSL_FLAG(std::string, request_log, "",
           "where every finished request's record goes: postgres://[user@]host[:port]/db[?...] "
           "(PostgreSQL; a password is better in PGPASSWORD than in the URL) or the path of a "
           "JSON-lines file; empty: the LLMSERVE_REQUEST_LOG environment variable, else none");
+ABSL_FLAG(bool, request_log_content, false,
+          "put each request's prompt and output text in its request log record (off by default: "
+          "they may hold personal data)");
+ABSL_FLAG(int64_t, request_log_content_max_bytes, 16384,
+          "with --request_log_content: at most this many bytes of prompt text, and of output "
+          "text, per record");
 ABSL_FLAG(int64_t, request_log_queue, 10000,
           "request log records held in memory while the sink is slow or down; beyond it new "
           "records are dropped (counted in llmserve_gateway_request_log_records_total)");
@@ -305,6 +311,14 @@ absl::StatusOr<llmserve::gateway::GatewayServerOptions> OptionsFromFlags() {
         absl::StrCat("--request_log_queue must be in [1, 10000000], got ", request_log_queue));
   }
   options.request_log_options.max_queued = static_cast<size_t>(request_log_queue);
+  const int64_t content_max_bytes = absl::GetFlag(FLAGS_request_log_content_max_bytes);
+  if (content_max_bytes < 1 || content_max_bytes > (int64_t{1} << 20)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--request_log_content_max_bytes must be in [1, 1048576], got ", content_max_bytes));
+  }
+  if (absl::GetFlag(FLAGS_request_log_content)) {
+    options.request_log_options.content_max_bytes = static_cast<size_t>(content_max_bytes);
+  }
   return options;
 }
 

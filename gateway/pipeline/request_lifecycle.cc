@@ -1,6 +1,7 @@
 #include "gateway/pipeline/request_lifecycle.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -105,11 +106,11 @@ void RequestLifecycle::set_request_parameters(const worker::v1::GenerateRequest&
   if (choices != 1) span_.SetAttribute("gen_ai.request.choice.count", int64_t{choices});
 }
 
-bool RequestLifecycle::traces_content() const {
-  return span_.recording() && tracer_ != nullptr && tracer_->content();
-}
-
 namespace {
+
+bool TracesContent(const common::tracing::Span& span, common::tracing::Tracer* tracer) {
+  return span.recording() && tracer != nullptr && tracer->content();
+}
 
 // At most `max_bytes` of valid UTF-8 (a character cut in two is dropped).
 std::string CutUtf8(absl::string_view text, size_t max_bytes) {
@@ -124,31 +125,59 @@ nlohmann::json TextMessage(absl::string_view role, absl::string_view text) {
           {"parts", nlohmann::json::array({{{"type", "text"}, {"content", text}}})}};
 }
 
+// The messages as GenAI JSON, their texts cut so that together they hold at most `budget` bytes.
+std::string MessagesJson(const std::vector<std::pair<std::string, std::string>>& messages,
+                         size_t budget) {
+  nlohmann::json json = nlohmann::json::array();
+  for (const auto& [role, text] : messages) {
+    const std::string kept = CutUtf8(text, budget);
+    budget -= kept.size();
+    json.push_back(TextMessage(role, kept));
+  }
+  return json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 }  // namespace
 
+size_t RequestLifecycle::content_budget() const {
+  size_t budget = 0;
+  if (TracesContent(span_, tracer_)) budget = kMaxTracedContentBytes;
+  if (request_log_ != nullptr) budget = std::max(budget, request_log_->content_max_bytes());
+  return budget;
+}
+
+bool RequestLifecycle::collects_content() const { return content_budget() > 0; }
+
 void RequestLifecycle::set_input_content(const ::llmserve::v1::GenerateRequest& request) {
-  if (!traces_content()) return;
-  nlohmann::json messages = nlohmann::json::array();
+  size_t budget = content_budget();
+  if (budget == 0) return;
+  std::vector<std::pair<std::string, std::string>> messages;
+  auto add = [&](const std::string& role, const std::string& text) {
+    messages.emplace_back(role, CutUtf8(text, budget));
+    budget -= messages.back().second.size();
+  };
   if (request.has_chat()) {
     for (const ::llmserve::v1::ChatMessage& message : request.chat().messages()) {
-      messages.push_back(TextMessage(message.role(), message.content()));
+      add(message.role(), message.content());
     }
   } else if (request.has_text()) {
-    messages.push_back(TextMessage("user", request.text()));
+    add("user", request.text());
   }
-  std::string json = messages.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   absl::MutexLock lock(&mutex_);
-  input_messages_ = CutUtf8(json, kMaxTracedContentBytes);
+  input_messages_ = std::move(messages);
 }
 
 void RequestLifecycle::AppendOutputText(int choice, absl::string_view text) {
-  if (text.empty() || choice < 0 || !traces_content()) return;
+  if (text.empty() || choice < 0) return;
+  const size_t budget = content_budget();
+  if (budget == 0) return;
   absl::MutexLock lock(&mutex_);
   if (finished_) return;
   if (output_texts_.size() <= static_cast<size_t>(choice)) output_texts_.resize(choice + 1);
-  std::string& output = output_texts_[choice];
-  if (output.size() >= kMaxTracedContentBytes) return;
-  output += CutUtf8(text, kMaxTracedContentBytes - output.size());
+  size_t used = 0;
+  for (const std::string& output : output_texts_) used += output.size();
+  if (used >= budget) return;
+  output_texts_[choice] += CutUtf8(text, budget - used);
 }
 
 common::tracing::Span RequestLifecycle::StartChildSpan(std::string name) const {
@@ -267,6 +296,13 @@ std::string FinishReasonText(::llmserve::v1::FinishReason reason) {
 
 }  // namespace
 
+std::string RequestLifecycle::OutputJson(size_t budget, int64_t choices) const {
+  std::vector<std::pair<std::string, std::string>> outputs;
+  for (const std::string& text : output_texts_) outputs.emplace_back("assistant", text);
+  while (static_cast<int64_t>(outputs.size()) < choices) outputs.emplace_back("assistant", "");
+  return MessagesJson(outputs, budget);
+}
+
 void RequestLifecycle::EndSpan(const absl::Status& status, const RequestRecord* record,
                                absl::Time end) {
   // A request that ends while it waits for a slot ends its admission span too.
@@ -302,13 +338,13 @@ void RequestLifecycle::EndSpan(const absl::Status& status, const RequestRecord* 
     span_.AddEvent("first_token", arrival_ + absl::Seconds(*record->time_to_first_token_s));
   }
   if (tracer_->content()) {
-    if (!input_messages_.empty()) span_.SetAttribute("gen_ai.input.messages", input_messages_);
-    if (!output_texts_.empty()) {
-      nlohmann::json outputs = nlohmann::json::array();
-      for (const std::string& text : output_texts_)
-        outputs.push_back(TextMessage("assistant", text));
+    if (!input_messages_.empty()) {
+      span_.SetAttribute("gen_ai.input.messages",
+                         MessagesJson(input_messages_, kMaxTracedContentBytes));
+    }
+    if (!output_texts_.empty() || record->choices > 0) {
       span_.SetAttribute("gen_ai.output.messages",
-                         outputs.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+                         OutputJson(kMaxTracedContentBytes, record->choices));
     }
   }
   if (!status.ok()) span_.SetError(absl::StatusCodeToString(status.code()), status.message());
@@ -355,6 +391,10 @@ RequestRecord RequestLifecycle::MakeRecord(const absl::Status& status, absl::Tim
   record.finish_reasons = absl::StrJoin(reasons, ",");
   record.worker = absl::StrJoin(workers, ",");
   record.duration_s = absl::ToDoubleSeconds(end - arrival_);
+  if (request_log_ != nullptr && request_log_->content_max_bytes() > 0) {
+    record.prompt = MessagesJson(input_messages_, request_log_->content_max_bytes());
+    record.output = OutputJson(request_log_->content_max_bytes(), record.choices);
+  }
   results_.clear();
   return record;
 }

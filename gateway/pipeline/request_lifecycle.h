@@ -28,6 +28,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -126,10 +127,14 @@ class RequestLifecycle : public std::enable_shared_from_this<RequestLifecycle> {
   common::tracing::Tracer* tracer() const { return tracer_; }
   void set_operation(absl::string_view operation);
   void set_request_parameters(const worker::v1::GenerateRequest& request, int choices);
-  // With --trace_content: the prompt (its chat messages or text) and each choice's output text
-  // go in the span as gen_ai.input.messages and gen_ai.output.messages (JSON, as the GenAI
-  // conventions shape them), each cut at kMaxTracedContentBytes. Otherwise these do nothing.
-  bool traces_content() const;
+  // Content, kept only when asked for: with --trace_content the prompt (its chat messages or
+  // text) and each choice's output text go in the span as gen_ai.input.messages and
+  // gen_ai.output.messages, and with --request_log_content in the request's record as `prompt`
+  // and `output` (JSON, as the GenAI conventions shape messages). The prompt's text and the
+  // outputs' are each cut to a budget (kMaxTracedContentBytes for the span, the request log's
+  // content_max_bytes for the record, whichever is larger while collecting). Otherwise these do
+  // nothing.
+  bool collects_content() const;
   void set_input_content(const ::llmserve::v1::GenerateRequest& request);
   void AppendOutputText(int choice, absl::string_view text);
   static constexpr size_t kMaxTracedContentBytes = 16 * 1024;
@@ -184,9 +189,14 @@ class RequestLifecycle : public std::enable_shared_from_this<RequestLifecycle> {
   // The model as the client named it (the first set_model).
   std::string requested_model_ ABSL_GUARDED_BY(mutex_);
   std::string operation_ ABSL_GUARDED_BY(mutex_);
-  // With --trace_content only.
-  std::string input_messages_ ABSL_GUARDED_BY(mutex_);
+  // With content collected only: the prompt's messages (role, text) and each choice's output.
+  std::vector<std::pair<std::string, std::string>> input_messages_ ABSL_GUARDED_BY(mutex_);
   std::vector<std::string> output_texts_ ABSL_GUARDED_BY(mutex_);
+  size_t content_budget() const;
+  // The outputs as GenAI messages JSON within `budget` bytes of text: one per choice, at least
+  // `choices` (a choice that generated no text has an empty one).
+  std::string OutputJson(size_t budget, int64_t choices) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   std::string request_id_ ABSL_GUARDED_BY(mutex_);
   std::optional<Principal> principal_ ABSL_GUARDED_BY(mutex_);
   // Only with a request log or a recorded span.

@@ -22,7 +22,7 @@ namespace {
 constexpr char kTable[] = "llmserve_request_log";
 // Serializes schema changes between gateway replicas (the key is "llms" in ASCII).
 constexpr char kMigrationLock[] = "SELECT pg_advisory_xact_lock(1819110771)";
-constexpr int kColumns = 20;
+constexpr int kColumns = 22;
 // PostgreSQL takes at most 65535 parameters per statement.
 constexpr size_t kMaxRowsPerInsert = 65535 / kColumns;
 
@@ -94,6 +94,8 @@ const std::vector<std::string>& PostgresSink::Migrations() {
                    ")"),
       absl::StrCat("CREATE INDEX ", kTable, "_principal_time ON ", kTable, " (principal, time)"),
       absl::StrCat("CREATE INDEX ", kTable, "_time ON ", kTable, " (time)"),
+      // --request_log_content: NULL when not recorded.
+      absl::StrCat("ALTER TABLE ", kTable, " ADD COLUMN prompt text, ADD COLUMN output text"),
   };
   return *migrations;
 }
@@ -234,7 +236,8 @@ absl::Status PostgresSink::Write(absl::Span<const RequestRecord> records) {
         "INSERT INTO ", kTable,
         " (record_id, time, request_id, principal, principal_kind, model, api, endpoint, status, "
         "error, finish_reasons, choices, prompt_tokens, cached_prompt_tokens, completion_tokens, "
-        "reasoning_tokens, time_to_first_token_s, duration_s, worker, gateway) VALUES ");
+        "reasoning_tokens, time_to_first_token_s, duration_s, worker, gateway, prompt, output) "
+        "VALUES ");
     // Every value is a parameter: text from requests never becomes SQL.
     std::vector<std::string> storage;
     storage.reserve((end - begin) * kColumns);
@@ -273,14 +276,17 @@ absl::Status PostgresSink::Write(absl::Span<const RequestRecord> records) {
       add(absl::StrFormat("%.6f", record.duration_s));
       add(record.worker);
       add(record.gateway);
+      add(record.prompt.value_or(""));
+      add(record.output.value_or(""));
       absl::StrAppend(&sql, ")");
     }
     for (size_t i = 0; i < storage.size(); ++i) values[i] = storage[i].c_str();
-    // The time to first token is NULL when no token came.
+    // The time to first token is NULL when no token came; the content when it is not recorded.
     for (size_t row = 0; row < end - begin; ++row) {
-      if (!records[begin + row].time_to_first_token_s.has_value()) {
-        values[row * kColumns + 16] = nullptr;
-      }
+      const RequestRecord& record = records[begin + row];
+      if (!record.time_to_first_token_s.has_value()) values[row * kColumns + 16] = nullptr;
+      if (!record.prompt.has_value()) values[row * kColumns + 20] = nullptr;
+      if (!record.output.has_value()) values[row * kColumns + 21] = nullptr;
     }
     absl::StrAppend(&sql, " ON CONFLICT (record_id) DO NOTHING");
     PGresult* result = PQexecParams(connection_, sql.c_str(), parameter, /*paramTypes=*/nullptr,

@@ -48,6 +48,8 @@ struct RequestLogOptions {
   absl::Duration retry_initial = absl::Milliseconds(100);
   absl::Duration retry_max = absl::Seconds(10);
   absl::Duration shutdown_flush = absl::Seconds(5);
+  // Prompt and output text in each record, at most this many bytes of each; 0: none.
+  size_t content_max_bytes = 0;
 };
 
 class RequestLog {
@@ -72,6 +74,7 @@ class RequestLog {
   };
   Stats stats() const ABSL_LOCKS_EXCLUDED(mutex_);
   std::string Describe() const { return sink_->Describe(); }
+  size_t content_max_bytes() const { return options_.content_max_bytes; }
 
   // Waits until every record appended so far was written or dropped, or `deadline`; true when
   // nothing is left. For tests and the drain.

@@ -36,6 +36,8 @@ void SanitizeRecordText(RequestRecord& record) {
     SanitizeText(*text);
   }
   TruncateUtf8(record.error, kMaxErrorBytes);
+  if (record.prompt.has_value()) SanitizeText(*record.prompt);
+  if (record.output.has_value()) SanitizeText(*record.output);
 }
 
 std::string FormatRecordTime(absl::Time time) {
@@ -66,6 +68,8 @@ std::string RequestRecordJson(const RequestRecord& record) {
   json["duration_s"] = record.duration_s;
   json["worker"] = record.worker;
   json["gateway"] = record.gateway;
+  if (record.prompt.has_value()) json["prompt"] = *record.prompt;
+  if (record.output.has_value()) json["output"] = *record.output;
   // Replace, not throw: a record that skipped SanitizeRecordText still becomes a line.
   return json.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }

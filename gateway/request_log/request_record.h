@@ -52,6 +52,11 @@ struct RequestRecord {
   std::string worker;
   // The gateway replica that answered (its host name).
   std::string gateway;
+  // With --request_log_content only: the prompt's messages and each choice's output, as GenAI
+  // messages JSON ([{"role": ..., "parts": [{"type": "text", "content": ...}]}]), their texts cut
+  // to the content budget.
+  std::optional<std::string> prompt;
+  std::optional<std::string> output;
 };
 
 inline constexpr size_t kMaxErrorBytes = 1024;
@@ -62,7 +67,8 @@ inline constexpr size_t kMaxErrorBytes = 1024;
 void SanitizeRecordText(RequestRecord& record);
 
 // The record as one line of JSON (no trailing newline), fields named as in the struct, `time` as
-// RFC 3339 UTC with microseconds, time_to_first_token_s null when unset.
+// RFC 3339 UTC with microseconds, time_to_first_token_s null when unset; `prompt` and `output`
+// (strings holding JSON) only when recorded.
 std::string RequestRecordJson(const RequestRecord& record);
 
 // `time` as PostgreSQL and JSON read it: "2026-11-28T08:01:02.123456Z".

@@ -336,6 +336,9 @@ async function runScenario(valuesFile) {
     const completed = records.filter((r) => r.endpoint === '/v1/completions' && r.status === 'OK');
     assert.equal(completed.length, 1, `request log: ${JSON.stringify(records)}`);
     assert.equal(completed[0].completion_tokens, 4, 'request log: the completion\'s tokens');
+    if (flag(gc.args, 'request_log_content') === 'true') {
+      assert.match(completed[0].prompt, /Once upon a time/, 'request log: the prompt (content on)');
+    }
     if (token) {
       assert.ok(records.some((r) => r.status === 'UNAUTHENTICATED'), 'request log: the refused request');
     }

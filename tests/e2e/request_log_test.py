@@ -14,7 +14,9 @@ worker on the tiny model and a gateway with API keys and HS256 JWTs serve 2,000 
   3. the database restarts: the backlog goes in at the writer's next retry, then new rows follow, and in the end rows + dropped = requests, no record
      twice, and the metrics agree with the table.
 
-SQL injection shapes in model names and JWT subjects are stored verbatim. Prints a JSON summary.
+SQL injection shapes in model names and JWT subjects are stored verbatim; with
+--request_log_content each completion's and chat's prompt and output text are in its row. Prints a
+JSON summary.
 
 Usage: request_log_test.py GATEWAY WORKER MAKE_MODEL
 Exit 0 on success, 77 (skipped) when PostgreSQL's server or psql is missing, 1 on failure.
@@ -168,7 +170,9 @@ class Traffic:
             return {"kind": kind, "status": "OK", "request_id": body["id"],
                     "endpoint": "/v1/completions", "principal": "alice",
                     "prompt_tokens": body["usage"]["prompt_tokens"],
-                    "completion_tokens": body["usage"]["completion_tokens"]}
+                    "completion_tokens": body["usage"]["completion_tokens"],
+                    "content": ([("user", f"request {i}")],
+                                [("assistant", body["choices"][0]["text"])])}
         if kind == "chat":
             r = post_json(port, "/v1/chat/completions",
                           {"model": "tiny", "max_tokens": 2,
@@ -178,7 +182,9 @@ class Traffic:
             return {"kind": kind, "status": "OK", "request_id": body["id"],
                     "endpoint": "/v1/chat/completions", "principal": HOSTILE_SUBJECT,
                     "prompt_tokens": body["usage"]["prompt_tokens"],
-                    "completion_tokens": body["usage"]["completion_tokens"]}
+                    "completion_tokens": body["usage"]["completion_tokens"],
+                    "content": ([("user", f"hi {i}")],
+                                [("assistant", body["choices"][0]["message"]["content"])])}
         if kind == "stream":
             r = post_json(port, "/v1/completions",
                           {"model": "tiny", "prompt": f"stream {i}", "max_tokens": 3,
@@ -258,6 +264,11 @@ def check_rows_of(expected, rows_by_request_id, rows):
         expect(row["finish_reasons"] in ("length", "stop"), f"finish reason of {row}")
         expect(row["time_to_first_token_s"] is not None and row["duration_s"] > 0, f"row {row}")
         expect(row["worker"].startswith(f"{LOOPBACK}:"), f"worker of {row}")
+        if "content" in e:  # --request_log_content: the texts, in the GenAI messages shape
+            for column, messages in zip(("prompt", "output"), e["content"]):
+                stored = [(m["role"], m["parts"][0]["content"]) for m in json.loads(row[column])]
+                expect(stored == messages, f"{column} of {e['request_id']}: {row[column]!r}, "
+                                           f"expected {messages!r}")
 
 
 def run(binaries):
@@ -284,6 +295,7 @@ def run(binaries):
             gateway = cluster.start_gateway(
                 [worker], f"--api_keys_file={keys}", f"--jwt_hs256_secret_file={secret}",
                 f"--request_log={database.url()}", f"--request_log_queue={QUEUE}",
+                "--request_log_content",
                 env=dict(os.environ, PGPASSWORD=database.password))
             cluster.wait_ready(gateway, [worker])
             traffic = Traffic(gateway, alice_key)
@@ -370,7 +382,7 @@ def run(binaries):
                 "SELECT indexname FROM pg_indexes WHERE tablename = 'llmserve_request_log'")}
             expect("llmserve_request_log_principal_time" in indexes, f"indexes: {indexes}")
             migrations = database.query("SELECT version FROM llmserve_schema_migrations")
-            expect(len(migrations) == 3, f"migrations applied: {migrations}")
+            expect(len(migrations) == 4, f"migrations applied: {migrations}")
             print(json.dumps({
                 "requests": requests, "rows": len(rows), "dropped": final["dropped"],
                 "cancelled_in_phase_1": cancelled,

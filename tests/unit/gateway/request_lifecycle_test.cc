@@ -17,6 +17,7 @@
 #include "gateway/metrics/gateway_metrics.h"
 #include "gateway/request_log/request_log.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace llmserve::gateway {
 namespace {
@@ -245,6 +246,46 @@ TEST_F(RequestLifecycleTest, EveryEndingWritesOneRecordOfWhatTheFrontendToldIt) 
   EXPECT_EQ(left.status, "CANCELLED");
   EXPECT_EQ(left.principal, "bob");
   EXPECT_EQ(left.principal_kind, "jwt");
+}
+
+TEST_F(RequestLifecycleTest, WithContentTheRecordHoldsThePromptAndOutputsCutToTheBudget) {
+  auto records = std::make_shared<std::vector<RequestRecord>>();
+  RequestLogOptions options;
+  options.content_max_bytes = 8;
+  std::unique_ptr<RequestLog> log =
+      *RequestLog::Start(std::make_unique<CapturingSink>(records), options);
+  RequestTracker tracker(&admission_, &metrics_, log.get());
+  {
+    std::shared_ptr<RequestLifecycle> chat = tracker.Begin("http", "/v1/chat/completions");
+    ASSERT_TRUE(chat->collects_content());
+    v1::GenerateRequest request;
+    v1::ChatMessage* system = request.mutable_chat()->add_messages();
+    system->set_role("system");
+    system->set_content("be brief");  // 8 bytes: the whole budget
+    v1::ChatMessage* user = request.mutable_chat()->add_messages();
+    user->set_role("user");
+    user->set_content("hello there");
+    chat->set_input_content(request);
+    chat->AppendOutputText(0, "héllo");  // 6 bytes
+    chat->AppendOutputText(0, "wörld");  // 2 bytes left: "w", and "ö" is not cut in two
+    chat->Finish(absl::OkStatus());
+  }
+  {
+    RequestTracker plain(&admission_, &metrics_, nullptr);
+    EXPECT_FALSE(plain.Begin("http", "/v1/completions")->collects_content());
+  }
+  ASSERT_TRUE(log->WaitForFlush(absl::Now() + absl::Seconds(30)));
+  log.reset();
+  ASSERT_EQ(records->size(), 1u);
+  const RequestRecord& record = (*records)[0];
+  ASSERT_TRUE(record.prompt.has_value() && record.output.has_value());
+  EXPECT_EQ(nlohmann::json::parse(*record.prompt),
+            nlohmann::json::parse(R"([{"role": "system", "parts": [{"type": "text",
+            "content": "be brief"}]}, {"role": "user", "parts": [{"type": "text",
+            "content": ""}]}])"));
+  EXPECT_EQ(nlohmann::json::parse(*record.output),
+            nlohmann::json::parse(R"([{"role": "assistant", "parts": [{"type": "text",
+            "content": "héllow"}]}])"));
 }
 
 }  // namespace
