@@ -119,10 +119,11 @@ absl::StatusOr<std::unique_ptr<PostgresSink>> PostgresSink::Create(const std::st
     if (option->val != nullptr) parameters.emplace_back(option->keyword, option->val);
   }
   PQconninfoFree(options);
-  for (const auto& [keyword, value] : DefaultParameters()) {
-    const bool set = std::any_of(parameters.begin(), parameters.end(),
-                                 [&](const auto& parameter) { return parameter.first == keyword; });
-    if (!set) parameters.emplace_back(keyword, value);
+  for (const std::pair<std::string, std::string>& fallback : DefaultParameters()) {
+    const bool set = std::any_of(parameters.begin(), parameters.end(), [&](const auto& parameter) {
+      return parameter.first == fallback.first;
+    });
+    if (!set) parameters.push_back(fallback);
   }
   const std::string user = ParameterOr(parameters, "user", "");
   const std::string port = ParameterOr(parameters, "port", "");
