@@ -210,10 +210,15 @@ TEST_F(GenerationTest, WithoutATracerTheCallersContextGoesToTheWorkerAsItIs) {
   ASSERT_TRUE(call->Send(Ids("ok"), FINISH_REASON_STOP));
   ASSERT_TRUE(observer_->WaitDone());
   // No trace at all: no traceparent.
-  Start(Request());
+  auto plain_observer = std::make_shared<RecordingObserver>();
+  std::shared_ptr<Generation> plain_generation =
+      Generation::Start(&fake_, Request(), {}, plain_observer);
   std::shared_ptr<FakeCall> plain = fake_.WaitForCall(1);
   ASSERT_NE(plain, nullptr);
   EXPECT_EQ(plain->traceparent(), "");
+  // Ended, so that the generation and its call let go of each other.
+  ASSERT_TRUE(plain->Send(Ids("ok"), FINISH_REASON_STOP));
+  ASSERT_TRUE(plain_observer->WaitDone());
 }
 
 TEST_F(GenerationTest, AnOverloadedWorkerIsSkippedButNotMarkedDown) {
