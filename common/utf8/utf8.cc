@@ -125,4 +125,12 @@ std::string SanitizeLossy(std::string_view text) {
   return out;
 }
 
+std::string_view TruncateAtCharBoundary(std::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return text;
+  size_t end = max_bytes;
+  // Continuation bytes are 10xxxxxx: step back to the start of the character cut in two.
+  while (end > 0 && (static_cast<uint8_t>(text[end]) & 0xC0) == 0x80) --end;
+  return text.substr(0, end);
+}
+
 }  // namespace llmserve::common::utf8

@@ -34,6 +34,10 @@ std::string Encode(char32_t cp);
 // text ends on a complete sequence or on bytes that can never become valid.
 size_t IncompleteSuffixLength(std::string_view text);
 
+// The longest prefix of `text` of at most `max_bytes` that does not cut a character in two (for
+// valid UTF-8: the cut moves back to the start of the character it would split).
+std::string_view TruncateAtCharBoundary(std::string_view text, size_t max_bytes);
+
 // Replaces each maximal invalid subpart by U+FFFD, like Rust's String::from_utf8_lossy and
 // Python's bytes.decode(errors="replace"). Valid input is returned unchanged.
 std::string SanitizeLossy(std::string_view text);

@@ -78,15 +78,32 @@ Windows WindowsAt(absl::string_view principal, absl::Time now) {
   return windows;
 }
 
+// EVAL of `script` on `windows`: the keys, the limits, then `arguments`, then the lifetimes (the
+// order both scripts read their ARGV in).
+std::vector<std::string> ScriptCommand(const char* script, const Windows& windows,
+                                       const std::array<int64_t, 4>& limits,
+                                       std::initializer_list<int64_t> arguments) {
+  std::vector<std::string> command = {"EVAL", script, "4"};
+  for (const std::string& key : windows.keys) command.push_back(key);
+  for (int64_t limit : limits) command.push_back(absl::StrCat(limit));
+  for (int64_t argument : arguments) command.push_back(absl::StrCat(argument));
+  for (int64_t lifetime : windows.lifetimes_s) command.push_back(absl::StrCat(lifetime));
+  return command;
+}
+
 }  // namespace
+
+std::array<int64_t, 4> GlobalRateLimiter::WindowLimits() const {
+  return {limits_.requests_per_minute, limits_.tokens_per_minute, limits_.tokens_per_day,
+          limits_.tokens_per_month};
+}
 
 void GlobalRateLimiter::Acquire(absl::string_view principal, int64_t tokens, absl::Time now,
                                 Done done) {
   if (tokens < 0) {
     return std::move(done)({.status = absl::InvalidArgumentError("negative token count")});
   }
-  const std::array<int64_t, 4> limits = {limits_.requests_per_minute, limits_.tokens_per_minute,
-                                         limits_.tokens_per_day, limits_.tokens_per_month};
+  const std::array<int64_t, 4> limits = WindowLimits();
   // A request larger than a whole window's allowance can never pass: said at once, no retry.
   for (int i = 1; i < 4; ++i) {
     if (limits[i] > 0 && tokens > limits[i]) {
@@ -97,14 +114,10 @@ void GlobalRateLimiter::Acquire(absl::string_view principal, int64_t tokens, abs
     }
   }
   const Windows windows = WindowsAt(principal, now);
-  std::vector<std::string> command = {"EVAL", kAcquireScript, "4"};
-  for (const std::string& key : windows.keys) command.push_back(key);
-  for (int64_t limit : limits) command.push_back(absl::StrCat(limit));
-  command.push_back(absl::StrCat(tokens));
-  for (int64_t lifetime : windows.lifetimes_s) command.push_back(absl::StrCat(lifetime));
   redis_->Send(
-      std::move(command), [this, principal = std::string(principal), tokens, now, windows,
-                           done = std::move(done)](absl::StatusOr<RedisReply> reply) mutable {
+      ScriptCommand(kAcquireScript, windows, limits, {tokens}),
+      [this, principal = std::string(principal), tokens, now, windows,
+       done = std::move(done)](absl::StatusOr<RedisReply> reply) mutable {
         if (reply.ok() && reply->type == RedisReply::Type::kError) {
           reply = absl::UnavailableError(absl::StrCat("Redis: ", reply->text));
         }
@@ -144,22 +157,16 @@ void GlobalRateLimiter::Adjust(absl::string_view principal, int64_t requests, in
                                absl::Time admitted_at) {
   if (requests == 0 && tokens == 0) return;
   const Windows windows = WindowsAt(principal, admitted_at);
-  std::vector<std::string> command = {"EVAL", kAdjustScript, "4"};
-  for (const std::string& key : windows.keys) command.push_back(key);
-  for (int64_t limit : {limits_.requests_per_minute, limits_.tokens_per_minute,
-                        limits_.tokens_per_day, limits_.tokens_per_month}) {
-    command.push_back(absl::StrCat(limit));
-  }
-  command.push_back(absl::StrCat(requests));
-  command.push_back(absl::StrCat(tokens));
-  for (int64_t lifetime : windows.lifetimes_s) command.push_back(absl::StrCat(lifetime));
+
   GatewayMetrics* metrics = metrics_;
-  redis_->Send(std::move(command), [metrics](absl::StatusOr<RedisReply> reply) {
-    // Lost while Redis is away: the windows keep the reservation (they err on the safe side).
-    if ((!reply.ok() || reply->type == RedisReply::Type::kError) && metrics != nullptr) {
-      metrics->OnRateLimitBackendError();
-    }
-  });
+  redis_->Send(
+      ScriptCommand(kAdjustScript, windows, WindowLimits(), {requests, tokens}),
+      [metrics](absl::StatusOr<RedisReply> reply) {
+        // Lost while Redis is away: the windows keep the reservation (they err on the safe side).
+        if ((!reply.ok() || reply->type == RedisReply::Type::kError) && metrics != nullptr) {
+          metrics->OnRateLimitBackendError();
+        }
+      });
 }
 
 }  // namespace llmserve::gateway

@@ -17,6 +17,7 @@
 #ifndef LLMSERVE_GATEWAY_ADMISSION_GLOBAL_RATE_LIMITER_H_
 #define LLMSERVE_GATEWAY_ADMISSION_GLOBAL_RATE_LIMITER_H_
 
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -57,6 +58,8 @@ class GlobalRateLimiter {
   const GlobalLimits& limits() const { return limits_; }
 
  private:
+  // The four windows' limits, in the scripts' order (0: none).
+  std::array<int64_t, 4> WindowLimits() const;
   // Fails over by the policy.
   void OnRedisFailure(absl::string_view principal, int64_t tokens, absl::Time now,
                       const absl::Status& error, Done done);

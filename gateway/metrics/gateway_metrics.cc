@@ -80,10 +80,7 @@ class GatewayMetrics::LiveCollector : public prometheus::Collectable {
   }
   static prometheus::ClientMetric Counter(std::vector<std::pair<std::string, std::string>> labels,
                                           double value) {
-    prometheus::ClientMetric metric;
-    for (auto& [name, label_value] : labels) {
-      metric.label.push_back({std::move(name), std::move(label_value)});
-    }
+    prometheus::ClientMetric metric = Labelled(std::move(labels));
     metric.counter.value = value;
     return metric;
   }
@@ -114,12 +111,17 @@ class GatewayMetrics::LiveCollector : public prometheus::Collectable {
     families.push_back(std::move(queued));
     families.push_back(std::move(up));
   }
-  static prometheus::ClientMetric Gauge(std::vector<std::pair<std::string, std::string>> labels,
-                                        double value) {
+  static prometheus::ClientMetric Labelled(
+      std::vector<std::pair<std::string, std::string>> labels) {
     prometheus::ClientMetric metric;
     for (auto& [name, label_value] : labels) {
       metric.label.push_back({std::move(name), std::move(label_value)});
     }
+    return metric;
+  }
+  static prometheus::ClientMetric Gauge(std::vector<std::pair<std::string, std::string>> labels,
+                                        double value) {
+    prometheus::ClientMetric metric = Labelled(std::move(labels));
     metric.gauge.value = value;
     return metric;
   }

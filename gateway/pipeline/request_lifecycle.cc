@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "common/utf8/utf8.h"
 #include "nlohmann/json.hpp"
 
 namespace llmserve::gateway {
@@ -112,12 +113,9 @@ bool TracesContent(const common::tracing::Span& span, common::tracing::Tracer* t
   return span.recording() && tracer != nullptr && tracer->content();
 }
 
-// At most `max_bytes` of valid UTF-8 (a character cut in two is dropped).
 std::string CutUtf8(absl::string_view text, size_t max_bytes) {
-  if (text.size() <= max_bytes) return std::string(text);
-  size_t end = max_bytes;
-  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
-  return std::string(text.substr(0, end));
+  return std::string(
+      common::utf8::TruncateAtCharBoundary(std::string_view(text.data(), text.size()), max_bytes));
 }
 
 nlohmann::json TextMessage(absl::string_view role, absl::string_view text) {

@@ -17,15 +17,6 @@ void SanitizeText(std::string& text) {
   }
 }
 
-// Cuts `text` (valid UTF-8) to at most `max_bytes` without splitting a character.
-void TruncateUtf8(std::string& text, size_t max_bytes) {
-  if (text.size() <= max_bytes) return;
-  size_t end = max_bytes;
-  // Continuation bytes are 10xxxxxx: step back to the start of the character cut in two.
-  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
-  text.resize(end);
-}
-
 }  // namespace
 
 void SanitizeRecordText(RequestRecord& record) {
@@ -35,7 +26,7 @@ void SanitizeRecordText(RequestRecord& record) {
         &record.finish_reasons, &record.worker, &record.gateway}) {
     SanitizeText(*text);
   }
-  TruncateUtf8(record.error, kMaxErrorBytes);
+  record.error.resize(common::utf8::TruncateAtCharBoundary(record.error, kMaxErrorBytes).size());
   if (record.prompt.has_value()) SanitizeText(*record.prompt);
   if (record.output.has_value()) SanitizeText(*record.output);
 }

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/base/host_name.h"
 #include "common/base/logging.h"
 #include "common/base/worker_api_limits.h"
 #include "common/chat_template/tokenizer_config_template.h"
@@ -45,9 +46,8 @@ std::string DirectoryName(std::string path) {
 }
 
 std::string WorkerId() {
-  char host[256] = {};
-  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
-  return absl::StrCat(host[0] == '\0' ? "worker" : host, "-", getpid(), "-",
+  const std::string host = common::HostName();
+  return absl::StrCat(host.empty() ? "worker" : host, "-", getpid(), "-",
                       absl::ToUnixMillis(absl::Now()));
 }
 

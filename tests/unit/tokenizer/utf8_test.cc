@@ -61,5 +61,15 @@ TEST(utf8_test, SanitizeLossyMatchesPythonReplace) {
   EXPECT_TRUE(IsValid(SanitizeLossy("\x80\x81\xFE\xE2")));
 }
 
+TEST(Utf8Test, TruncationNeverCutsACharacterInTwo) {
+  const std::string text = "a\xC3\xA9\xE2\x82\xAC";  // a, é (2 bytes), € (3 bytes)
+  EXPECT_EQ(TruncateAtCharBoundary(text, 10), text);
+  EXPECT_EQ(TruncateAtCharBoundary(text, 6), text);
+  EXPECT_EQ(TruncateAtCharBoundary(text, 5), "a\xC3\xA9");  // € would be cut: dropped
+  EXPECT_EQ(TruncateAtCharBoundary(text, 4), "a\xC3\xA9");
+  EXPECT_EQ(TruncateAtCharBoundary(text, 2), "a");
+  EXPECT_EQ(TruncateAtCharBoundary(text, 0), "");
+}
+
 }  // namespace
 }  // namespace llmserve::common::utf8
