@@ -1,7 +1,5 @@
 #include "common/tracing/tracer.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <iterator>
@@ -10,18 +8,13 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/base/host_name.h"
 #include "common/base/logging.h"
 
 namespace llmserve::common::tracing {
 namespace {
 
 constexpr int kExportAttempts = 3;
-
-std::string HostName() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "";
-  return name;
-}
 
 }  // namespace
 
@@ -51,7 +44,7 @@ absl::StatusOr<std::unique_ptr<Tracer>> Tracer::Create(const TracingFlags& flags
                                    .timeout = flags.timeout,
                                    .resource = {{"service.name", service},
                                                 {"service.version", service_version},
-                                                {"host.name", HostName()},
+                                                {"host.name", common::HostName()},
                                                 {"telemetry.sdk.name", std::string("llmserve")},
                                                 {"telemetry.sdk.language", std::string("cpp")}},
                                    .scope = {.name = "llmserve", .version = service_version}};
@@ -191,22 +184,33 @@ void Tracer::ExportBatch(std::vector<SpanData>& batch) {
   absl::Duration backoff = options_.retry_initial;
   for (int attempt = 1;; ++attempt) {
     const absl::Status status = exporter_->Export(batch);
-    absl::MutexLock lock(&queue.mutex);
-    if (status.ok()) {
-      queue.stats.exported += n;
-      queue.in_flight = 0;
-      return;
-    }
-    ++queue.stats.export_failures;
-    const bool retryable = absl::IsUnavailable(status) || absl::IsResourceExhausted(status);
     const absl::Time now = absl::Now();
-    if (!retryable || attempt == kExportAttempts || now + backoff > queue.stop_deadline) {
+    const bool retryable = absl::IsUnavailable(status) || absl::IsResourceExhausted(status);
+    bool dropped = false;
+    {
+      absl::MutexLock lock(&queue.mutex);
+      if (status.ok()) {
+        queue.stats.exported += n;
+        queue.in_flight = 0;
+        return;
+      }
+      ++queue.stats.export_failures;
       // Telemetry is not kept at the cost of memory: the batch goes, counted.
-      LLMSERVE_LOG(WARNING) << "tracing: dropping " << n << " spans: " << status;
-      queue.stats.dropped += n;
-      queue.in_flight = 0;
+      dropped = !retryable || attempt == kExportAttempts || now + backoff > queue.stop_deadline;
+      if (dropped) {
+        queue.stats.dropped += n;
+        queue.in_flight = 0;
+      }
+    }
+    // Logged outside the queue's lock, which every span's end needs.
+    if (dropped) {
+      if (std::optional<int64_t> skipped = drop_log_.Record(now)) {
+        LLMSERVE_LOG(WARNING) << "tracing: dropping " << n << " spans: " << status << " ("
+                              << *skipped << " more drops not logged)";
+      }
       return;
     }
+    absl::MutexLock lock(&queue.mutex);
     const bool was_stopping = queue.stopping;
     auto stop_changed = [&queue, was_stopping]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue.mutex) {
       return queue.stopping != was_stopping;

@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/base/log_throttle.h"
 #include "common/tracing/otlp_http_exporter.h"
 #include "common/tracing/span.h"
 #include "common/tracing/trace_context.h"
@@ -112,6 +113,7 @@ class Tracer {
   const TracerOptions options_;
   bool content_ = false;
   const std::shared_ptr<Queue> queue_;
+  common::LogThrottle drop_log_{absl::Seconds(30)};
   std::thread thread_;
 };
 

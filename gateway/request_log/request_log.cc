@@ -1,7 +1,5 @@
 #include "gateway/request_log/request_log.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <iterator>
 #include <utility>
@@ -11,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/base/host_name.h"
 #include "common/base/logging.h"
 
 namespace llmserve::gateway {
@@ -19,12 +18,6 @@ namespace {
 std::string RandomInstanceId() {
   absl::BitGen random;
   return absl::StrFormat("%016x", absl::Uniform<uint64_t>(random));
-}
-
-std::string HostName() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "";
-  return name;
 }
 
 }  // namespace
@@ -49,7 +42,7 @@ RequestLog::RequestLog(std::unique_ptr<RequestLogSink> sink, RequestLogOptions o
     : sink_(std::move(sink)),
       options_(options),
       instance_id_(RandomInstanceId()),
-      gateway_name_(HostName()) {}
+      gateway_name_(common::HostName()) {}
 
 RequestLog::~RequestLog() {
   {
@@ -77,17 +70,20 @@ void RequestLog::Append(RequestRecord record) {
   record.record_id = absl::StrCat(instance_id_, "-", next_sequence_.fetch_add(1));
   record.gateway = gateway_name_;
   SanitizeRecordText(record);
-  absl::MutexLock lock(&mutex_);
-  if (queue_.size() >= options_.max_queued) {
-    ++stats_.dropped;
-    if (std::optional<int64_t> skipped = drop_log_.Record(absl::Now())) {
-      LLMSERVE_LOG(WARNING) << "request log: " << options_.max_queued << " records wait for "
-                            << sink_->Describe() << "; dropping new ones (" << *skipped
-                            << " more not logged)";
+  {
+    absl::MutexLock lock(&mutex_);
+    if (queue_.size() < options_.max_queued) {
+      queue_.push_back(std::move(record));
+      return;
     }
-    return;
+    ++stats_.dropped;
   }
-  queue_.push_back(std::move(record));
+  // Logged outside the lock, which every request's Append needs.
+  if (std::optional<int64_t> skipped = drop_log_.Record(absl::Now())) {
+    LLMSERVE_LOG(WARNING) << "request log: " << options_.max_queued << " records wait for "
+                          << sink_->Describe() << "; dropping new ones (" << *skipped
+                          << " more not logged)";
+  }
 }
 
 RequestLog::Stats RequestLog::stats() const {
@@ -137,29 +133,33 @@ void RequestLog::WriteWithRetry(std::vector<RequestRecord>& batch) {
   absl::Duration backoff = options_.retry_initial;
   while (true) {
     const absl::Status status = sink_->Write(batch);
-    absl::MutexLock lock(&mutex_);
+    const absl::Time now = absl::Now();
+    // Logs are written outside mutex_, which every request's Append needs.
     if (status.ok() || absl::IsInvalidArgument(status)) {
-      if (status.ok()) {
-        stats_.written += n;
-      } else {
-        stats_.dropped += n;
+      bool recovered = false;
+      {
+        absl::MutexLock lock(&mutex_);
+        (status.ok() ? stats_.written : stats_.dropped) += n;
+        recovered = !stats_.sink_ok;
+        stats_.sink_ok = true;
+        in_flight_ = 0;
+      }
+      if (!status.ok()) {
         LLMSERVE_LOG(WARNING) << "request log: " << sink_->Describe() << " refused " << n
                               << " records, dropped: " << status;
       }
-      if (!stats_.sink_ok) {
+      if (recovered) {
         LLMSERVE_LOG(INFO) << "request log: writing to " << sink_->Describe() << " again";
       }
-      stats_.sink_ok = true;
-      in_flight_ = 0;
       return;
     }
-    ++stats_.write_failures;
-    stats_.sink_ok = false;
-    const absl::Time now = absl::Now();
     if (std::optional<int64_t> skipped = failure_log_.Record(now)) {
       LLMSERVE_LOG(WARNING) << "request log: cannot write to " << sink_->Describe() << ": "
                             << status << "; retrying (" << *skipped << " more failures not logged)";
     }
+    absl::MutexLock lock(&mutex_);
+    ++stats_.write_failures;
+    stats_.sink_ok = false;
     if (stopping_ && now >= stop_deadline_) {
       // Shutting down and out of time: what is left is lost, and counted.
       stats_.dropped += n + static_cast<int64_t>(queue_.size());
