@@ -249,13 +249,18 @@ def log_metrics(gateway):
             "write_failures": single("llmserve_gateway_request_log_write_failures_total")}
 
 
-def check_rows_of(expected, rows_by_request_id, rows):
-    """Every OK request of `expected` has its row with the fields its response reported."""
+def check_rows_of(expected, rows_by_request_id, rows, dropped=0):
+    """Every OK request of `expected` has its row with the fields its response reported, but for
+    at most `dropped` whose records the gateway counted as dropped (a full queue: how many depends
+    on how fast the database is on a loaded machine, so it is accounted for, not bounded)."""
+    missing = [e for e in expected if e["status"] == "OK"
+               and e["request_id"] not in rows_by_request_id]
+    expect(len(missing) <= dropped,
+           f"{len(missing)} requests without a row, {dropped} records dropped; first: {missing[:1]}")
     for e in expected:
-        if e["status"] != "OK":
+        if e["status"] != "OK" or e["request_id"] not in rows_by_request_id:
             continue
-        row = rows_by_request_id.get(e["request_id"])
-        expect(row is not None, f"no row for {e}")
+        row = rows_by_request_id[e["request_id"]]
         for field in ("endpoint", "principal", "prompt_tokens", "completion_tokens"):
             expect(row[field] == e[field], f"{field} of {e['request_id']}: {row[field]!r}, "
                                            f"expected {e[field]!r} (row {row})")
@@ -308,20 +313,27 @@ def run(binaries):
                        describe=lambda: f"{log_metrics(gateway)}\n{cluster.report()}")
             started = time.monotonic()
             up += traffic.run(1, total["up"] - 1, threads=UP_THREADS)
+            # Every record is written or, if the queue overflowed on a slow machine, counted as
+            # dropped; the writer keeps up with most of it (none were dropped when measured).
             wait_until("the phase-1 records written",
-                       lambda: log_metrics(gateway)["written"] == total["up"]
-                       and log_metrics(gateway)["queued"] == 0,
+                       lambda: log_metrics(gateway)["written"] + log_metrics(gateway)["dropped"]
+                       == total["up"] and log_metrics(gateway)["queued"] == 0,
                        describe=lambda: f"{log_metrics(gateway)}\n{cluster.report()}")
+            phase1 = log_metrics(gateway)
             rows = database.query("SELECT * FROM llmserve_request_log")
-            expect(len(rows) == total["up"], f"{len(rows)} rows for {total['up']} requests")
+            expect(len(rows) == phase1["written"], f"{len(rows)} rows, {phase1} for "
+                                                   f"{total['up']} requests")
+            expect(phase1["written"] > phase1["dropped"], f"the writer fell behind: {phase1}")
             by_id = {r["request_id"]: r for r in rows if r["status"] == "OK"}
-            check_rows_of(up, by_id, rows)
+            check_rows_of(up, by_id, rows, dropped=phase1["dropped"])
             for status in ("NOT_FOUND", "UNAUTHENTICATED", "INVALID_ARGUMENT"):
                 want = sum(1 for e in up if e["status"] == status)
                 got = sum(1 for r in rows if r["status"] == status)
-                expect(got == want, f"{got} {status} rows, expected {want}")
+                expect(want - phase1["dropped"] <= got <= want,
+                       f"{got} {status} rows, expected {want} ({phase1['dropped']} dropped)")
             stored_models = {r["model"] for r in rows if r["status"] == "NOT_FOUND"}
-            expect(stored_models == set(HOSTILE_MODELS),
+            expect(stored_models == set(HOSTILE_MODELS)
+                   or phase1["dropped"] and stored_models and stored_models < set(HOSTILE_MODELS),
                    f"model names stored as {stored_models!r}, sent {HOSTILE_MODELS!r}")
             expect(all(r["principal"] == "" and r["error"] for r in rows
                        if r["status"] == "UNAUTHENTICATED"), "a refused key has a principal")
@@ -354,6 +366,7 @@ def run(binaries):
                        and log_metrics(gateway)["queued"] == 0,
                        describe=lambda: f"{log_metrics(gateway)}\n{cluster.report()}")
             first = total["up"] + total["down"]
+            dropped_before_phase3 = log_metrics(gateway)["dropped"]
             restarted = traffic.run(first, total["restarted"], threads=UP_THREADS)
             requests = sum(total.values())
             wait_until("every record written or dropped",
@@ -372,7 +385,7 @@ def run(binaries):
             ok_ids = [r["request_id"] for r in rows if r["status"] == "OK"]
             expect(len(ok_ids) == len(set(ok_ids)), "a request's record was stored twice")
             by_id = {r["request_id"]: r for r in rows if r["status"] == "OK"}
-            check_rows_of(restarted, by_id, rows)
+            check_rows_of(restarted, by_id, rows, dropped=final["dropped"] - dropped_before_phase3)
             resumed = database.query(
                 f"SELECT count(*) AS n FROM llmserve_request_log WHERE time >= '{restart_time}'")
             expect(resumed[0]["n"] >= sum(1 for e in restarted if e["status"]),

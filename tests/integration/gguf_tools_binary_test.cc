@@ -3,8 +3,10 @@
 // all of them batched, served with --max_model_len=512 (the checkpoint's context; the file
 // declares llama.cpp's converter default of 128); llmserve-bench-engine (with --quantization=int8)
 // and llmserve-dump-logits run on the quantized file; text prompts give llama.cpp's own greedy text
-// (expected/llama_cpp_greedy.jsonl); a path that is no model is refused by name.
-// Skips with a message when LLMSERVE_TESTDATA is unset or lacks the models.
+// (expected/llama_cpp_greedy.jsonl); a path that is no model is refused by name;
+// llmserve-perplexity gives a model zero KL divergence and full top-1 agreement against its own
+// base run, a small positive divergence to int8 and the quantized file, and refuses a base of other
+// ctx or tokens. Skips with a message when LLMSERVE_TESTDATA is unset or lacks the models.
 
 #include <filesystem>
 #include <fstream>
@@ -168,6 +170,69 @@ TEST(GgufToolsTest, APathThatIsNoModelIsRefusedByName) {
       kPatience);
   EXPECT_EQ(run.exit_code, 1) << run.output;
   EXPECT_NE(run.output.find("is a file but not a GGUF file"), std::string::npos) << run.output;
+}
+
+TEST(GgufToolsTest, PerplexityMeasuresWhatAModeCostsAgainstABaseRun) {
+  std::string why;
+  const std::string dir = StoriesDir(&why);
+  if (dir.empty()) GTEST_SKIP() << why;
+  // The reference cases' prompts and greedy continuations, one after another: 300+ tokens.
+  const ::llmserve::testing::ScopedTempDir temp("gguf_perplexity");
+  const std::string ids = temp.File("ids.txt");
+  {
+    std::ofstream out(ids);
+    for (const Json& c : ReferenceCases(dir)) {
+      out << absl::StrJoin(c["prompt_ids"].get<std::vector<int>>(), " ") << " "
+          << absl::StrJoin(c["greedy_ids"].get<std::vector<int>>(), " ") << "\n";
+    }
+  }
+  const std::string f32 = dir + "/gguf/stories260K-f32.gguf";
+  const std::string base = temp.File("base.bin");
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {::llmserve::testing::PerplexityBinary(), "--tokens=" + ids,
+                               "--ctx=64", "--threads=1"});
+    return ::llmserve::testing::RunForJsonLines(args, kPatience);
+  };
+  const JsonLinesRun saved = run({"--model=" + f32, "--save_base=" + base});
+  ASSERT_EQ(saved.exit_code, 0) << saved.output;
+  ASSERT_EQ(saved.lines.size(), 1u) << saved.output;
+  const double ppl = saved.lines[0]["ppl"].get<double>();
+  EXPECT_GT(ppl, 1.0);
+  EXPECT_LT(ppl, 512.0);  // better than uniform over the vocabulary
+  EXPECT_EQ(saved.lines[0]["scored"].get<int>(), saved.lines[0]["chunks"].get<int>() * 31);
+
+  const JsonLinesRun same = run({"--model=" + f32, "--kl_base=" + base});
+  ASSERT_EQ(same.exit_code, 0) << same.output;
+  ASSERT_EQ(same.lines.size(), 1u) << same.output;
+  EXPECT_EQ(same.lines[0]["mean_kld"].get<double>(), 0.0);
+  EXPECT_EQ(same.lines[0]["top1_agreement"].get<double>(), 1.0);
+  EXPECT_EQ(same.lines[0]["ppl_base"].get<double>(), ppl);
+
+  for (const std::vector<std::string>& mode :
+       {std::vector<std::string>{"--model=" + f32, "--quantization=int8"},
+        std::vector<std::string>{"--model=" + dir + "/gguf/stories260K-Q4_K_M.gguf"}}) {
+    std::vector<std::string> args = mode;
+    args.push_back("--kl_base=" + base);
+    const JsonLinesRun quantized = run(args);
+    ASSERT_EQ(quantized.exit_code, 0) << quantized.output;
+    ASSERT_EQ(quantized.lines.size(), 1u) << quantized.output;
+    const double kld = quantized.lines[0]["mean_kld"].get<double>();
+    EXPECT_GT(kld, 0.0) << mode[1];
+    EXPECT_LT(kld, 0.05) << mode[1];
+    EXPECT_GT(quantized.lines[0]["top1_agreement"].get<double>(), 0.9) << mode[1];
+  }
+
+  const JsonLinesRun other_ctx = run({"--model=" + f32, "--kl_base=" + base, "--ctx=32"});
+  EXPECT_EQ(other_ctx.exit_code, 1);
+  EXPECT_NE(other_ctx.output.find("was made with ctx 64"), std::string::npos) << other_ctx.output;
+  const std::string bad_ids = temp.File("bad.txt");
+  std::ofstream(bad_ids) << "1 2 512";
+  const JsonLinesRun bad = ::llmserve::testing::RunForJsonLines(
+      {::llmserve::testing::PerplexityBinary(), "--model=" + f32, "--tokens=" + bad_ids},
+      kPatience);
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.output.find("word 3 '512' is not a token id in [0, 512)"), std::string::npos)
+      << bad.output;
 }
 
 }  // namespace

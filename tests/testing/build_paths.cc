@@ -9,6 +9,7 @@ const char* BenchEngineBinary() { return LLMSERVE_BENCH_ENGINE_BINARY; }
 const char* DumpLogitsBinary() { return LLMSERVE_DUMP_LOGITS_BINARY; }
 const char* RunToolBinary() { return LLMSERVE_RUN_BINARY; }
 const char* MakeModelBinary() { return LLMSERVE_MAKE_MODEL_BINARY; }
+const char* PerplexityBinary() { return LLMSERVE_PERPLEXITY_BINARY; }
 const char* SourceDir() { return LLMSERVE_SOURCE_DIR; }
 const char* ChatTemplateCorpusDir() { return LLMSERVE_CHAT_TEMPLATE_CORPUS; }
 const char* ProtoDescriptorSet() { return LLMSERVE_PROTO_DESCRIPTOR_SET; }

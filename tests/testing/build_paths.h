@@ -15,6 +15,7 @@ const char* BenchEngineBinary();  // llmserve-bench-engine
 const char* DumpLogitsBinary();   // llmserve-dump-logits
 const char* RunToolBinary();      // llmserve-run
 const char* MakeModelBinary();    // llmserve-make-model
+const char* PerplexityBinary();   // llmserve-perplexity
 // The source tree's root.
 const char* SourceDir();
 // tests/unit/chat_template/corpus in the source tree.

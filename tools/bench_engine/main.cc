@@ -291,7 +291,7 @@ int main(int argc, char** argv) {
         "\"prefill_s\": %.6f, \"decode_s\": %.6f, \"decode_forward_s\": %.6f, "
         "\"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f}\n",
         batch, prompt_len, gen_len, std::string(llmserve::worker::DTypeName(*dtype)).c_str(),
-        std::string(llmserve::worker::QuantizationName(*resolved)).c_str(),
+        llmserve::worker::RunningQuantizationName(*resolved, config->quantization).c_str(),
         quantize_lm_head ? "true" : "false", quantized_activations ? "true" : "false", threads,
         backend_name.c_str(), static_cast<long long>(weight_bytes),
         static_cast<long long>(step_read_bytes), r.prefill_s, r.decode_s, r.decode_forward_s,

@@ -30,6 +30,42 @@ class GgufTensorTaker {
 
   bool Has(const std::string& name) const { return file_.FindTensor(name) != nullptr; }
 
+  const gguf::GgufFile& file() const { return file_; }
+
+  // Copies matrix `name` (GGUF dims `dims`, HasInt4Groups) into rows [first_row, first_row +
+  // dims[1]) of `dst`, its groups as they are (no rounding: gguf_dequantize.h). `rope_heads` as for
+  // CopyInto.
+  absl::Status CopyInt4Into(const std::string& name, const std::vector<int64_t>& dims,
+                            Int4Matrix* dst, int64_t first_row, int64_t rope_heads = 0) {
+    const gguf::GgufTensor* tensor;
+    LLMSERVE_ASSIGN_OR_RETURN(tensor, Take(name, dims));
+    const int64_t cols = dims[0], rows = dims[1];
+    LLMSERVE_CHECK(cols == dst->cols && first_row >= 0 && first_row + rows <= dst->rows)
+        << name << " does not fit its destination";
+    int64_t head_rows = rows;
+    if (rope_heads > 0) {
+      head_rows = rows / rope_heads;
+      if (head_rows * rope_heads != rows || head_rows % 2 != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(file_.name(), ": tensor '", name,
+                                                       "': ", rows, " rows are not ", rope_heads,
+                                                       " heads of an even size"));
+      }
+    }
+    const int64_t groups = dst->groups(), half = head_rows / 2;
+    for (int64_t row = 0; row < rows; ++row) {
+      int64_t to = row;
+      if (rope_heads > 0) {  // UnpermuteRows' mapping, one row at a time
+        const int64_t head = row / head_rows, i = (row % head_rows) / 2, j = row % 2;
+        to = head * head_rows + j * half + i;
+      }
+      to += first_row;
+      LLMSERVE_RETURN_IF_ERROR(gguf::Int4GroupsOfRow(
+          *tensor, row, dst->packed_values.data() + to * (cols / 2),
+          dst->scales.data() + to * groups, dst->offsets.data() + to * groups));
+    }
+    return absl::OkStatus();
+  }
+
   // Tensor `name` with GGUF dims `dims`, converted to `dtype` as a runtime tensor of the reversed
   // shape ([dims[1], dims[0]] for a matrix).
   absl::StatusOr<Tensor> Load(const std::string& name, const std::vector<int64_t>& dims,
@@ -137,35 +173,113 @@ class GgufTensorTaker {
   std::vector<float> permuted_;
 };
 
+// One GGUF matrix of a fused projection: its name, GGUF dims and, for llama's Q and K, heads to
+// unpermute.
+struct GgufPart {
+  std::string name;
+  std::vector<int64_t> dims;
+  int64_t rope_heads = 0;
+};
+
+// Whether every part of a projection exists and holds 4-bit groups: what LoadGgufProjection keeps
+// in 4 bits.
+bool ProjectionIn4Bits(const gguf::GgufFile& file, const std::vector<GgufPart>& parts) {
+  for (const GgufPart& part : parts) {
+    const gguf::GgufTensor* tensor = file.FindTensor(part.name);
+    if (tensor == nullptr || !gguf::HasInt4Groups(tensor->type)) return false;
+  }
+  return true;
+}
+
+// An empty Int4Matrix of [rows, cols] in groups of 32 with offsets (GGUF's form), to fill.
+Int4Matrix AllocateGgufInt4(int64_t rows, int64_t cols) {
+  Int4Matrix m;
+  m.rows = rows;
+  m.cols = cols;
+  m.group_size = gguf::kInt4GroupSize;
+  m.packed_values.assign(static_cast<size_t>(rows * cols / 2), 0);
+  m.scales.assign(static_cast<size_t>(rows * m.groups()), 0.0f);
+  m.offsets.assign(static_cast<size_t>(rows * m.groups()), 0.0f);
+  return m;
+}
+
+// The projection made of `parts` (rows one after another): kept in 4 bits in `int4` when every
+// part holds 4-bit groups (ProjectionIn4Bits), otherwise dequantized into `dense` in `dtype`.
+absl::Status LoadGgufProjection(GgufTensorTaker& taker, const std::vector<GgufPart>& parts,
+                                DType dtype, Tensor* dense, Int4Matrix* int4) {
+  const int64_t cols = parts[0].dims[0];
+  int64_t rows = 0;
+  for (const GgufPart& part : parts) rows += part.dims[1];
+  int64_t first_row = 0;
+  if (ProjectionIn4Bits(taker.file(), parts)) {
+    *int4 = AllocateGgufInt4(rows, cols);
+    for (const GgufPart& part : parts) {
+      LLMSERVE_RETURN_IF_ERROR(
+          taker.CopyInt4Into(part.name, part.dims, int4, first_row, part.rope_heads));
+      first_row += part.dims[1];
+    }
+    return absl::OkStatus();
+  }
+  *dense = Tensor(dtype, {rows, cols});
+  for (const GgufPart& part : parts) {
+    LLMSERVE_RETURN_IF_ERROR(
+        taker.CopyInto(part.name, part.dims, dense, first_row, part.rope_heads));
+    first_row += part.dims[1];
+  }
+  return absl::OkStatus();
+}
+
+// The projections of layer i as GGUF parts, in the order LayerWeights fuses them: qkv, o, gate/up
+// (or up), down.
+std::vector<std::vector<GgufPart>> GgufProjections(const ModelConfig& c, int i) {
+  const std::string p = absl::StrCat("blk.", i, ".");
+  const int64_t h = c.hidden_size, inter = c.intermediate_size;
+  if (c.family == ModelFamily::kGpt2) {
+    return {{{p + "attn_qkv.weight", {h, 3 * h}}},
+            {{p + "attn_output.weight", {h, h}}},
+            {{p + "ffn_up.weight", {h, inter}}},
+            {{p + "ffn_down.weight", {inter, h}}}};
+  }
+  const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  // Only llama.cpp's `llama` graph rotates adjacent pairs (ModelConfigFromGguf names qwen2
+  // Qwen2ForCausalLM).
+  const bool permute = c.architecture == "LlamaForCausalLM";
+  return {{{p + "attn_q.weight", {h, q}, permute ? c.num_heads : 0},
+           {p + "attn_k.weight", {h, kv}, permute ? c.num_kv_heads : 0},
+           {p + "attn_v.weight", {h, kv}}},
+          {{p + "attn_output.weight", {q, h}}},
+          {{p + "ffn_gate.weight", {h, inter}}, {p + "ffn_up.weight", {h, inter}}},
+          {{p + "ffn_down.weight", {inter, h}}}};
+}
+
 absl::Status LoadGgufLlamaLayer(GgufTensorTaker& taker, const ModelConfig& c, DType dtype,
                                 bool permute, int i, LayerWeights* l) {
   const std::string p = absl::StrCat("blk.", i, ".");
   const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
   const int64_t inter = c.intermediate_size;
   const int64_t q_heads = permute ? c.num_heads : 0, k_heads = permute ? c.num_kv_heads : 0;
+  const std::vector<std::vector<GgufPart>> projections = GgufProjections(c, i);
   LLMSERVE_ASSIGN_OR_RETURN(l->attn_norm_weight,
                             taker.Load(p + "attn_norm.weight", {h}, DType::kF32));
-  l->qkv_weight = Tensor(dtype, {q + 2 * kv, h});
-  LLMSERVE_RETURN_IF_ERROR(taker.CopyInto(p + "attn_q.weight", {h, q}, &l->qkv_weight, 0, q_heads));
   LLMSERVE_RETURN_IF_ERROR(
-      taker.CopyInto(p + "attn_k.weight", {h, kv}, &l->qkv_weight, q, k_heads));
-  LLMSERVE_RETURN_IF_ERROR(taker.CopyInto(p + "attn_v.weight", {h, kv}, &l->qkv_weight, q + kv));
+      LoadGgufProjection(taker, projections[0], dtype, &l->qkv_weight, &l->qkv_int4));
   if (c.qkv_bias) {
     l->qkv_bias = Tensor(DType::kF32, {q + 2 * kv});
     LLMSERVE_RETURN_IF_ERROR(taker.CopyInto(p + "attn_q.bias", {q}, &l->qkv_bias, 0, q_heads));
     LLMSERVE_RETURN_IF_ERROR(taker.CopyInto(p + "attn_k.bias", {kv}, &l->qkv_bias, q, k_heads));
     LLMSERVE_RETURN_IF_ERROR(taker.CopyInto(p + "attn_v.bias", {kv}, &l->qkv_bias, q + kv));
   }
-  LLMSERVE_ASSIGN_OR_RETURN(l->o_weight, taker.Load(p + "attn_output.weight", {q, h}, dtype));
+  LLMSERVE_RETURN_IF_ERROR(
+      LoadGgufProjection(taker, projections[1], dtype, &l->o_weight, &l->o_int4));
   if (c.o_bias) {
     LLMSERVE_ASSIGN_OR_RETURN(l->o_bias, taker.Load(p + "attn_output.bias", {h}, DType::kF32));
   }
   LLMSERVE_ASSIGN_OR_RETURN(l->mlp_norm_weight,
                             taker.Load(p + "ffn_norm.weight", {h}, DType::kF32));
-  l->up_weight = Tensor(dtype, {2 * inter, h});
-  LLMSERVE_RETURN_IF_ERROR(taker.CopyInto(p + "ffn_gate.weight", {h, inter}, &l->up_weight, 0));
-  LLMSERVE_RETURN_IF_ERROR(taker.CopyInto(p + "ffn_up.weight", {h, inter}, &l->up_weight, inter));
-  LLMSERVE_ASSIGN_OR_RETURN(l->down_weight, taker.Load(p + "ffn_down.weight", {inter, h}, dtype));
+  LLMSERVE_RETURN_IF_ERROR(
+      LoadGgufProjection(taker, projections[2], dtype, &l->up_weight, &l->up_int4));
+  LLMSERVE_RETURN_IF_ERROR(
+      LoadGgufProjection(taker, projections[3], dtype, &l->down_weight, &l->down_int4));
   if (c.mlp_bias) {
     l->up_bias = Tensor(DType::kF32, {2 * inter});
     LLMSERVE_RETURN_IF_ERROR(taker.CopyInto(p + "ffn_gate.bias", {inter}, &l->up_bias, 0));
@@ -187,24 +301,53 @@ absl::Status LoadGgufGpt2Layer(GgufTensorTaker& taker, const ModelConfig& c, DTy
   };
   LLMSERVE_RETURN_IF_ERROR(f32("attn_norm.weight", h, &l->attn_norm_weight));
   LLMSERVE_RETURN_IF_ERROR(f32("attn_norm.bias", h, &l->attn_norm_bias));
-  LLMSERVE_ASSIGN_OR_RETURN(l->qkv_weight, taker.Load(p + "attn_qkv.weight", {h, 3 * h}, dtype));
+  const std::vector<std::vector<GgufPart>> projections = GgufProjections(c, i);
+  LLMSERVE_RETURN_IF_ERROR(
+      LoadGgufProjection(taker, projections[0], dtype, &l->qkv_weight, &l->qkv_int4));
   LLMSERVE_RETURN_IF_ERROR(f32("attn_qkv.bias", 3 * h, &l->qkv_bias));
-  LLMSERVE_ASSIGN_OR_RETURN(l->o_weight, taker.Load(p + "attn_output.weight", {h, h}, dtype));
+  LLMSERVE_RETURN_IF_ERROR(
+      LoadGgufProjection(taker, projections[1], dtype, &l->o_weight, &l->o_int4));
   LLMSERVE_RETURN_IF_ERROR(f32("attn_output.bias", h, &l->o_bias));
   LLMSERVE_RETURN_IF_ERROR(f32("ffn_norm.weight", h, &l->mlp_norm_weight));
   LLMSERVE_RETURN_IF_ERROR(f32("ffn_norm.bias", h, &l->mlp_norm_bias));
-  LLMSERVE_ASSIGN_OR_RETURN(l->up_weight, taker.Load(p + "ffn_up.weight", {h, inter}, dtype));
+  LLMSERVE_RETURN_IF_ERROR(
+      LoadGgufProjection(taker, projections[2], dtype, &l->up_weight, &l->up_int4));
   LLMSERVE_RETURN_IF_ERROR(f32("ffn_up.bias", inter, &l->up_bias));
-  LLMSERVE_ASSIGN_OR_RETURN(l->down_weight, taker.Load(p + "ffn_down.weight", {inter, h}, dtype));
+  LLMSERVE_RETURN_IF_ERROR(
+      LoadGgufProjection(taker, projections[3], dtype, &l->down_weight, &l->down_int4));
   LLMSERVE_RETURN_IF_ERROR(f32("ffn_down.bias", h, &l->down_bias));
   return absl::OkStatus();
 }
 
 }  // namespace
 
-int64_t GgufRuntimeWeightBytes(const gguf::GgufFile& file, DType dtype) {
+CheckpointQuantization GgufQuantization(const gguf::GgufFile& file, const ModelConfig& config) {
+  for (int i = 0; i < config.num_layers; ++i) {
+    for (const std::vector<GgufPart>& parts : GgufProjections(config, i)) {
+      if (ProjectionIn4Bits(file, parts)) {
+        return {.method = CheckpointQuantization::Method::kGguf,
+                .group_size = gguf::kInt4GroupSize};
+      }
+    }
+  }
+  return {};
+}
+
+int64_t GgufRuntimeWeightBytes(const gguf::GgufFile& file, const ModelConfig& config, DType dtype) {
+  absl::flat_hash_set<std::string> in_4_bits;
+  for (int i = 0; i < config.num_layers; ++i) {
+    for (const std::vector<GgufPart>& parts : GgufProjections(config, i)) {
+      if (!ProjectionIn4Bits(file, parts)) continue;
+      for (const GgufPart& part : parts) in_4_bits.insert(part.name);
+    }
+  }
   int64_t total = 0;
   for (const gguf::GgufTensor& tensor : file.tensors()) {
+    if (in_4_bits.contains(tensor.name)) {
+      // Int4Matrix: half a byte per value, an f32 scale and an f32 offset per 32.
+      total += tensor.num_elements / 2 + tensor.num_elements / gguf::kInt4GroupSize * 8;
+      continue;
+    }
     const bool matrix = tensor.dims.size() >= 2 && tensor.name != "position_embd.weight";
     total += tensor.num_elements * static_cast<int64_t>(matrix ? DTypeSize(dtype) : 4);
   }
@@ -221,12 +364,13 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> LoadGgufWeights(const gguf::GgufFi
     largest = std::max(largest, tensor.num_elements);
   }
   const int64_t needed =
-      GgufRuntimeWeightBytes(file, dtype) + 2 * 4 * std::min(largest, kGgufChunkFloats);
-  LLMSERVE_RETURN_IF_ERROR(CheckWeightsFitInMemory(file.name(), needed, dtype,
-                                                   options.memory_limit_bytes,
-                                                   "every tensor is dequantized at load"));
+      GgufRuntimeWeightBytes(file, config, dtype) + 2 * 4 * std::min(largest, kGgufChunkFloats);
+  LLMSERVE_RETURN_IF_ERROR(CheckWeightsFitInMemory(
+      file.name(), needed, dtype, options.memory_limit_bytes,
+      "tensors other than Q4_0/Q4_1/Q4_K projections are dequantized at load"));
   auto weights = std::make_unique<ModelWeights>();
   weights->config = config;
+  weights->config.quantization = GgufQuantization(file, config);
   weights->dtype = dtype;
   GgufTensorTaker taker(file);
   const int64_t h = config.hidden_size, vocab = config.vocab_size;

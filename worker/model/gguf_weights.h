@@ -1,6 +1,10 @@
 // The weights of a GGUF file (llama.cpp's tensor names) in the runtime layout of ModelWeights
-// (model_weights.h): every tensor is dequantized to f32 a few rows at a time (never the whole file
-// at once) and converted to the runtime dtype; norms, biases and learned positions stay f32.
+// (model_weights.h). A projection whose every part (q, k and v; gate and up) is Q4_0, Q4_1 or Q4_K
+// is kept in 4 bits as an Int4Matrix (LayerWeights' *_int4, groups of 32 with f32 offsets), bit
+// for bit what ggml dequantizes (gguf/gguf_dequantize.h says why); every other tensor is
+// dequantized to f32 a few rows at a time (never the whole file at once) and converted to the
+// runtime dtype; norms, biases and learned positions stay f32. A file with at least one 4-bit
+// projection gets config.quantization method kGguf (GgufQuantization).
 //
 // Names (GGUF order, dims[0] fastest; `blk.N.` per layer):
 //   llama, qwen2: token_embd, attn_norm, attn_q/k/v (+ .bias), attn_output, ffn_norm, ffn_gate,
@@ -43,9 +47,14 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> LoadGgufWeights(const gguf::GgufFi
                                                               const ModelConfig& config,
                                                               const FileLoadOptions& options);
 
-// Bytes the runtime weights of `file` take in `dtype`: matrices in `dtype`, 1-D tensors and
-// learned positions in f32 (what LoadGgufWeights allocates).
-int64_t GgufRuntimeWeightBytes(const gguf::GgufFile& file, DType dtype);
+// Bytes the runtime weights of `file` take in `dtype`: 4-bit projections as Int4Matrix (0.75
+// bytes a weight), other matrices in `dtype`, 1-D tensors and learned positions in f32 (what
+// LoadGgufWeights allocates).
+int64_t GgufRuntimeWeightBytes(const gguf::GgufFile& file, const ModelConfig& config, DType dtype);
+
+// {kGguf, group 32} when LoadGgufWeights keeps at least one projection of `file` in 4 bits,
+// otherwise none.
+CheckpointQuantization GgufQuantization(const gguf::GgufFile& file, const ModelConfig& config);
 
 }  // namespace llmserve::worker
 

@@ -379,6 +379,8 @@ absl::string_view CheckpointQuantizationName(CheckpointQuantization::Method meth
       return "awq";
     case CheckpointQuantization::Method::kGptq:
       return "gptq";
+    case CheckpointQuantization::Method::kGguf:
+      return "gguf";
   }
   return "none";
 }

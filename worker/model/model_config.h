@@ -49,8 +49,10 @@ struct RopeScaling {
 // AWQ (quant_method "awq", version "gemm", zero points) or GPTQ (quant_method "gptq", desc_act
 // false, the original "gptq" packing), 4 bits with per-group scales along the input dimension.
 // Embeddings, norms and the LM head stay in a float dtype. quantized_checkpoint.h reads them.
+// kGguf: a GGUF file with some projections in Q4_0/Q4_1/Q4_K, kept in 4 bits (groups of 32)
+// while its other tensors are dequantized (gguf_weights.h): a mix, projection by projection.
 struct CheckpointQuantization {
-  enum class Method { kNone, kAwq, kGptq };
+  enum class Method { kNone, kAwq, kGptq, kGguf };
   Method method = Method::kNone;
   // Input columns sharing one scale and zero point; -1 (GPTQ) means the whole input dimension.
   int64_t group_size = 0;
@@ -62,7 +64,7 @@ struct CheckpointQuantization {
   int64_t GroupSizeFor(int64_t cols) const { return group_size < 0 ? cols : group_size; }
 };
 
-// "none", "awq" or "gptq".
+// "none", "awq", "gptq" or "gguf".
 absl::string_view CheckpointQuantizationName(CheckpointQuantization::Method method);
 
 struct ModelConfig {

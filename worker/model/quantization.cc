@@ -34,6 +34,14 @@ absl::StatusOr<Quantization> ParseQuantization(absl::string_view name) {
 absl::StatusOr<Quantization> ResolveQuantization(Quantization requested,
                                                  const CheckpointQuantization& checkpoint) {
   using Method = CheckpointQuantization::Method;
+  if (checkpoint.method == Method::kGguf) {
+    // Its Q4 projections run in 4 bits whatever is asked; int8 quantizes its other projections.
+    if (requested == Quantization::kNone || requested == Quantization::kInt8) return requested;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--quantization=", QuantizationName(requested), " needs a ", QuantizationName(requested),
+        " checkpoint; this one is a GGUF file (its Q4_0/Q4_1/Q4_K projections run in 4 bits as "
+        "they are; --quantization=int8 quantizes its other projections)"));
+  }
   const Quantization stored = checkpoint.method == Method::kAwq    ? Quantization::kAwq
                               : checkpoint.method == Method::kGptq ? Quantization::kGptq
                                                                    : Quantization::kNone;
@@ -49,6 +57,14 @@ absl::StatusOr<Quantization> ResolveQuantization(Quantization requested,
       " checkpoint; this one is ",
       stored == Quantization::kNone ? "not quantized (config.json has no quantization_config)"
                                     : QuantizationName(stored)));
+}
+
+std::string RunningQuantizationName(Quantization resolved,
+                                    const CheckpointQuantization& checkpoint) {
+  if (checkpoint.method != CheckpointQuantization::Method::kGguf) {
+    return std::string(QuantizationName(resolved));
+  }
+  return resolved == Quantization::kInt8 ? "gguf+int8" : "gguf";
 }
 
 void QuantizeRowInt8(const float* row, int64_t k, int8_t* q, float* scale) {

@@ -12,6 +12,7 @@
 #define LLMSERVE_WORKER_MODEL_QUANTIZATION_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -34,10 +35,17 @@ absl::StatusOr<Quantization> ParseQuantization(absl::string_view name);
 
 // What runs, given the --quantization flag and the checkpoint's own quantization_config: an AWQ or
 // GPTQ checkpoint runs as such whether the flag is none or names its method (as vLLM's does);
-// int8 quantizes an unquantized checkpoint. INVALID_ARGUMENT, naming the flag, for int8 on an
-// already quantized checkpoint and for awq/gptq on a checkpoint that is not in that format.
+// int8 quantizes an unquantized checkpoint. A GGUF file with 4-bit projections (method kGguf)
+// runs those in 4 bits either way, and resolves to none or int8, which applies to its other
+// projections. INVALID_ARGUMENT, naming the flag, for int8 on an AWQ/GPTQ checkpoint and for
+// awq/gptq on a checkpoint that is not in that format.
 absl::StatusOr<Quantization> ResolveQuantization(Quantization requested,
                                                  const CheckpointQuantization& checkpoint);
+
+// What GetModelInfo and the model_config_info metric report: QuantizationName(resolved), or for a
+// GGUF file with 4-bit projections "gguf" ("gguf+int8" with its other projections in int8).
+std::string RunningQuantizationName(Quantization resolved,
+                                    const CheckpointQuantization& checkpoint);
 
 // The largest int8 magnitude used: the range is [-kInt8Max, kInt8Max].
 inline constexpr int kInt8Max = 127;

@@ -130,6 +130,7 @@ absl::StatusOr<Int4Matrix> UnpackGptq(const QuantizedProjectionBytes& bytes, int
 }
 
 PackedProjection PackAwq(const Int4Matrix& w) {
+  LLMSERVE_CHECK(w.offsets.empty()) << "AWQ stores zero points, not offsets";
   const int64_t in = w.cols, out = w.rows, blocks = out / 8, groups = w.groups();
   std::vector<uint32_t> qweight(in * blocks, 0), qzeros(groups * blocks, 0);
   for (int64_t i = 0; i < in; ++i) {
@@ -160,6 +161,7 @@ PackedProjection PackAwq(const Int4Matrix& w) {
 }
 
 PackedProjection PackGptq(const Int4Matrix& w) {
+  LLMSERVE_CHECK(w.offsets.empty()) << "GPTQ stores zero points, not offsets";
   const int64_t in = w.cols, out = w.rows, blocks = out / 8, groups = w.groups();
   std::vector<uint32_t> qweight(in / 8 * out, 0), qzeros(groups * blocks, 0), g_idx(in);
   for (int64_t p = 0; p < in / 8; ++p) {
@@ -236,13 +238,15 @@ Int4Matrix ConcatRows(const std::vector<Int4Matrix>& parts) {
   all.cols = parts.at(0).cols;
   all.group_size = parts.at(0).group_size;
   for (const Int4Matrix& part : parts) {
-    LLMSERVE_CHECK(part.cols == all.cols && part.group_size == all.group_size)
-        << "fused projections share their inputs and groups";
+    LLMSERVE_CHECK(part.cols == all.cols && part.group_size == all.group_size &&
+                   part.offsets.empty() == parts.at(0).offsets.empty())
+        << "fused projections share their inputs, groups and offset form";
     all.rows += part.rows;
     all.packed_values.insert(all.packed_values.end(), part.packed_values.begin(),
                              part.packed_values.end());
     all.zeros.insert(all.zeros.end(), part.zeros.begin(), part.zeros.end());
     all.scales.insert(all.scales.end(), part.scales.begin(), part.scales.end());
+    all.offsets.insert(all.offsets.end(), part.offsets.begin(), part.offsets.end());
   }
   return all;
 }

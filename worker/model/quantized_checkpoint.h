@@ -76,8 +76,8 @@ PackedProjection PackGptq(const Int4Matrix& w);
 // the group's top value clamps at 15.
 Int4Matrix QuantizeInt4(const float* w, int64_t rows, int64_t cols, int64_t group, bool symmetric);
 
-// The rows of `parts` (same cols and group size) one after another: q/k/v and gate/up are fused
-// this way, as the unquantized ones are.
+// The rows of `parts` (same cols, group size and offset form) one after another: q/k/v and gate/up
+// are fused this way, as the unquantized ones are.
 Int4Matrix ConcatRows(const std::vector<Int4Matrix>& parts);
 
 }  // namespace llmserve::worker

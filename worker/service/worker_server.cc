@@ -309,21 +309,22 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   info.set_max_num_seqs(options.max_num_seqs);
   info.set_backend(std::string(engine.backend().name()));
   info.set_dtype(std::string(DTypeName(options.dtype)));
-  info.set_quantization(std::string(QuantizationName(quantization)));
+  info.set_quantization(RunningQuantizationName(quantization, config.quantization));
   info.set_lm_head_quantized(options.quantize_lm_head);
   info.set_worker_id(WorkerId());
   info.set_prefix_caching(options.enable_prefix_caching);
   LLMSERVE_RETURN_IF_ERROR(AddTokenizerFiles(options.model_dir, &info));
 
   server->metrics_ = std::make_unique<WorkerMetrics>(
-      WorkerMetricsConfig{.model_name = model_name,
-                          .block_size = options.block_size,
-                          .num_blocks = load.kv_blocks_total,
-                          .backend = std::string(engine.backend().name()),
-                          .dtype = std::string(DTypeName(options.dtype)),
-                          .quantization = std::string(QuantizationName(quantization)),
-                          .lm_head_quantized = options.quantize_lm_head,
-                          .vllm_names = options.vllm_metric_names},
+      WorkerMetricsConfig{
+          .model_name = model_name,
+          .block_size = options.block_size,
+          .num_blocks = load.kv_blocks_total,
+          .backend = std::string(engine.backend().name()),
+          .dtype = std::string(DTypeName(options.dtype)),
+          .quantization = RunningQuantizationName(quantization, config.quantization),
+          .lm_head_quantized = options.quantize_lm_head,
+          .vllm_names = options.vllm_metric_names},
       [engine_ptr = server->engine_.get()] { return engine_ptr->Load(); });
   if (options.metrics_port >= 0) {
     LLMSERVE_ASSIGN_OR_RETURN(server->exposer_,

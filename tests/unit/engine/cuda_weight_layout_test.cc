@@ -1,13 +1,14 @@
 // The CUDA backend's host-side handling of quantized weights, on the CPU (no device needed):
 //   - int8: the device layout holds exactly the CPU backend's QuantizeRowInt8 values and scales,
 //     rows padded with zeros to 4-byte words, and dequantizes to within half a step of the input;
-//   - int4: the device words and (scale, zero) pairs dequantize (on the host, and through the
+//   - int4: the device words and (scale, offset) pairs dequantize (on the host, and through the
 //     kernels' own word decoder compiled for the host) to exactly what
 //     Int4Matrix::Dequantized (the canonical form's definition) gives, for odd shapes, group sizes
-//     that are and are not multiples of 8 (the kernel's two paths), and zero points 0 and 16;
-//   - the upload plan: formats, sizes, the scales' offset in an image, and the refusals (malformed
-//     Int4Matrix, int8 asked of a 4-bit weight, a non-finite weight), and the device bytes of a
-//     whole model in each format.
+//     that are and are not multiples of 8 (the kernel's two paths), zero points 0 and 16, and
+//     GGUF's f32 offsets;
+//   - the upload plan: formats, sizes, the scales' offset in an image, a 4-bit weight staying in
+//     4 bits when int8 is asked (for the model's other projections), the refusals (malformed
+//     Int4Matrix, a non-finite weight), and the device bytes of a whole model in each format.
 
 #include <cmath>
 #include <cstring>
@@ -102,18 +103,28 @@ class Int4LayoutTest : public ::testing::TestWithParam<std::tuple<int, int, int>
 TEST_P(Int4LayoutTest, DequantizesExactlyAsTheCanonicalForm) {
   const auto [rows, cols, group] = GetParam();
   const int group_size = group == 0 ? cols : group;  // 0: one group per row
-  const Int4Matrix m = RandomInt4(rows, cols, group_size, static_cast<uint32_t>(rows + cols));
-  absl::StatusOr<Int4DeviceLayout> layout = ToInt4DeviceLayout(m, "w");
-  ASSERT_TRUE(layout.ok()) << layout.status();
-  EXPECT_EQ(layout->SizeBytes(), Int4DeviceBytes(rows, cols, group_size));
-  ASSERT_EQ(layout->words.size(), static_cast<size_t>(rows * cols / 8));
-  const std::vector<float> dequantized = Dequantize(*layout);
-  for (int r = 0; r < rows; ++r) {
-    for (int c = 0; c < cols; ++c) {
-      // Bit-exact: the device computes (q - zero) * scale in f32 as the canonical form does.
-      ASSERT_EQ(dequantized[r * cols + c], m.Dequantized(r, c)) << "row " << r << " col " << c;
-      const uint32_t word = layout->words[(r * cols + c) / 8];
-      ASSERT_EQ(static_cast<int>((word >> (4 * (c % 8))) & 0xF), m.Value(r, c));
+  std::mt19937 rng(static_cast<uint32_t>(rows + cols));
+  for (const bool offsets : {false, true}) {
+    const Int4Matrix m = offsets ? cpu::testing::RandomInt4WithOffsets(rows, cols, group_size, rng)
+                                 : cpu::testing::RandomInt4(rows, cols, group_size, rng);
+    absl::StatusOr<Int4DeviceLayout> layout = ToInt4DeviceLayout(m, "w");
+    ASSERT_TRUE(layout.ok()) << layout.status();
+    EXPECT_EQ(layout->SizeBytes(), Int4DeviceBytes(rows, cols, group_size));
+    ASSERT_EQ(layout->words.size(), static_cast<size_t>(rows * cols / 8));
+    const std::vector<float> dequantized = Dequantize(*layout);
+    for (int r = 0; r < rows; ++r) {
+      for (int c = 0; c < cols; ++c) {
+        // Bit-exact: the device computes q * scale - offset in f32 as the canonical form does.
+        ASSERT_EQ(dequantized[r * cols + c], m.Dequantized(r, c)) << "row " << r << " col " << c;
+        const uint32_t word = layout->words[(r * cols + c) / 8];
+        ASSERT_EQ(static_cast<int>((word >> (4 * (c % 8))) & 0xF), m.Value(r, c));
+        if (!offsets) {
+          // With zero points (scales from f16) that is (q - zero) * scale exactly.
+          ASSERT_EQ(m.Dequantized(r, c),
+                    static_cast<float>(m.Value(r, c) - m.Zero(r, c / group_size)) *
+                        m.Scale(r, c / group_size));
+        }
+      }
     }
   }
 }
@@ -123,15 +134,19 @@ TEST_P(Int4LayoutTest, DequantizesExactlyAsTheCanonicalForm) {
 TEST_P(Int4LayoutTest, TheKernelsWordDecoderMatchesTheCanonicalForm) {
   const auto [rows, cols, group] = GetParam();
   const int group_size = group == 0 ? cols : group;
-  const Int4Matrix m = RandomInt4(rows, cols, group_size, static_cast<uint32_t>(rows * cols));
-  const Int4DeviceLayout layout = *ToInt4DeviceLayout(m, "w");
-  for (int r = 0; r < rows; ++r) {
-    const float* scale_zero = layout.scale_zero.data() + r * layout.groups() * 2;
-    for (int j = 0; j < cols / 8; ++j) {
-      float w[8];
-      DequantizeInt4Word(layout.words[r * (cols / 8) + j], 8 * j, group_size, scale_zero, w);
-      for (int i = 0; i < 8; ++i) {
-        ASSERT_EQ(w[i], m.Dequantized(r, 8 * j + i)) << "row " << r << " column " << 8 * j + i;
+  std::mt19937 rng(static_cast<uint32_t>(rows * cols));
+  for (const bool offsets : {false, true}) {
+    const Int4Matrix m = offsets ? cpu::testing::RandomInt4WithOffsets(rows, cols, group_size, rng)
+                                 : cpu::testing::RandomInt4(rows, cols, group_size, rng);
+    const Int4DeviceLayout layout = *ToInt4DeviceLayout(m, "w");
+    for (int r = 0; r < rows; ++r) {
+      const float* scale_offset = layout.scale_offset.data() + r * layout.groups() * 2;
+      for (int j = 0; j < cols / 8; ++j) {
+        float w[8];
+        DequantizeInt4Word(layout.words[r * (cols / 8) + j], 8 * j, group_size, scale_offset, w);
+        for (int i = 0; i < 8; ++i) {
+          ASSERT_EQ(w[i], m.Dequantized(r, 8 * j + i)) << "row " << r << " column " << 8 * j + i;
+        }
       }
     }
   }
@@ -156,7 +171,13 @@ TEST(Int4LayoutTest, RefusesMalformedMatrices) {
   bad_cols.group_size = 4;
   Int4Matrix bad_size = m;
   bad_size.packed_values.pop_back();
-  for (const Int4Matrix* bad : {&bad_zero, &bad_scale, &bad_cols, &bad_size}) {
+  std::mt19937 rng(5);
+  Int4Matrix bad_offset = cpu::testing::RandomInt4WithOffsets(2, 16, 8, rng);
+  bad_offset.offsets[1] = std::nanf("");
+  Int4Matrix bad_offsets_size = cpu::testing::RandomInt4WithOffsets(2, 16, 8, rng);
+  bad_offsets_size.offsets.pop_back();
+  for (const Int4Matrix* bad :
+       {&bad_zero, &bad_scale, &bad_cols, &bad_size, &bad_offset, &bad_offsets_size}) {
     const absl::Status status = CheckInt4Matrix(*bad, "layer 0 qkv");
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(status.message().find("layer 0 qkv"), std::string::npos) << status;
@@ -210,18 +231,22 @@ TEST(ProjectionImageTest, PlansEachFormat) {
   ASSERT_TRUE(BuildProjectionImage(*plan, Tensor(), m, DType::kF16, "w", &image).ok());
   const Int4DeviceLayout int4 = *ToInt4DeviceLayout(m, "w");
   EXPECT_EQ(std::memcmp(image.data(), int4.words.data(), int4.words.size() * 4), 0);
-  EXPECT_EQ(std::memcmp(image.data() + plan->scales_offset, int4.scale_zero.data(),
-                        int4.scale_zero.size() * 4),
+  EXPECT_EQ(std::memcmp(image.data() + plan->scales_offset, int4.scale_offset.data(),
+                        int4.scale_offset.size() * 4),
             0);
 }
 
-TEST(ProjectionImageTest, RefusesWhatCannotBeUploaded) {
+TEST(ProjectionImageTest, Int8LeavesA4BitWeightIn4Bits) {
+  // --quantization=int8 on a GGUF file quantizes its dense projections; its Q4 ones stay 4-bit.
   const Int4Matrix m = RandomInt4(5, 24, 8, 9);
   absl::StatusOr<ProjectionPlan> plan = PlanProjection(Tensor(), m, true, DType::kF16, "layer 2");
-  ASSERT_FALSE(plan.ok());
-  EXPECT_NE(plan.status().message().find("layer 2: int8 quantization of a weight already in 4"),
-            std::string::npos)
-      << plan.status();
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->weight.format, WeightFormat::kInt4);
+  EXPECT_EQ(plan->bytes, PlanProjection(Tensor(), m, false, DType::kF16, "layer 2")->bytes);
+}
+
+TEST(ProjectionImageTest, RefusesWhatCannotBeUploaded) {
+  absl::StatusOr<ProjectionPlan> plan;
   EXPECT_FALSE(PlanProjection(Tensor(), Int4Matrix(), false, DType::kF16, "w").ok());
   Tensor nan = RandomTensor(DType::kF16, 3, 4, 2);
   ConvertElements(std::vector<float>{std::nanf("")}.data(), DType::kF32, nan.data(), DType::kF16,
@@ -277,7 +302,9 @@ TEST(DeviceWeightBytesTest, CountsEachFormat) {
   // int4 at group 128: half a byte per weight and 8 bytes per (row, group of 128).
   EXPECT_GE(int4 - rest, projection_weights / 2 + projection_weights / 128 * 8);
   EXPECT_LE(int4 - rest, projection_weights / 2 + projection_weights / 128 * 8 + 8 * 2 * 256);
-  EXPECT_FALSE(DeviceWeightBytes(*awq, DType::kBF16, true).ok());  // int8 of 4-bit weights
+  // int8 leaves 4-bit projections as they are (ResolveQuantization refuses int8 of an AWQ model
+  // before this point; a GGUF file's other projections take it).
+  EXPECT_EQ(*DeviceWeightBytes(*awq, DType::kBF16, true), int4);
 }
 
 }  // namespace

@@ -7,7 +7,10 @@
 // - the F16 and "Q4_K_M" (Q5_0/Q8_0/F16) files pick the f32 file's greedy ids until the first step
 //   where the f32 logits' top two are within the greedy margin (tests/unit/cuda/greedy_margin.h);
 // - every gguf-quant-zoo file loads and generates, and its logits for a fixed prompt are near the
-//   zoo-f32 file's by a normalised MSE bound per type (the values are printed).
+//   zoo-f32 file's by a normalised MSE bound per type (the values are printed);
+// - the zoo's Q4 files run their Q4 projections on the 4-bit kernels: the same logits (to f32
+//   rounding) and greedy tokens as their dequantized twin (the same weights as dense f32), in
+//   fewer bytes; with int8 (their other projections quantized) and quantized activations too.
 // Skips with a message when LLMSERVE_TESTDATA is unset or lacks the models.
 
 #include <algorithm>
@@ -27,6 +30,8 @@
 #include "worker/engine/cpu/cpu_backend.h"
 #include "worker/engine/cpu_engine_builder.h"
 #include "worker/model/model_loader.h"
+#include "worker/model/model_weights.h"
+#include "worker/model/quantization.h"
 
 namespace llmserve::worker {
 namespace {
@@ -39,17 +44,24 @@ using ::llmserve::worker::testing::ReadReference;
 using ::llmserve::worker::testing::ReferenceCase;
 using ::llmserve::worker::testing::StoriesOptions;
 
-// A CPU backend on the GGUF file at `path`, with room for one sequence of `max_model_len`.
-std::unique_ptr<CpuBackend> Backend(const std::string& path, int64_t max_model_len) {
+// A CPU backend on the GGUF file at `path`, with room for one sequence of `max_model_len`; with
+// `dequantize`, its 4-bit projections are replaced by their dequantization in f32 first.
+std::unique_ptr<CpuBackend> Backend(const std::string& path, int64_t max_model_len,
+                                    bool dequantize = false,
+                                    Quantization quantization = Quantization::kNone,
+                                    bool quantized_activations = false) {
   absl::StatusOr<std::unique_ptr<ModelWeights>> weights =
       LoadModel(path, max_model_len, DType::kF32);
   EXPECT_TRUE(weights.ok()) << weights.status();
   if (!weights.ok()) return nullptr;
+  if (dequantize) DequantizeInt4Projections(weights->get());
   const int64_t blocks = (max_model_len + 15) / 16;
   const ModelConfig config = (*weights)->config;
   absl::StatusOr<std::unique_ptr<CpuBackend>> backend = CpuBackend::Create(
-      *std::move(weights),
-      {.kv_cache_bytes = blocks * CpuBackend::KvBytesPerBlock(config, 16), .num_threads = 1});
+      *std::move(weights), {.kv_cache_bytes = blocks * CpuBackend::KvBytesPerBlock(config, 16),
+                            .num_threads = 1,
+                            .quantization = quantization,
+                            .quantized_activations = quantized_activations});
   EXPECT_TRUE(backend.ok()) << backend.status();
   return backend.ok() ? *std::move(backend) : nullptr;
 }
@@ -200,6 +212,51 @@ TEST(GgufQuantZooEngineTest, EveryTypeLoadsGeneratesAndNearsTheF32Logits) {
   for (int rank = 1; rank < 6; ++rank) {
     EXPECT_LT(worst[rank - 1], best[rank])
         << "bits rank " << rank << " is not worse than " << rank - 1;
+  }
+}
+
+// The largest |got - want| over all logits, relative to the largest |want|.
+double RelativeMaxError(const std::vector<float>& got, const std::vector<float>& want) {
+  double error = 0, scale = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    error = std::max(error, std::abs(double{got[i]} - want[i]));
+    scale = std::max(scale, std::abs(double{want[i]}));
+  }
+  return error / scale;
+}
+
+TEST(GgufQuantZooEngineTest, Q4ProjectionsRunIn4BitsAsTheirDequantizedTwin) {
+  std::string why;
+  const std::string dir = ModelsDir("gguf-quant-zoo", &why);
+  if (dir.empty()) GTEST_SKIP() << why;
+  const std::vector<int32_t> prompt = {1, 274, 287, 269, 345, 400, 428, 263, 377, 267, 265};
+  for (const char* name : {"zoo-Q4_0.gguf", "zoo-Q4_1.gguf", "zoo-Q4_K_M.gguf"}) {
+    SCOPED_TRACE(name);
+    const std::string path = dir + "/" + name;
+    std::unique_ptr<CpuBackend> four_bit = Backend(path, 64);
+    std::unique_ptr<CpuBackend> twin = Backend(path, 64, /*dequantize=*/true);
+    ASSERT_NE(four_bit, nullptr);
+    ASSERT_NE(twin, nullptr);
+    // 0.75 bytes a weight instead of 4 for every 4-bit projection.
+    EXPECT_LT(four_bit->weight_bytes(), twin->weight_bytes() * 3 / 4);
+    const Trajectory want = Greedy(*twin, prompt, 12);
+    const Trajectory got = Greedy(*four_bit, prompt, 12);
+    ASSERT_EQ(got.rows.size(), want.rows.size());
+    for (size_t step = 0; step < want.rows.size(); ++step) {
+      // The f32 tolerance of the CPU kernels (different summation orders, the same weights).
+      EXPECT_LT(RelativeMaxError(got.rows[step], want.rows[step]), 1e-4) << "step " << step;
+      const std::vector<float>& row = want.rows[step];
+      if (!GreedyTokenIsDecided(row.data(), static_cast<int64_t>(row.size()))) break;
+      ASSERT_EQ(got.tokens[step], want.tokens[step]) << "step " << step;
+    }
+    // --quantization int8 quantizes the projections that are not in 4 bits (Q4_K_M's layer-1
+    // q/k/v and down) and leaves the others; quantized activations take both integer paths.
+    std::unique_ptr<CpuBackend> int8 = Backend(path, 64, false, Quantization::kInt8, true);
+    ASSERT_NE(int8, nullptr);
+    const Trajectory mixed = Greedy(*int8, prompt, 4);
+    ASSERT_EQ(mixed.rows.size(), 4u);
+    EXPECT_LT(RelativeMaxError(mixed.rows[0], want.rows[0]), 0.05);
+    EXPECT_LE(int8->weight_bytes(), four_bit->weight_bytes());
   }
 }
 

@@ -30,6 +30,7 @@ using testing::ExpectProducts;
 using testing::Products;
 using testing::RandomActivations;
 using testing::RandomInt4;
+using testing::RandomInt4WithOffsets;
 using testing::Reference;
 
 // Runs `isa`'s packed GEMM ("baseline": PackedGemmBaseline) over panels [begin, end).
@@ -65,7 +66,9 @@ TEST(Int4PackedGemmTest, MatchesDequantizedReferenceForEveryIsaBatchGroupAndTail
   std::mt19937 rng(23);
   for (const auto& [k, group_size] : kDepthsAndGroups) {
     for (int64_t n : kOutputs) {
-      const Int4Matrix w = RandomInt4(n, k, group_size, rng);
+      // Odd output counts in GGUF's form (f32 offsets), even ones with zero points.
+      const Int4Matrix w = n % 2 == 1 ? RandomInt4WithOffsets(n, k, group_size, rng)
+                                      : RandomInt4(n, k, group_size, rng);
       const std::vector<double> dequantized = Dequantized(w);
       const PackedMatrix packed = PackedMatrix::PackInt4(w);
       ASSERT_EQ(packed.element(), PackedElement::kInt4);
@@ -111,31 +114,37 @@ TEST(Int4PackedGemmTest, WritesOnlyTheRowsOfItsPanels) {
 }
 
 TEST(Int4PackedMatrixTest, LayoutIsAsDocumentedAndPaddingIsZero) {
-  std::mt19937 rng(43);
-  const int64_t n = 45, k = 16, group_size = 8;
-  const Int4Matrix w = RandomInt4(n, k, group_size, rng);
-  const PackedMatrix packed = PackedMatrix::PackInt4(w);
-  ASSERT_EQ(packed.num_panels(), 2);
-  EXPECT_EQ(packed.PanelBytes(), 16 * k);
-  EXPECT_EQ(packed.group_size(), group_size);
-  EXPECT_EQ(packed.groups(), 2);
-  for (int64_t p = 0; p < packed.num_panels(); ++p) {
-    const auto* panel = static_cast<const uint8_t*>(packed.panel(p));
-    const float* data = packed.group_data(p);
-    for (int64_t lane = 0; lane < PackedMatrix::kPanelRows; ++lane) {
-      const int64_t r = p * PackedMatrix::kPanelRows + lane;
-      // Byte b = 8h + j holds row 16h + j in its low nibble and row 16h + 8 + j in its high one.
-      const int64_t byte = (lane / 16) * 8 + lane % 8;
-      const int shift = lane % 16 < 8 ? 0 : 4;
-      for (int64_t c = 0; c < k; ++c) {
-        const int q = (panel[c * 16 + byte] >> shift) & 0xF;
-        ASSERT_EQ(q, r < n ? w.Value(r, c) : 0) << "row " << r << " column " << c;
-      }
-      for (int64_t g = 0; g < packed.groups(); ++g) {
-        const float scale = r < n ? w.Scale(r, g) : 0.0f;
-        EXPECT_EQ(data[g * 64 + lane], scale) << "row " << r << " group " << g;
-        EXPECT_EQ(data[g * 64 + 32 + lane], r < n ? scale * w.Zero(r, g) : 0.0f)
-            << "row " << r << " group " << g;
+  for (const bool offsets : {false, true}) {
+    std::mt19937 rng(43);
+    const int64_t n = 45, k = 16, group_size = 8;
+    const Int4Matrix w =
+        offsets ? RandomInt4WithOffsets(n, k, group_size, rng) : RandomInt4(n, k, group_size, rng);
+    const PackedMatrix packed = PackedMatrix::PackInt4(w);
+    ASSERT_EQ(packed.num_panels(), 2);
+    EXPECT_EQ(packed.PanelBytes(), 16 * k);
+    EXPECT_EQ(packed.group_size(), group_size);
+    EXPECT_EQ(packed.groups(), 2);
+    for (int64_t p = 0; p < packed.num_panels(); ++p) {
+      const auto* panel = static_cast<const uint8_t*>(packed.panel(p));
+      const float* data = packed.group_data(p);
+      for (int64_t lane = 0; lane < PackedMatrix::kPanelRows; ++lane) {
+        const int64_t r = p * PackedMatrix::kPanelRows + lane;
+        // Byte b = 8h + j holds row 16h + j in its low nibble and row 16h + 8 + j in its high one.
+        const int64_t byte = (lane / 16) * 8 + lane % 8;
+        const int shift = lane % 16 < 8 ? 0 : 4;
+        for (int64_t c = 0; c < k; ++c) {
+          const int q = (panel[c * 16 + byte] >> shift) & 0xF;
+          ASSERT_EQ(q, r < n ? w.Value(r, c) : 0) << "row " << r << " column " << c;
+        }
+        for (int64_t g = 0; g < packed.groups(); ++g) {
+          const float scale = r < n ? w.Scale(r, g) : 0.0f;
+          EXPECT_EQ(data[g * 64 + lane], scale) << "row " << r << " group " << g;
+          EXPECT_EQ(data[g * 64 + 32 + lane], r < n ? w.Offset(r, g) : 0.0f)
+              << "row " << r << " group " << g;
+          if (r < n && !offsets) {
+            EXPECT_EQ(w.Offset(r, g), scale * w.Zero(r, g));
+          }
+        }
       }
     }
   }
@@ -144,20 +153,22 @@ TEST(Int4PackedMatrixTest, LayoutIsAsDocumentedAndPaddingIsZero) {
 TEST(Int4ProjectionWeightTest, CopyRowDequantizesAndSizeCountsValuesScalesAndOffsets) {
   std::mt19937 rng(37);
   const int64_t n = 70, k = 48;
-  const Int4Matrix w = RandomInt4(n, k, 24, rng);
-  const ProjectionWeight weight = ProjectionWeight::Int4(w);
-  EXPECT_TRUE(weight.is_int4());
-  EXPECT_FALSE(weight.is_int8());
-  EXPECT_EQ(weight.dtype(), DType::kF32);
-  EXPECT_EQ(weight.rows(), n);
-  EXPECT_EQ(weight.cols(), k);
-  // Three panels of 16 bytes x 48 columns, and per panel 2 groups x (32 scales + 32 offsets).
-  EXPECT_EQ(weight.SizeBytes(), 3 * 16 * 48 + 3 * 2 * 64 * 4);
-  std::vector<float> row(k);
-  for (int64_t r = 0; r < n; ++r) {
-    weight.CopyRow(r, row.data());
-    for (int64_t c = 0; c < k; ++c) {
-      ASSERT_EQ(row[c], w.Dequantized(r, c)) << "[" << r << "," << c << "]";
+  for (const bool offsets : {false, true}) {
+    const Int4Matrix w = offsets ? RandomInt4WithOffsets(n, k, 24, rng) : RandomInt4(n, k, 24, rng);
+    const ProjectionWeight weight = ProjectionWeight::Int4(w);
+    EXPECT_TRUE(weight.is_int4());
+    EXPECT_FALSE(weight.is_int8());
+    EXPECT_EQ(weight.dtype(), DType::kF32);
+    EXPECT_EQ(weight.rows(), n);
+    EXPECT_EQ(weight.cols(), k);
+    // Three panels of 16 bytes x 48 columns, and per panel 2 groups x (32 scales + 32 offsets).
+    EXPECT_EQ(weight.SizeBytes(), 3 * 16 * 48 + 3 * 2 * 64 * 4);
+    std::vector<float> row(k);
+    for (int64_t r = 0; r < n; ++r) {
+      weight.CopyRow(r, row.data());
+      for (int64_t c = 0; c < k; ++c) {
+        ASSERT_EQ(row[c], w.Dequantized(r, c)) << "[" << r << "," << c << "]";
+      }
     }
   }
 }
@@ -169,7 +180,8 @@ TEST(Int4MatMulTest, MatchesDequantizedReferenceOnThisCpusPath) {
     MatMul matmul(&pool);
     for (int64_t m : {1, 3, 4, 5, 17, 40}) {
       const int64_t n = 70, k = 256;
-      const Int4Matrix w = RandomInt4(n, k, 32, rng);
+      const Int4Matrix w =
+          m % 2 == 1 ? RandomInt4WithOffsets(n, k, 32, rng) : RandomInt4(n, k, 32, rng);
       const ProjectionWeight weight = ProjectionWeight::Int4(w, &pool);
       const std::vector<float> x = RandomActivations(m * k, rng);
       std::vector<float> out(m * n);

@@ -104,6 +104,22 @@ inline Int4Matrix RandomInt4(int64_t rows, int64_t cols, int64_t group_size, std
   return w;
 }
 
+// RandomInt4 in GGUF's form: each (row, group)'s zero point is replaced by an f32 offset, the
+// offset the zero point gave plus a random f16-sized term of either sign (Q4_1's and Q4_K's
+// minimums are not multiples of the scale), and `zeros` is emptied.
+inline Int4Matrix RandomInt4WithOffsets(int64_t rows, int64_t cols, int64_t group_size,
+                                        std::mt19937& rng) {
+  Int4Matrix w = RandomInt4(rows, cols, group_size, rng);
+  w.offsets.resize(w.zeros.size());
+  for (size_t i = 0; i < w.zeros.size(); ++i) {
+    const int mantissa = static_cast<int>(rng() % 2048) - 1024;
+    w.offsets[i] = w.scales[i] * static_cast<float>(w.zeros[i]) +
+                   std::ldexp(static_cast<float>(mantissa), -14);
+  }
+  w.zeros.clear();
+  return w;
+}
+
 inline std::vector<double> Dequantized(const Int4Matrix& w) {
   std::vector<double> d(w.rows * w.cols);
   for (int64_t r = 0; r < w.rows; ++r) {

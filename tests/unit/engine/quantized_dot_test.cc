@@ -32,6 +32,7 @@ using testing::Int8Weight;
 using testing::Products;
 using testing::RandomActivations;
 using testing::RandomInt4;
+using testing::RandomInt4WithOffsets;
 using testing::RandomInt8Weight;
 using testing::Reference;
 
@@ -88,14 +89,15 @@ Products ReferenceD(const std::vector<double>& x, int64_t m, int64_t k,
   return p;
 }
 
-// The int4 kernels compute s * Σ q x - s * z * Σ x per group: their f32 rounding scales with
-// (q + z) * s, not with |q - z| * s.
+// The int4 kernels compute s * Σ q x - offset * Σ x per group: their f32 rounding scales with
+// q * s + |offset|, not with |q * s - offset|.
 std::vector<double> SplitMagnitude(const Int4Matrix& w) {
   std::vector<double> d(w.rows * w.cols);
   for (int64_t r = 0; r < w.rows; ++r) {
     for (int64_t c = 0; c < w.cols; ++c) {
       const int64_t g = c / w.group_size;
-      d[r * w.cols + c] = static_cast<double>(w.Value(r, c) + w.Zero(r, g)) * w.Scale(r, g);
+      d[r * w.cols + c] = static_cast<double>(w.Value(r, c)) * w.Scale(r, g) +
+                          std::abs(static_cast<double>(w.Offset(r, g)));
     }
   }
   return d;
@@ -218,8 +220,9 @@ TEST(QuantizedDotTest, Int4MatchesReferenceOnQuantizedActivationsForEveryIsa) {
   for (const auto& [k, group_size] : kInt4DepthsAndGroups) {
     for (int64_t n : kOutputs) {
       // RandomInt4 gives zero points 16 and 0 to every (row, group) at 0 and 1 mod 7, and one
-      // all-zero scale.
-      const Int4Matrix w = RandomInt4(n, k, group_size, rng);
+      // all-zero scale; odd output counts get GGUF's f32 offsets instead of zero points.
+      const Int4Matrix w = n % 2 == 1 ? RandomInt4WithOffsets(n, k, group_size, rng)
+                                      : RandomInt4(n, k, group_size, rng);
       const std::vector<double> dequantized = Dequantized(w);
       const std::vector<double> split = SplitMagnitude(w);
       const PackedMatrix packed = PackedMatrix::PackInt4(w);

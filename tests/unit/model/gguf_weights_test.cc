@@ -339,9 +339,9 @@ TEST_F(GgufWeightsTest, AModelLargerThanMemoryIsRefusedBeforeLoading) {
   ASSERT_TRUE(file.ok()) << file.status();
   absl::StatusOr<ModelConfig> config = LoadModelConfig(path, 0);
   ASSERT_TRUE(config.ok()) << config.status();
-  const int64_t bytes = GgufRuntimeWeightBytes(**file, DType::kF32);
+  const int64_t bytes = GgufRuntimeWeightBytes(**file, *config, DType::kF32);
   EXPECT_EQ(bytes, static_cast<int64_t>(dir->SizeBytes()));
-  EXPECT_EQ(GgufRuntimeWeightBytes(**file, DType::kBF16) * 2 - bytes,
+  EXPECT_EQ(GgufRuntimeWeightBytes(**file, *config, DType::kBF16) * 2 - bytes,
             (2 * config->num_layers + 1) * config->hidden_size * 4)
       << "matrices halve, norms stay f32";
   const absl::StatusOr<std::unique_ptr<ModelWeights>> loaded =

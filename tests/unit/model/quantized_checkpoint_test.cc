@@ -247,6 +247,21 @@ TEST(QuantizedCheckpointTest, TheFlagAndTheCheckpointMustAgree) {
       << gptq.status();
 }
 
+TEST(QuantizedCheckpointTest, AGgufFileRunsItsQ4ProjectionsAsTheyAreAndTakesInt8ForTheRest) {
+  const CheckpointQuantization gguf{.method = Method::kGguf, .group_size = 32};
+  EXPECT_EQ(*ResolveQuantization(Quantization::kNone, gguf), Quantization::kNone);
+  EXPECT_EQ(*ResolveQuantization(Quantization::kInt8, gguf), Quantization::kInt8);
+  auto awq = ResolveQuantization(Quantization::kAwq, gguf);
+  ASSERT_FALSE(awq.ok());
+  EXPECT_NE(awq.status().message().find("needs a awq checkpoint; this one is a GGUF file"),
+            std::string::npos)
+      << awq.status();
+  EXPECT_EQ(RunningQuantizationName(Quantization::kNone, gguf), "gguf");
+  EXPECT_EQ(RunningQuantizationName(Quantization::kInt8, gguf), "gguf+int8");
+  EXPECT_EQ(RunningQuantizationName(Quantization::kInt8, {}), "int8");
+  EXPECT_EQ(RunningQuantizationName(Quantization::kAwq, {.method = Method::kAwq}), "awq");
+}
+
 ModelConfig SmallLlama(bool qwen) {
   ModelConfig c;
   c.architecture = qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM";

@@ -46,24 +46,30 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
   CpuBackendOptions resolved = options;
   LLMSERVE_ASSIGN_OR_RETURN(resolved.quantization,
                             ResolveQuantization(options.quantization, c.quantization));
-  if (options.quantize_lm_head && resolved.quantization == Quantization::kNone) {
+  const bool quantized = resolved.quantization != Quantization::kNone || c.quantization.quantized();
+  if (options.quantize_lm_head && !quantized) {
     return absl::InvalidArgumentError(
-        "quantize_lm_head needs a quantized model (int8, or an AWQ or GPTQ checkpoint)");
+        "quantize_lm_head needs a quantized model (int8, an AWQ or GPTQ checkpoint, or a GGUF file "
+        "with Q4 projections)");
   }
-  if (options.quantized_activations && resolved.quantization == Quantization::kNone) {
+  if (options.quantized_activations && !quantized) {
     return absl::InvalidArgumentError(
-        "quantized_activations needs a quantized model (int8, or an AWQ or GPTQ checkpoint): it "
-        "changes how int8 and 4-bit weights are multiplied");
+        "quantized_activations needs a quantized model (int8, an AWQ or GPTQ checkpoint, or a GGUF "
+        "file with Q4 projections): it changes how int8 and 4-bit weights are multiplied");
   }
   if (resolved.quantization == Quantization::kInt8) {
+    // Projections already in 4 bits (a GGUF file's Q4 ones) stay as they are.
     for (int i = 0; i < c.num_layers; ++i) {
       const LayerWeights& l = weights->layers[i];
-      LLMSERVE_RETURN_IF_ERROR(CheckQuantizable(l.qkv_weight, absl::StrCat("layer ", i, " qkv")));
-      LLMSERVE_RETURN_IF_ERROR(CheckQuantizable(l.o_weight, absl::StrCat("layer ", i, " o_proj")));
-      LLMSERVE_RETURN_IF_ERROR(
-          CheckQuantizable(l.up_weight, absl::StrCat("layer ", i, " gate/up")));
-      LLMSERVE_RETURN_IF_ERROR(
-          CheckQuantizable(l.down_weight, absl::StrCat("layer ", i, " down_proj")));
+      for (const auto& [dense, int4, name] :
+           {std::tuple<const Tensor*, const Int4Matrix*, const char*>{&l.qkv_weight, &l.qkv_int4,
+                                                                      "qkv"},
+            {&l.o_weight, &l.o_int4, "o_proj"},
+            {&l.up_weight, &l.up_int4, "gate/up"},
+            {&l.down_weight, &l.down_int4, "down_proj"}}) {
+        if (!int4->empty()) continue;
+        LLMSERVE_RETURN_IF_ERROR(CheckQuantizable(*dense, absl::StrCat("layer ", i, " ", name)));
+      }
     }
   }
   if (options.quantize_lm_head) {
@@ -80,6 +86,10 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
             {&l.o_int4, h, q, "o_proj"},
             {&l.up_int4, 2 * inter, h, "gate/up"},
             {&l.down_int4, h, inter, "down_proj"}}) {
+        // A GGUF file keeps only some projections in 4 bits; AWQ and GPTQ all of them.
+        if (w->empty() && c.quantization.method == CheckpointQuantization::Method::kGguf) {
+          continue;
+        }
         if (w->rows != rows || w->cols != cols || w->group_size < 1 ||
             w->cols % w->group_size != 0) {
           return absl::InvalidArgumentError(absl::StrCat(
@@ -117,7 +127,6 @@ CpuBackend::CpuBackend(std::unique_ptr<ModelWeights> weights, const CpuBackendOp
       scores_(num_threads) {
   const ModelConfig& c = weights_->config;
   const bool int8 = options.quantization == Quantization::kInt8;
-  const bool int4 = c.quantization.quantized();
   const auto Prepare = [this](Tensor w, bool quantize) {
     if (quantize) return cpu::ProjectionWeight::QuantizedInt8(w, &pool_);  // frees w on return
     return cpu::ProjectionWeight(std::move(w), cpu::WeightLayout::kBest, &pool_);
@@ -125,20 +134,19 @@ CpuBackend::CpuBackend(std::unique_ptr<ModelWeights> weights, const CpuBackendOp
   // The projections move into the layout MatMul runs (packing frees the dense copies). A tied LM
   // head is also the embedding table: the lookup then reads its rows from the packed matrix,
   // unless the head is quantized, since embeddings stay unquantized.
-  const auto PrepareInt4 = [this](Int4Matrix& w) {
-    cpu::ProjectionWeight packed = cpu::ProjectionWeight::Int4(w, &pool_);
-    w = Int4Matrix();
+  // A projection in 4 bits (AWQ/GPTQ: all of them; GGUF: its Q4 ones) keeps them; the others are
+  // dense, or int8 when asked.
+  const auto PrepareProjection = [this, &Prepare, int8](Tensor& dense, Int4Matrix& int4) {
+    if (int4.empty()) return Prepare(std::move(dense), int8);
+    cpu::ProjectionWeight packed = cpu::ProjectionWeight::Int4(int4, &pool_);
+    int4 = Int4Matrix();
     return packed;
   };
   for (LayerWeights& layer : weights_->layers) {
-    if (int4) {
-      projections_.push_back({PrepareInt4(layer.qkv_int4), PrepareInt4(layer.o_int4),
-                              PrepareInt4(layer.up_int4), PrepareInt4(layer.down_int4)});
-      continue;
-    }
-    projections_.push_back(
-        {Prepare(std::move(layer.qkv_weight), int8), Prepare(std::move(layer.o_weight), int8),
-         Prepare(std::move(layer.up_weight), int8), Prepare(std::move(layer.down_weight), int8)});
+    projections_.push_back({PrepareProjection(layer.qkv_weight, layer.qkv_int4),
+                            PrepareProjection(layer.o_weight, layer.o_int4),
+                            PrepareProjection(layer.up_weight, layer.up_int4),
+                            PrepareProjection(layer.down_weight, layer.down_int4)});
   }
   const bool quantize_head = options.quantize_lm_head;
   if (weights_->lm_head.empty() && quantize_head) {

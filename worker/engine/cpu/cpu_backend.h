@@ -37,7 +37,8 @@ struct CpuBackendOptions {
   std::shared_ptr<cpu::ThreadPool> thread_pool;
   // kInt8: every projection (q/k/v, o, gate/up, down) is quantized to int8 at load, per output
   // row; embeddings and norms stay in the weights' dtype. An AWQ/GPTQ checkpoint runs its 4-bit
-  // projections with kNone or its own method (ResolveQuantization).
+  // projections with kNone or its own method (ResolveQuantization); a GGUF file's 4-bit
+  // projections run as such with kNone or kInt8, which then quantizes its other projections.
   Quantization quantization = Quantization::kNone;
   // With kInt8 or a 4-bit checkpoint, the LM head quantized to int8 (a tied head is quantized as a
   // copy: the embedding lookup keeps the unquantized table).

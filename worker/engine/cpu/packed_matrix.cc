@@ -129,7 +129,8 @@ PackedMatrix PackedMatrix::PackInt4(const Int4Matrix& w, ThreadPool* pool) {
                  w.cols % w.group_size == 0)
       << "bad int4 matrix [" << w.rows << ", " << w.cols << "], group size " << w.group_size;
   LLMSERVE_CHECK(static_cast<int64_t>(w.packed_values.size()) == w.rows * w.cols / 2 &&
-                 static_cast<int64_t>(w.zeros.size()) == w.rows * w.groups() &&
+                 static_cast<int64_t>(w.offsets.empty() ? w.zeros.size() : w.offsets.size()) ==
+                     w.rows * w.groups() &&
                  static_cast<int64_t>(w.scales.size()) == w.rows * w.groups())
       << "int4 matrix vectors do not match its shape";
   PackedMatrix m;
@@ -157,9 +158,8 @@ PackedMatrix PackedMatrix::PackInt4(const Int4Matrix& w, ThreadPool* pool) {
           panel[(2 * j + 1) * 16 + byte] |= static_cast<unsigned char>((row[j] >> 4) << shift);
         }
         for (int64_t g = 0; g < groups; ++g) {
-          const float scale = w.Scale(r, g);
-          data[g * 2 * kPanelRows + lane] = scale;
-          data[g * 2 * kPanelRows + kPanelRows + lane] = scale * static_cast<float>(w.Zero(r, g));
+          data[g * 2 * kPanelRows + lane] = w.Scale(r, g);
+          data[g * 2 * kPanelRows + kPanelRows + lane] = w.Offset(r, g);
         }
       }
     }
@@ -176,19 +176,15 @@ void PackedMatrix::CopyRow(int64_t r, float* out) const {
   const unsigned char* panel_bytes = data_.get() + (r / kPanelRows) * PanelBytes();
   const int64_t lane = r % kPanelRows;
   if (element_ == PackedElement::kInt4) {
-    // (q - zero) * scale, as Int4Matrix::Dequantized computes it: the zero is recovered from the
-    // offset (scale * zero is exact for scales that came from f16; rounding undoes the rest).
+    // q * scale - offset in one rounding, as Int4Matrix::Dequantized and the kernels compute it.
     const int64_t byte = (lane / 16) * 8 + lane % 8;
     const int shift = (lane % 16) < 8 ? 0 : 4;
     const float* data = group_data(r / kPanelRows);
     for (int64_t c = 0; c < cols_; ++c) {
       const int64_t g = c / group_size_;
-      const float scale = data[g * 2 * kPanelRows + lane];
-      const float zero = scale == 0.0f
-                             ? 0.0f
-                             : std::nearbyint(data[g * 2 * kPanelRows + kPanelRows + lane] / scale);
       const int q = (panel_bytes[c * 16 + byte] >> shift) & 0xF;
-      out[c] = (static_cast<float>(q) - zero) * scale;
+      out[c] = std::fma(static_cast<float>(q), data[g * 2 * kPanelRows + lane],
+                        -data[g * 2 * kPanelRows + kPanelRows + lane]);
     }
     return;
   }

@@ -9,14 +9,15 @@
 // while packed: the same panels of int8 values, plus one f32 scale per row (kPanelRows per panel),
 // so that a panel is read as 32 bytes per input column, a quarter of f32.
 //
-// int4 matrices (AWQ/GPTQ checkpoints, int4_matrix.h) keep their group quantization: a panel is
-// read as 16 bytes per input column, byte b (0..15) of column c holding, with h = b / 8 and
-// j = b % 8, row 16h + j in its low nibble and row 16h + 8 + j in its high one. One zero-extended
-// 8-byte load then gives AVX2 a half of 16 rows (its low nibbles rows 0..7, its high ones 8..15)
-// and one 16-byte load gives AVX-512 all 32 (low nibbles rows 0..7 and 16..23, high ones 8..15
-// and 24..31), with no shuffle per column. Each (panel, group) has 32 f32 scales and 32 f32
-// offsets scale * zero, so that w = q * scale - offset is one fused multiply-subtract and the
-// kernels can apply both once per group to sums of x * q (packed_gemm.h).
+// int4 matrices (AWQ/GPTQ checkpoints, GGUF Q4 blocks, int4_matrix.h) keep their group
+// quantization: a panel is read as 16 bytes per input column, byte b (0..15) of column c holding,
+// with h = b / 8 and j = b % 8, row 16h + j in its low nibble and row 16h + 8 + j in its high one.
+// One zero-extended 8-byte load then gives AVX2 a half of 16 rows (its low nibbles rows 0..7, its
+// high ones 8..15) and one 16-byte load gives AVX-512 all 32 (low nibbles rows 0..7 and 16..23,
+// high ones 8..15 and 24..31), with no shuffle per column. Each (panel, group) has 32 f32 scales
+// and 32 f32 offsets (Int4Matrix::Offset: scale * zero, or GGUF's own), so that w = q * scale -
+// offset is one fused multiply-subtract and the kernels can apply both once per group to sums of x
+// * q (packed_gemm.h).
 //
 // The last panel is padded with zero rows. Thread-safe after construction: immutable.
 

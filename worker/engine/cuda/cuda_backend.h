@@ -50,7 +50,7 @@ class CudaBackend final : public Backend {
  public:
   // FAILED_PRECONDITION when there is no usable CUDA device ("no CUDA device: cudaGetDeviceCount
   // returned ..."), INVALID_ARGUMENT for options out of range or a device index past the count,
-  // a quantization the weights cannot take (int8 of 4-bit projections, ResolveQuantization's
+  // a quantization the weights cannot take (int8 of an AWQ/GPTQ model: ResolveQuantization's
   // pairs), a malformed 4-bit projection or a non-finite weight to quantize (naming it),
   // UNIMPLEMENTED for a model shape without kernels (head_dim other than 64 or 128, more than
   // 64 query heads per KV head), RESOURCE_EXHAUSTED naming the weight, workspace and KV sizes and

@@ -31,10 +31,8 @@ absl::StatusOr<ProjectionPlan> PlanProjection(const Tensor& dense, const Int4Mat
   DeviceWeight& w = plan.weight;
   int64_t n = 0, k = 0;
   if (!int4.empty()) {
-    if (quantize_int8) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(name, ": int8 quantization of a weight already in 4 bits"));
-    }
+    // int8 quantizes the model's other projections (a GGUF file's Q6_K ones beside its Q4_K
+    // ones); a 4-bit weight stays as it is.
     LLMSERVE_RETURN_IF_ERROR(CheckInt4Matrix(int4, name));
     n = int4.rows;
     k = int4.cols;
@@ -78,7 +76,7 @@ absl::Status BuildProjectionImage(const ProjectionPlan& plan, const Tensor& dens
       Int4DeviceLayout layout;
       LLMSERVE_ASSIGN_OR_RETURN(layout, ToInt4DeviceLayout(int4, name));
       Assemble(plan, layout.words.data(), layout.words.size() * sizeof(uint32_t),
-               layout.scale_zero.data(), layout.scale_zero.size(), image);
+               layout.scale_offset.data(), layout.scale_offset.size(), image);
       return absl::OkStatus();
     }
     case WeightFormat::kInt8: {

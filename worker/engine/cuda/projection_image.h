@@ -36,10 +36,10 @@ struct ProjectionPlan {
   size_t scales_offset = 0;  // quantized formats: where the scales start in the image
 };
 
-// The plan of one projection: kInt4 when `int4` is not empty (dense is then empty), kInt8 when
-// `quantize_int8`, kDense16 (in `device_dtype`) otherwise. INVALID_ARGUMENT naming `name` for a
-// malformed Int4Matrix (CheckInt4Matrix), int8 asked of a 4-bit weight, a missing or non-2-D
-// weight, or sizes beyond the kernels' 32-bit indices.
+// The plan of one projection: kInt4 when `int4` is not empty (dense is then empty, and
+// `quantize_int8` does not apply to it), kInt8 when `quantize_int8`, kDense16 (in `device_dtype`)
+// otherwise. INVALID_ARGUMENT naming `name` for a malformed Int4Matrix (CheckInt4Matrix), a
+// missing or non-2-D weight, or sizes beyond the kernels' 32-bit indices.
 absl::StatusOr<ProjectionPlan> PlanProjection(const Tensor& dense, const Int4Matrix& int4,
                                               bool quantize_int8, DType device_dtype,
                                               absl::string_view name);

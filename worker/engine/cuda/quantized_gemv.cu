@@ -35,12 +35,12 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) Int4GemvKernel(QuantizedG
   const int lane = threadIdx.x % 32;
   const int32_t k = p.w.k, words = k / 8;
   const uint32_t* w_row = static_cast<const uint32_t*>(p.w.data) + int64_t{row} * words;
-  const float* scale_zero = p.w.scales + int64_t{row} * (k / p.w.group_size) * 2;
+  const float* scale_offset = p.w.scales + int64_t{row} * (k / p.w.group_size) * 2;
   const T* x = static_cast<const T*>(p.x);
   float acc[kMaxGemvBatch] = {};
   for (int32_t j = lane; j < words; j += 32) {
     float w[8];
-    DequantizeInt4Word(w_row[j], 8 * j, p.w.group_size, scale_zero, w);
+    DequantizeInt4Word(w_row[j], 8 * j, p.w.group_size, scale_offset, w);
 #pragma unroll
     for (int b = 0; b < kMaxGemvBatch; ++b) {
       if (b < p.m) {

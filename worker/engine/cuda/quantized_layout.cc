@@ -62,13 +62,18 @@ absl::Status CheckInt4Matrix(const Int4Matrix& m, absl::string_view name) {
   }
   const size_t cells = static_cast<size_t>(m.rows * m.groups());
   if (m.packed_values.size() != static_cast<size_t>(m.rows * m.cols / 2) ||
-      m.zeros.size() != cells || m.scales.size() != cells) {
+      (m.offsets.empty() ? m.zeros.size() : m.offsets.size()) != cells ||
+      m.scales.size() != cells) {
     return absl::InvalidArgumentError(absl::StrCat(name, ": 4-bit weight arrays do not match its ",
                                                    m.rows, " x ", m.cols, " shape in groups of ",
                                                    m.group_size));
   }
   for (size_t i = 0; i < cells; ++i) {
-    if (m.zeros[i] > 16) {
+    if (!m.offsets.empty() && !std::isfinite(m.offsets[i])) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": offset ", m.offsets[i], " at (row, group) cell ", i, " is not finite"));
+    }
+    if (m.offsets.empty() && m.zeros[i] > 16) {
       return absl::InvalidArgumentError(absl::StrCat(name, ": zero point ", int{m.zeros[i]},
                                                      " at (row, group) cell ", i,
                                                      " is outside 0..16"));
@@ -98,10 +103,13 @@ absl::StatusOr<Int4DeviceLayout> ToInt4DeviceLayout(const Int4Matrix& m, absl::s
         uint32_t{b[0]} | uint32_t{b[1]} << 8 | uint32_t{b[2]} << 16 | uint32_t{b[3]} << 24;
   }
   const size_t cells = static_cast<size_t>(m.rows * m.groups());
-  layout.scale_zero.resize(2 * cells);
-  for (size_t i = 0; i < cells; ++i) {
-    layout.scale_zero[2 * i] = m.scales[i];
-    layout.scale_zero[2 * i + 1] = static_cast<float>(m.zeros[i]);
+  layout.scale_offset.resize(2 * cells);
+  for (int64_t r = 0; r < m.rows; ++r) {
+    for (int64_t g = 0; g < m.groups(); ++g) {
+      const size_t i = static_cast<size_t>(r * m.groups() + g);
+      layout.scale_offset[2 * i] = m.Scale(r, g);
+      layout.scale_offset[2 * i + 1] = m.Offset(r, g);
+    }
   }
   return layout;
 }
@@ -125,9 +133,9 @@ std::vector<float> Dequantize(const Int4DeviceLayout& layout) {
       const uint32_t word = layout.words[r * words_per_row + c / 8];
       const int q = static_cast<int>((word >> (4 * (c % 8))) & 0xF);
       const size_t cell = static_cast<size_t>(r * layout.groups() + c / layout.group_size);
-      // (q - zero) * scale: the difference is exact in f32, then one rounding, as the kernels.
-      out[r * layout.cols + c] =
-          (static_cast<float>(q) - layout.scale_zero[2 * cell + 1]) * layout.scale_zero[2 * cell];
+      // q * scale - offset with one rounding, as the kernels.
+      out[r * layout.cols + c] = std::fma(static_cast<float>(q), layout.scale_offset[2 * cell],
+                                          -layout.scale_offset[2 * cell + 1]);
     }
   }
   return out;

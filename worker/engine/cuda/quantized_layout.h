@@ -1,8 +1,8 @@
 // The CUDA backend's quantized projection weights as host images of what is uploaded, converted
 // from the canonical forms the loader produces: an f32/f16/bf16 Tensor quantized to int8 per
 // output row (quantization.h's QuantizeRowInt8, the CPU backend's format), and a 4-bit
-// Int4Matrix (int4_matrix.h, from AWQ and GPTQ checkpoints). Plain C++, no CUDA dependency, so
-// that the conversions are tested on machines without a GPU.
+// Int4Matrix (int4_matrix.h, from AWQ and GPTQ checkpoints and GGUF Q4 blocks). Plain C++, no CUDA
+// dependency, so that the conversions are tested on machines without a GPU.
 //
 // Both layouts are row-major [out, in] because the decode kernel (quantized_kernels.h) gives each
 // output row to one warp whose 32 lanes read consecutive 4-byte words of that row: every load of
@@ -15,9 +15,9 @@
 //    8 bits + 32 / cols bits per weight.
 //  - int4: words [rows, cols / 8] uint32, column 8j + i of word (r, j) in bits 4i..4i + 3: the
 //    canonical Int4Matrix bytes read as little-endian words. Per (row, group) two f32, the scale
-//    and the zero point as a float (0..16, exact), interleaved so that a word's pair is one
-//    aligned 8 bytes (one memory sector, not two arrays). Weight (r, c) = (q - zero) * scale
-//    with g = c / group_size, in f32 exactly as Int4Matrix::Dequantized computes it. 4 bits +
+//    and the offset (Int4Matrix::Offset), interleaved so that a word's pair is one aligned 8 bytes
+//    (one memory sector, not two arrays). Weight (r, c) = q * scale - offset with one rounding,
+//    g = c / group_size, exactly as Int4Matrix::Dequantized computes it. 4 bits +
 //    64 / group_size bits per weight (4.5 bits at group 128). f32 rather than f16 scales: the
 //    canonical scales are f32 (a bf16 checkpoint's scales are not all representable in f16), and
 //    the scales are a ninth of the bytes at group 128.
@@ -54,13 +54,13 @@ struct Int4DeviceLayout {
   int64_t rows = 0;
   int64_t cols = 0;  // a multiple of 8 and of group_size
   int64_t group_size = 0;
-  std::vector<uint32_t> words;    // [rows, cols / 8]
-  std::vector<float> scale_zero;  // [rows, cols / group_size, 2]: scale, zero
+  std::vector<uint32_t> words;      // [rows, cols / 8]
+  std::vector<float> scale_offset;  // [rows, cols / group_size, 2]: scale, offset
 
   int64_t groups() const { return group_size == 0 ? 0 : cols / group_size; }
   int64_t SizeBytes() const {
     return static_cast<int64_t>(words.size() * sizeof(uint32_t) +
-                                scale_zero.size() * sizeof(float));
+                                scale_offset.size() * sizeof(float));
   }
 };
 
@@ -75,8 +75,8 @@ int64_t Int4DeviceBytes(int64_t rows, int64_t cols, int64_t group_size);
 absl::StatusOr<Int8DeviceLayout> ToInt8DeviceLayout(const Tensor& weight, absl::string_view name);
 
 // OK when `m` is a well-formed Int4Matrix the int4 layout can hold: cols a positive multiple of 8
-// and of group_size, vector sizes matching, zero points 0..16, scales finite. INVALID_ARGUMENT
-// naming `name` and the first problem otherwise.
+// and of group_size, vector sizes matching, zero points 0..16, scales and offsets finite.
+// INVALID_ARGUMENT naming `name` and the first problem otherwise.
 absl::Status CheckInt4Matrix(const Int4Matrix& m, absl::string_view name);
 
 // Converts a checked Int4Matrix (CheckInt4Matrix) into the device layout.

@@ -150,6 +150,60 @@ void DequantizeQ6_K(const unsigned char* block, float* out) {
   }
 }
 
+// The Int4Matrix form of the 4-bit blocks: 32 values (0..15) per group, written as Int4Matrix
+// bytes (column 2j in the low nibble of byte j, 2j + 1 in the high one), and the group's scale
+// and offset, computed with the same f32 operations as the dequantizers above so that
+// fma(q, scale, -offset) is their value bit for bit (gguf_dequantize.h says why).
+void PackGroup(const int* q, uint8_t* packed) {
+  for (int j = 0; j < kBlock / 2; ++j) {
+    packed[j] = static_cast<uint8_t>(q[2 * j] | (q[2 * j + 1] << 4));
+  }
+}
+
+void Int4GroupsQ4_0(const unsigned char* block, uint8_t* packed, float* scales, float* offsets) {
+  const float d = LoadF16(block);
+  int q[kBlock];
+  for (int j = 0; j < kBlock / 2; ++j) {
+    q[j] = block[2 + j] & 0x0f;
+    q[j + kBlock / 2] = block[2 + j] >> 4;
+  }
+  PackGroup(q, packed);
+  scales[0] = d;
+  offsets[0] = 8.0f * d;
+}
+
+void Int4GroupsQ4_1(const unsigned char* block, uint8_t* packed, float* scales, float* offsets) {
+  int q[kBlock];
+  for (int j = 0; j < kBlock / 2; ++j) {
+    q[j] = block[4 + j] & 0x0f;
+    q[j + kBlock / 2] = block[4 + j] >> 4;
+  }
+  PackGroup(q, packed);
+  scales[0] = LoadF16(block);
+  offsets[0] = -LoadF16(block + 2);
+}
+
+void Int4GroupsQ4_K(const unsigned char* block, uint8_t* packed, float* scales, float* offsets) {
+  const float d = LoadF16(block);
+  const float dmin = LoadF16(block + 2);
+  const unsigned char* qs = block + 16;
+  for (int chunk = 0; chunk < kSuperBlock / 64; ++chunk) {
+    int lo[kBlock], hi[kBlock];
+    for (int l = 0; l < kBlock; ++l) {
+      lo[l] = qs[32 * chunk + l] & 0x0f;
+      hi[l] = qs[32 * chunk + l] >> 4;
+    }
+    PackGroup(lo, packed + (2 * chunk) * (kBlock / 2));
+    PackGroup(hi, packed + (2 * chunk + 1) * (kBlock / 2));
+    for (int half = 0; half < 2; ++half) {
+      int scale, min;
+      ScaleAndMin(block + 4, 2 * chunk + half, &scale, &min);
+      scales[2 * chunk + half] = d * static_cast<float>(scale);
+      offsets[2 * chunk + half] = dmin * static_cast<float>(min);
+    }
+  }
+}
+
 template <void (*kDequantizeBlock)(const unsigned char*, float*)>
 void ForEachBlock(const unsigned char* data, int64_t num_blocks, int64_t block_size,
                   int64_t block_bytes, float* out) {
@@ -251,6 +305,45 @@ absl::StatusOr<std::vector<float>> DequantizeTensor(const GgufTensor& tensor) {
   absl::Status status = DequantizeRows(tensor, 0, tensor.num_rows(), absl::MakeSpan(out));
   if (!status.ok()) return status;
   return out;
+}
+
+bool HasInt4Groups(GgmlType type) {
+  return type == GgmlType::kQ4_0 || type == GgmlType::kQ4_1 || type == GgmlType::kQ4_K;
+}
+
+absl::Status Int4GroupsOfRow(const GgufTensor& tensor, int64_t row, uint8_t* packed, float* scales,
+                             float* offsets) {
+  if (!HasInt4Groups(tensor.type)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor '", tensor.name, "' is ", GgmlTypeInfoOf(tensor.type).name,
+                     ", not a type of 4-bit groups (Q4_0, Q4_1, Q4_K)"));
+  }
+  if (row < 0 || row >= tensor.num_rows()) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor '", tensor.name, "': row ", row,
+                                                   " is outside its ", tensor.num_rows(), " rows"));
+  }
+  const GgmlTypeInfo& info = GgmlTypeInfoOf(tensor.type);
+  const int64_t blocks = tensor.row_length() / info.block_size;
+  const int64_t groups_per_block = info.block_size / kInt4GroupSize;
+  const unsigned char* data = tensor.data + row * tensor.row_bytes();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const unsigned char* block = data + b * info.block_bytes;
+    uint8_t* block_packed = packed + b * info.block_size / 2;
+    float* block_scales = scales + b * groups_per_block;
+    float* block_offsets = offsets + b * groups_per_block;
+    switch (tensor.type) {
+      case GgmlType::kQ4_0:
+        Int4GroupsQ4_0(block, block_packed, block_scales, block_offsets);
+        break;
+      case GgmlType::kQ4_1:
+        Int4GroupsQ4_1(block, block_packed, block_scales, block_offsets);
+        break;
+      default:
+        Int4GroupsQ4_K(block, block_packed, block_scales, block_offsets);
+        break;
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace llmserve::worker::gguf

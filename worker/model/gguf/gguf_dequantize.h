@@ -32,6 +32,22 @@ absl::Status DequantizeRows(const GgufTensor& tensor, int64_t first_row, int64_t
 // The whole tensor as f32 (num_elements floats): for tests and small tensors.
 absl::StatusOr<std::vector<float>> DequantizeTensor(const GgufTensor& tensor);
 
+// Q4_0, Q4_1 and Q4_K store 4-bit values (0..15) in groups of kInt4GroupSize, each group with
+// one scale and one offset, which is Int4Matrix's form (int4_matrix.h): Q4_0's value is
+// (q - 8) * d, Q4_1's q * d + m, Q4_K's (d * sc) * q - dmin * m per sub-block of 32. With scale d,
+// d or d * sc, and offset 8 * d, -m or dmin * m, every product is exact in f32 (f16 d and dmin
+// have 11 significant bits, sc and m 6, q 4), so fma(q, scale, -offset) rounds once the same
+// exact value as ggml's dequantizer: the same f32 bit for bit.
+inline constexpr int64_t kInt4GroupSize = 32;
+bool HasInt4Groups(GgmlType type);
+
+// Row `row` of `tensor` (of a type HasInt4Groups accepts) as Int4Matrix arrays: `packed` gets
+// dims[0] / 2 bytes (column 2j in the low nibble of byte j, 2j + 1 in the high one), `scales` and
+// `offsets` dims[0] / kInt4GroupSize floats each. INVALID_ARGUMENT for another type or a row
+// outside the tensor.
+absl::Status Int4GroupsOfRow(const GgufTensor& tensor, int64_t row, uint8_t* packed, float* scales,
+                             float* offsets);
+
 // IEEE binary16 and bfloat16 to f32, exactly.
 float F16ToF32(uint16_t bits);
 float BF16ToF32(uint16_t bits);
