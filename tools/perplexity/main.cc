@@ -7,9 +7,9 @@
 // --tokens holds token ids separated by white space (llmserve-tokenize writes them). They are cut
 // into chunks of --ctx tokens (a partial last chunk is dropped); the first token of each chunk is
 // replaced by the model's BOS when it has one, and each chunk runs as one prompt with the logits
-// of every position. Positions ctx/2 .. ctx-2 of each chunk are scored: their logits predict the
-// next token (llama-perplexity's protocol: every scored token has at least ctx/2 tokens of
-// context). Printed as one JSON line:
+// of every position (in passes of --step_tokens tokens through the KV cache when set). Positions
+// ctx/2 .. ctx-2 of each chunk are scored: their logits predict the next token (llama-perplexity's
+// protocol: every scored token has at least ctx/2 tokens of context). Printed as one JSON line:
 //   ppl             exp(mean negative log-likelihood of the scored tokens)
 //   mean_kld        with --kl_base: mean KL(base || this) over the scored positions, in nats
 //   top1_agreement  with --kl_base: the fraction of positions whose argmax is the base's
@@ -48,6 +48,9 @@ ABSL_FLAG(bool, quantized_activations, false, "integer dot products at small bat
 ABSL_FLAG(int, threads, 0, "CPU kernel threads (0: one per usable CPU)");
 ABSL_FLAG(std::string, tokens, "", "file of white-space-separated token ids");
 ABSL_FLAG(int64_t, ctx, 128, "tokens per chunk (at least 4, at most the model's context)");
+ABSL_FLAG(int64_t, step_tokens, 0,
+          "feed each chunk in forward passes of this many tokens (0: the whole chunk in one); "
+          "--quantized_activations applies to passes of at most 16 tokens, as in decode");
 ABSL_FLAG(std::string, save_base, "", "write the scored log-probabilities here");
 ABSL_FLAG(std::string, kl_base, "", "compare with the log-probabilities a --save_base run wrote");
 
@@ -133,6 +136,11 @@ int main(int argc, char** argv) {
         absl::StrCat("--tokens has ", tokens->size(), " tokens, fewer than one chunk of ", ctx));
   }
   const int64_t first = ctx / 2;
+  const int64_t step_tokens = absl::GetFlag(FLAGS_step_tokens);
+  if (step_tokens < 0 || step_tokens > ctx) {
+    return Fail(absl::StrCat("--step_tokens ", step_tokens, " is outside [0, --ctx ", ctx, "]"));
+  }
+  const int64_t step = step_tokens == 0 ? ctx : step_tokens;
 
   std::ifstream base_in;
   if (!kl_base.empty()) {
@@ -190,19 +198,27 @@ int main(int argc, char** argv) {
   llmserve::worker::ForwardBatch batch;
   llmserve::worker::ForwardOutput output;
   std::vector<double> log_probs;
+  std::vector<float> chunk_logits(static_cast<size_t>(ctx * vocab));
   std::vector<float> saved(static_cast<size_t>(vocab)), base(static_cast<size_t>(vocab));
   double nll = 0, base_nll = 0, kld = 0;
   int64_t scored = 0, agree = 0;
   for (int64_t c = 0; c < chunks; ++c) {
     std::vector<int32_t> chunk(tokens->begin() + c * ctx, tokens->begin() + (c + 1) * ctx);
     if (config->bos_token_id >= 0) chunk[0] = static_cast<int32_t>(config->bos_token_id);
-    batch.Clear();
-    batch.AddSequence(chunk, 0, block_table, /*want_all_logits=*/true);
-    if (absl::Status status = (*backend)->Forward(batch, &output); !status.ok()) {
-      return Fail(absl::StrCat("chunk ", c, ": ", status.ToString()));
+    // The chunk's logits, [ctx, vocab], from passes of `step` tokens through the KV cache.
+    for (int64_t start = 0; start < ctx; start += step) {
+      const int64_t n = std::min(step, ctx - start);
+      batch.Clear();
+      batch.AddSequence(std::vector<int32_t>(chunk.begin() + start, chunk.begin() + start + n),
+                        static_cast<int32_t>(start), block_table, /*want_all_logits=*/true);
+      if (absl::Status status = (*backend)->Forward(batch, &output); !status.ok()) {
+        return Fail(absl::StrCat("chunk ", c, ": ", status.ToString()));
+      }
+      std::copy(output.logits.begin(), output.logits.begin() + n * vocab,
+                chunk_logits.begin() + start * vocab);
     }
     for (int64_t j = first; j < ctx - 1; ++j) {
-      const float* row = output.logits.data() + j * vocab;
+      const float* row = chunk_logits.data() + j * vocab;
       LogSoftmax(row, vocab, &log_probs);
       const int32_t next = chunk[j + 1];
       nll -= log_probs[next];
@@ -233,13 +249,14 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "{\"model\": \"%s\", \"dtype\": \"%s\", \"quantization\": \"%s\", \"quantize_lm_head\": %s, "
-      "\"quantized_activations\": %s, \"ctx\": %lld, \"chunks\": %lld, \"scored\": %lld, "
-      "\"ppl\": %.6f",
+      "\"quantized_activations\": %s, \"ctx\": %lld, \"step_tokens\": %lld, \"chunks\": %lld, "
+      "\"scored\": %lld, \"ppl\": %.6f",
       model.c_str(), std::string(llmserve::worker::DTypeName(*dtype)).c_str(),
       llmserve::worker::RunningQuantizationName(*resolved, config->quantization).c_str(),
       absl::GetFlag(FLAGS_quantize_lm_head) ? "true" : "false",
       absl::GetFlag(FLAGS_quantized_activations) ? "true" : "false", static_cast<long long>(ctx),
-      static_cast<long long>(chunks), static_cast<long long>(scored), std::exp(nll / scored));
+      static_cast<long long>(step), static_cast<long long>(chunks), static_cast<long long>(scored),
+      std::exp(nll / scored));
   if (base_in.is_open()) {
     std::printf(", \"ppl_base\": %.6f, \"mean_kld\": %.8f, \"top1_agreement\": %.6f",
                 std::exp(base_nll / scored), kld / scored, static_cast<double>(agree) / scored);

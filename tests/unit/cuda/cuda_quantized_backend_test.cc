@@ -24,6 +24,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/testing/scoped_temp_dir.h"
+#include "tests/testing/testdata_models.h"
 #include "tests/unit/cuda/cuda_test_models.h"
 #include "tests/unit/cuda/cuda_test_util.h"
 #include "tests/unit/engine/random_request_mix.h"
@@ -32,6 +33,7 @@
 #include "worker/engine/cuda/projection_image.h"
 #include "worker/engine/cuda/quantized_kernels.h"
 #include "worker/model/model_files.h"
+#include "worker/model/model_loader.h"
 #include "worker/model/model_weights.h"
 #include "worker/model/model_writer.h"
 
@@ -119,6 +121,44 @@ TEST(CudaQuantizedCreateTest, RefusesQuantizationOptionsItCannotRun) {
       << backend.status();
 }
 
+// Random packed batches (prefill chunks, decodes, prompt logprob rows, shared prefix blocks)
+// through both backends: every logits row within `max_nmse`, and both CUDA paths taken.
+void ExpectTheCpuLogits(Backend& cuda, Backend& cpu, int64_t vocab_size, uint32_t seed,
+                        double max_nmse, const std::string& name, int32_t num_sequences = 6,
+                        int32_t max_tokens = 300) {
+  const int32_t num_blocks = std::min(cuda.num_kv_blocks(), cpu.num_kv_blocks());
+  std::mt19937 rng(seed);
+  // Decode-only steps (<= 6 tokens) take the GEMV kernel, the others dequantize + cuBLAS.
+  testing::RandomRequestMix mix(rng, {.num_sequences = num_sequences,
+                                      .max_tokens = max_tokens,
+                                      .vocab_size = static_cast<int32_t>(vocab_size),
+                                      .block_size = 16,
+                                      .num_blocks = num_blocks,
+                                      .max_chunk = 80});
+  ForwardBatch batch;
+  ForwardOutput cuda_out, cpu_out;
+  std::vector<int> in_batch;
+  int small_steps = 0, large_steps = 0;
+  for (int step = 0; step < 2000 && !mix.Done(); ++step) {
+    ASSERT_TRUE(mix.NextBatch(&batch, &in_batch)) << "out of KV blocks";
+    if (in_batch.empty()) continue;
+    (batch.num_tokens() <= cuda::kMaxGemvBatch ? small_steps : large_steps) += 1;
+    const absl::Status cuda_status = cuda.Forward(batch, &cuda_out);
+    ASSERT_TRUE(cuda_status.ok()) << cuda_status;
+    ASSERT_TRUE(cpu.Forward(batch, &cpu_out).ok());
+    ASSERT_EQ(cuda_out.row_start, cpu_out.row_start);
+    for (int32_t r = 0; r < cpu_out.row_start.back(); ++r) {
+      const std::vector<float> got(cuda_out.Row(r), cuda_out.Row(r) + vocab_size);
+      const std::vector<float> want(cpu_out.Row(r), cpu_out.Row(r) + vocab_size);
+      ASSERT_LT(Nmse(got, want), max_nmse) << name << " step " << step << " row " << r;
+    }
+    mix.Advance(batch, in_batch);
+  }
+  EXPECT_TRUE(mix.Done());
+  EXPECT_GT(small_steps, 0) << "no step took the GEMV kernel";
+  EXPECT_GT(large_steps, 0) << "no step took the dequantize + cuBLAS path";
+}
+
 class CudaQuantizedVsCpuTest : public ::testing::TestWithParam<std::tuple<int, DType>> {};
 
 TEST_P(CudaQuantizedVsCpuTest, RandomPackedBatchesGiveTheCpuLogits) {
@@ -138,43 +178,43 @@ TEST_P(CudaQuantizedVsCpuTest, RandomPackedBatchesGiveTheCpuLogits) {
   auto cpu = CpuBackend::Create(
       model.Weights(), {.kv_cache_bytes = 32 << 20, .block_size = 16, .quantization = c.load});
   ASSERT_TRUE(cpu.ok()) << cpu.status();
-  const int32_t num_blocks = std::min((*cuda)->num_kv_blocks(), (*cpu)->num_kv_blocks());
-
-  std::mt19937 rng(index * 100 + (dtype == DType::kBF16));
-  // Decode-only steps (<= 6 tokens) take the GEMV kernel, the others dequantize + cuBLAS.
-  testing::RandomRequestMix mix(rng, {.num_sequences = 6,
-                                      .max_tokens = 300,
-                                      .vocab_size = static_cast<int32_t>(c.config.vocab_size),
-                                      .block_size = 16,
-                                      .num_blocks = num_blocks,
-                                      .max_chunk = 80});
-  ForwardBatch batch;
-  ForwardOutput cuda_out, cpu_out;
-  std::vector<int> in_batch;
-  int small_steps = 0, large_steps = 0;
-  for (int step = 0; step < 2000 && !mix.Done(); ++step) {
-    ASSERT_TRUE(mix.NextBatch(&batch, &in_batch)) << "out of KV blocks";
-    if (in_batch.empty()) continue;
-    (batch.num_tokens() <= cuda::kMaxGemvBatch ? small_steps : large_steps) += 1;
-    const absl::Status cuda_status = (*cuda)->Forward(batch, &cuda_out);
-    ASSERT_TRUE(cuda_status.ok()) << cuda_status;
-    ASSERT_TRUE((*cpu)->Forward(batch, &cpu_out).ok());
-    ASSERT_EQ(cuda_out.row_start, cpu_out.row_start);
-    for (int32_t r = 0; r < cpu_out.row_start.back(); ++r) {
-      const std::vector<float> got(cuda_out.Row(r), cuda_out.Row(r) + c.config.vocab_size);
-      const std::vector<float> want(cpu_out.Row(r), cpu_out.Row(r) + c.config.vocab_size);
-      ASSERT_LT(Nmse(got, want), max_nmse) << c.name << " step " << step << " row " << r;
-    }
-    mix.Advance(batch, in_batch);
-  }
-  EXPECT_TRUE(mix.Done());
-  EXPECT_GT(small_steps, 0) << "no step took the GEMV kernel";
-  EXPECT_GT(large_steps, 0) << "no step took the dequantize + cuBLAS path";
+  ExpectTheCpuLogits(**cuda, **cpu, c.config.vocab_size, index * 100 + (dtype == DType::kBF16),
+                     max_nmse, c.name);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaQuantizedVsCpuTest,
                          ::testing::Combine(::testing::Range(0, 7),
                                             ::testing::Values(DType::kBF16, DType::kF16)));
+
+// A real GGUF file made by llama.cpp with a mix of 4-bit and dense projections (the zoo's Q4_K_M:
+// layer 0 all Q4_K, layer 1's q/k/v and down dequantized from Q6_K), its Q4_K offsets on the
+// device, with and without int8 for the dense ones. Skips without $LLMSERVE_TESTDATA.
+TEST(CudaGgufVsCpuTest, AMixedQ4KMFileGivesTheCpuLogits) {
+  LLMSERVE_SKIP_WITHOUT_CUDA_DEVICE();
+  std::string why;
+  const std::string dir = ::llmserve::testing::ModelsDir("gguf-quant-zoo", &why);
+  if (dir.empty()) GTEST_SKIP() << why;
+  for (const Quantization quantization : {Quantization::kNone, Quantization::kInt8}) {
+    absl::StatusOr<std::unique_ptr<ModelWeights>> for_cuda =
+        LoadModel(dir + "/zoo-Q4_K_M.gguf", 0, DType::kF32);
+    absl::StatusOr<std::unique_ptr<ModelWeights>> for_cpu =
+        LoadModel(dir + "/zoo-Q4_K_M.gguf", 0, DType::kF32);
+    ASSERT_TRUE(for_cuda.ok() && for_cpu.ok()) << for_cuda.status() << for_cpu.status();
+    ASSERT_FALSE((*for_cuda)->layers[0].qkv_int4.empty());
+    ASSERT_TRUE((*for_cuda)->layers[1].qkv_int4.empty());
+    const int64_t vocab = (*for_cuda)->config.vocab_size;
+    auto cuda = CudaBackend::Create(*std::move(for_cuda), Options(DType::kBF16, quantization));
+    ASSERT_TRUE(cuda.ok()) << cuda.status();
+    auto cpu = CpuBackend::Create(
+        *std::move(for_cpu),
+        {.kv_cache_bytes = 32 << 20, .block_size = 16, .quantization = quantization});
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    // Fewer and shorter requests than above: the emulator runs this model's kernels slowly.
+    ExpectTheCpuLogits(**cuda, **cpu, vocab, 7, 1e-3,
+                       std::string("zoo-Q4_K_M ") + std::string(QuantizationName(quantization)),
+                       /*num_sequences=*/4, /*max_tokens=*/100);
+  }
+}
 
 }  // namespace
 }  // namespace llmserve::worker
