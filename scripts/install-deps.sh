@@ -33,6 +33,8 @@ test_packages=(
   redis-server
   # a real PostgreSQL server for the request log's test
   postgresql
+  # SentencePiece's own tools, the reference our .model loader is checked against
+  sentencepiece
   # llmserve-bench --plot and `make bench` draw with gnuplot
   gnuplot-nox
   # fuzzing (libFuzzer comes with clang's runtime); clang-format for `make format`; lld, which

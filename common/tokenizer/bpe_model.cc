@@ -65,7 +65,7 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const Json& model) 
   const std::string type = ComponentType(model);
   if (type != "BPE" && !(type.empty() && model.is_object() && model.contains("merges"))) {
     return absl::InvalidArgumentError(
-        absl::StrCat("unsupported model type \"", type, "\" (only BPE is supported)"));
+        absl::StrCat("unsupported model type \"", type, "\" (BPE and Unigram are supported)"));
   }
   LLMSERVE_RETURN_IF_ERROR(CheckUnsupportedOptions(model));
   std::unique_ptr<BpeModel> bpe(new BpeModel());

@@ -22,10 +22,11 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "common/tokenizer/json_util.h"
+#include "common/tokenizer/tokenizer_model.h"
 
 namespace llmserve::common::tokenizer {
 
-class BpeModel {
+class BpeModel final : public TokenizerModel {
  public:
   // Builds from a tokenizer.json "model" object of type "BPE". INVALID_ARGUMENT for other model
   // types (WordPiece, Unigram, WordLevel), unsupported options (dropout,
@@ -36,13 +37,13 @@ class BpeModel {
   // Appends the ids of one split (valid UTF-8). Characters that are neither in the vocabulary
   // nor representable by byte fallback become the unk token, or are dropped when the model has
   // none (as HF does).
-  void Tokenize(std::string_view word, std::vector<int32_t>* ids) const;
+  void Tokenize(std::string_view word, std::vector<int32_t>* ids) const override;
 
-  std::optional<int32_t> TokenToId(std::string_view token) const;
+  std::optional<int32_t> TokenToId(std::string_view token) const override;
   // nullptr when `id` is not in the vocabulary.
-  const std::string* IdToToken(int32_t id) const;
+  const std::string* IdToToken(int32_t id) const override;
   // One past the largest id in the vocabulary.
-  int32_t id_limit() const { return static_cast<int32_t>(id_to_token_.size()); }
+  int32_t id_limit() const override { return static_cast<int32_t>(id_to_token_.size()); }
   size_t num_merges() const { return merges_.size(); }
 
  private:

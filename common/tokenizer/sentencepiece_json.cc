@@ -129,4 +129,23 @@ Json SentencePieceBpeTokenizerJson(const SentencePieceVocabulary& vocabulary,
                 {"merges", SentencePieceMerges(vocabulary)}}}};
 }
 
+Json SentencePieceUnigramTokenizerJson(const SentencePieceVocabulary& vocabulary, int32_t unk_id,
+                                       const SentencePieceNormalization& normalization) {
+  Json vocab = Json::array();
+  for (size_t i = 0; i < vocabulary.pieces.size(); ++i) {
+    vocab.push_back({vocabulary.pieces[i], vocabulary.scores[i]});
+  }
+  return Json{{"version", "1.0"},
+              {"added_tokens", AddedTokensJson(vocabulary.pieces, vocabulary.types)},
+              {"normalizer", SentencePieceNormalizerJson(normalization)},
+              {"pre_tokenizer", nullptr},
+              {"post_processor", nullptr},
+              {"decoder", SentencePieceDecoderJson(normalization)},
+              {"model",
+               {{"type", "Unigram"},
+                {"unk_id", unk_id < 0 ? Json(nullptr) : Json(unk_id)},
+                {"byte_fallback", normalization.byte_fallback},
+                {"vocab", std::move(vocab)}}}};
+}
+
 }  // namespace llmserve::common::tokenizer

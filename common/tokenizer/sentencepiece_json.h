@@ -1,5 +1,7 @@
-// A SentencePiece BPE vocabulary (pieces, scores, piece types) as tokenizer.json, the way Hugging
-// Face's LlamaConverter writes it (convert_slow_tokenizer.py). Shared by the GGUF tokenizer
+// A SentencePiece vocabulary (pieces, scores, piece types) as tokenizer.json: a BPE one the way
+// Hugging Face's LlamaConverter writes it (convert_slow_tokenizer.py), a Unigram one as a "Unigram"
+// model with the pieces' scores (SentencePiece's unigram encoder is that model's Viterbi over the
+// whole normalized text, which a null pre-tokenizer gives). Shared by the GGUF tokenizer
 // (worker/model/gguf_tokenizer.h, `tokenizer.ggml.*` of a `llama` vocabulary) and the
 // SentencePiece .model loader (sentencepiece_model.h), so that both give the same tokenizer.
 //
@@ -55,6 +57,11 @@ struct SentencePieceNormalization {
 Json SentencePieceBpeTokenizerJson(const SentencePieceVocabulary& vocabulary,
                                    const std::string& unk_token,
                                    const SentencePieceNormalization& normalization);
+
+// tokenizer.json for a unigram `vocabulary`: the same normalizer, decoder and added tokens as the
+// BPE one, and a "Unigram" model of [piece, score] pairs. `unk_id` -1 for none.
+Json SentencePieceUnigramTokenizerJson(const SentencePieceVocabulary& vocabulary, int32_t unk_id,
+                                       const SentencePieceNormalization& normalization);
 
 // The "vocab" object (piece -> id; a repeated piece keeps its last id, as Python's dict).
 Json VocabJson(const std::vector<std::string>& pieces);

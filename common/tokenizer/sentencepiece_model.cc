@@ -135,7 +135,7 @@ absl::Status ParseSentencePiece(absl::string_view bytes, size_t index, SentenceP
   float score = 0;
   int64_t type = kPieceNormal;
   while (!r.done()) {
-    uint32_t field, wire;
+    uint32_t field = 0, wire = 0;
     LLMSERVE_RETURN_IF_ERROR(r.Tag(&field, &wire));
     if (field == 1) {
       absl::string_view value;
@@ -165,7 +165,7 @@ absl::Status ParseSentencePiece(absl::string_view bytes, size_t index, SentenceP
 absl::Status ParseTrainerSpec(absl::string_view bytes, SentencePieceModel* model) {
   ProtoWireReader r(bytes, "trainer_spec");
   while (!r.done()) {
-    uint32_t field, wire;
+    uint32_t field = 0, wire = 0;
     LLMSERVE_RETURN_IF_ERROR(r.Tag(&field, &wire));
     uint64_t value = 0;
     switch (field) {
@@ -213,7 +213,7 @@ absl::Status ParseNormalizerSpec(absl::string_view bytes, SentencePieceModel* mo
   std::string name = "(unnamed)";
   SentencePieceNormalization& n = model->normalization;
   while (!r.done()) {
-    uint32_t field, wire;
+    uint32_t field = 0, wire = 0;
     LLMSERVE_RETURN_IF_ERROR(r.Tag(&field, &wire));
     absl::string_view text;
     uint64_t value = 0;
@@ -273,10 +273,11 @@ const char* SentencePieceTypeName(SentencePieceModel::Type type) {
 absl::Status ValidateSentencePieceModel(const SentencePieceModel& model) {
   const std::vector<std::string>& pieces = model.vocabulary.pieces;
   if (pieces.empty()) return absl::InvalidArgumentError("SentencePiece model: no pieces");
-  if (model.type != SentencePieceModel::Type::kBpe) {
+  if (model.type != SentencePieceModel::Type::kBpe &&
+      model.type != SentencePieceModel::Type::kUnigram) {
     return absl::UnimplementedError(absl::StrCat("SentencePiece model: trainer_spec.model_type ",
                                                  SentencePieceTypeName(model.type),
-                                                 " is not supported (BPE only)"));
+                                                 " is not supported (BPE and UNIGRAM are)"));
   }
   absl::flat_hash_set<absl::string_view> seen;
   for (size_t i = 0; i < pieces.size(); ++i) {
@@ -309,7 +310,7 @@ absl::StatusOr<SentencePieceModel> ParseSentencePieceModel(absl::string_view byt
                          .byte_fallback = false};
   ProtoWireReader r(bytes, "ModelProto");
   while (!r.done()) {
-    uint32_t field, wire;
+    uint32_t field = 0, wire = 0;
     LLMSERVE_RETURN_IF_ERROR(r.Tag(&field, &wire));
     absl::string_view message;
     if (field == 1) {
@@ -347,7 +348,10 @@ TokenizerFiles TokenizerFilesFromSentencePiece(const SentencePieceModel& model) 
   config["add_bos_token"] = true;
   config["add_eos_token"] = false;
   const Json tokenizer =
-      SentencePieceBpeTokenizerJson(model.vocabulary, piece(model.unk_id), model.normalization);
+      model.type == SentencePieceModel::Type::kUnigram
+          ? SentencePieceUnigramTokenizerJson(model.vocabulary, model.unk_id, model.normalization)
+          : SentencePieceBpeTokenizerJson(model.vocabulary, piece(model.unk_id),
+                                          model.normalization);
   TokenizerFiles files;
   // Pieces are bytes; invalid UTF-8 becomes U+FFFD rather than an exception.
   files.tokenizer_json = tokenizer.dump(-1, ' ', false, Json::error_handler_t::replace);

@@ -7,8 +7,9 @@
 // treat_whitespace_as_suffix, unk/bos/eos/pad ids), normalizer_spec (name, precompiled_charsmap,
 // add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces, normalization_rule_tsv), with
 // protobuf's defaults for absent fields. Everything else is skipped by wire type.
-// Supported: BPE models (Llama 2, llama2.c's tok512) with the identity normalizer. Refused with
-// UNIMPLEMENTED naming the field: model_type UNIGRAM/WORD/CHAR, a non-empty precompiled_charsmap
+// Supported: BPE models (Llama 2, llama2.c's tok512) and UNIGRAM models (unigram_model.h) with the
+// identity normalizer. Refused with UNIMPLEMENTED naming the field: model_type WORD/CHAR, a
+// non-empty precompiled_charsmap
 // or normalization_rule_tsv (e.g. nmt_nfkc), treat_whitespace_as_suffix. The input is untrusted:
 // a truncated varint, a length past the end, a wrong wire type, a bad piece type, an empty or
 // repeated piece, an id outside the pieces or more than kMaxSentencePieces pieces is

@@ -21,17 +21,20 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/tokenizer/added_vocabulary.h"
-#include "common/tokenizer/bpe_model.h"
 #include "common/tokenizer/decoder.h"
 #include "common/tokenizer/normalizer.h"
 #include "common/tokenizer/pre_tokenizer.h"
+#include "common/tokenizer/tokenizer_model.h"
 
 namespace llmserve::common::tokenizer {
 
 class Tokenizer {
  public:
-  // Loads DIR/tokenizer.json and, when present, DIR/tokenizer_config.json. NOT_FOUND when
-  // tokenizer.json is missing; otherwise the errors of FromJson.
+  // Loads DIR/tokenizer.json and, when present, DIR/tokenizer_config.json. A SentencePiece model
+  // loads too (sentencepiece_model.h): `dir` naming a .model file itself, or a directory with a
+  // tokenizer.model and no tokenizer.json (its tokenizer_config.json, when present, still
+  // applies). NOT_FOUND when there is neither; otherwise the errors of ReadSentencePieceModel and
+  // FromJson.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromDirectory(const std::string& dir);
 
   // `tokenizer_config_json` may be empty. INVALID_ARGUMENT for malformed JSON and for any
@@ -95,7 +98,7 @@ class Tokenizer {
 
   std::unique_ptr<Normalizer> normalizer_;       // may be null
   std::unique_ptr<PreTokenizer> pre_tokenizer_;  // may be null
-  std::unique_ptr<BpeModel> model_;
+  std::unique_ptr<TokenizerModel> model_;
   std::unique_ptr<Decoder> decoder_;  // may be null: tokens are joined with " " (as HF)
   AddedVocabulary added_;
   int32_t vocab_size_ = 0;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
+#include "common/tokenizer/sentencepiece_model.h"
 #include "common/tokenizer/tokenizer.h"
 
 namespace llmserve::common::tokenizer {
@@ -149,7 +150,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(
     if (!Field(json, "model").is_object()) {
       return absl::InvalidArgumentError("tokenizer.json: missing \"model\"");
     }
-    LLMSERVE_ASSIGN_OR_RETURN(tok->model_, BpeModel::FromJson(Field(json, "model")));
+    LLMSERVE_ASSIGN_OR_RETURN(tok->model_, ModelFromJson(Field(json, "model")));
     LLMSERVE_ASSIGN_OR_RETURN(tok->added_, AddedVocabulary::FromJson(Field(json, "added_tokens"),
                                                                      tok->normalizer_.get()));
     tok->vocab_size_ = tok->model_->id_limit();
@@ -174,9 +175,27 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromDirectory(const std::s
   const std::filesystem::path root(dir);
   std::string tokenizer_json;
   std::string config_json;
-  LLMSERVE_ASSIGN_OR_RETURN(tokenizer_json, read(root / "tokenizer.json"));
   std::error_code error;
-  if (std::filesystem::exists(root / "tokenizer_config.json", error)) {
+  // A SentencePiece model: the file itself, or a directory's tokenizer.model without a
+  // tokenizer.json (as older Llama repositories ship).
+  std::filesystem::path sentencepiece;
+  if (std::filesystem::is_regular_file(root, error)) {
+    sentencepiece = root;
+  } else if (!std::filesystem::exists(root / "tokenizer.json", error) &&
+             std::filesystem::exists(root / "tokenizer.model", error)) {
+    sentencepiece = root / "tokenizer.model";
+  }
+  if (!sentencepiece.empty()) {
+    SentencePieceModel model;
+    LLMSERVE_ASSIGN_OR_RETURN(model, ReadSentencePieceModel(sentencepiece.string()));
+    const TokenizerFiles files = TokenizerFilesFromSentencePiece(model);
+    tokenizer_json = files.tokenizer_json;
+    config_json = files.tokenizer_config_json;
+  } else {
+    LLMSERVE_ASSIGN_OR_RETURN(tokenizer_json, read(root / "tokenizer.json"));
+  }
+  if (std::filesystem::is_directory(root, error) &&
+      std::filesystem::exists(root / "tokenizer_config.json", error)) {
     LLMSERVE_ASSIGN_OR_RETURN(config_json, read(root / "tokenizer_config.json"));
   }
   absl::StatusOr<std::unique_ptr<Tokenizer>> tok = FromJson(tokenizer_json, config_json);

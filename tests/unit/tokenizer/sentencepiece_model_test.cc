@@ -129,11 +129,33 @@ TEST(SentencePieceModelTest, WithoutTheDummyPrefixOrEscapingTheFlagsAreHonoured)
   EXPECT_EQ(*tok->Encode("ab", false), (std::vector<int32_t>{8}));
 }
 
+TEST(SentencePieceModelTest, UnigramModelsTakeTheBestScoringSegmentation) {
+  // model_type absent is UNIGRAM. "▁ab" (9) scores -5, "▁" + "ab" -5.5 (piece scores changed
+  // below), "▁" + "a" + "b" -6: the first wins. "ba" is ▁ b a; "c" is no piece: bytes are <0x63>,
+  // absent, so unk (0).
+  std::string pieces = Piece("<unk>", 0, 2) + Piece("<s>", 0, 3) + Piece("</s>", 0, 3) +
+                       Piece("<0x61>", 0, 6) + Piece("<0x62>", 0, 6) + Piece(kSpace, -1) +
+                       Piece("a", -2) + Piece("b", -3) + Piece("ab", -4.5f) +
+                       Piece(kSpace + "ab", -5);
+  std::unique_ptr<Tokenizer> tok =
+      Build(pieces + Bytes(2, Int(35, 1)) + Normalizer(/*remove_extra_whitespaces=*/false));
+  ASSERT_NE(tok, nullptr);
+  EXPECT_EQ(*tok->Encode("ab", true), (std::vector<int32_t>{1, 9}));
+  EXPECT_EQ(*tok->Encode("ab ba", false), (std::vector<int32_t>{9, 5, 7, 6}));
+  EXPECT_EQ(*tok->Decode({9, 5, 7, 6}, false), "ab ba");
+  EXPECT_EQ(*tok->Encode("acb", false), (std::vector<int32_t>{5, 6, 0, 7}));
+  // "ab" cheaper than "a" + "b": then ▁ + ab.
+  pieces = Piece("<unk>", 0, 2) + Piece(kSpace, -1) + Piece("a", -2) + Piece("b", -3) +
+           Piece("ab", -3.5f) + Piece(kSpace + "ab", -5);
+  tok = Build(pieces + Bytes(2, Int(3, 1)) + Normalizer(false));
+  ASSERT_NE(tok, nullptr);
+  EXPECT_EQ(*tok->Encode("ab", false), (std::vector<int32_t>{1, 4}));
+}
+
 TEST(SentencePieceModelTest, RefusesWhatIsNotSupportedNamingTheField) {
-  EXPECT_NE(ParseError(Pieces()).find("trainer_spec.model_type UNIGRAM"), std::string::npos);
-  EXPECT_NE(ParseError(Pieces() + Bytes(2, Int(3, 1))).find("trainer_spec.model_type UNIGRAM"),
+  EXPECT_NE(ParseError(Pieces() + Bytes(2, Int(3, 3))).find("trainer_spec.model_type WORD"),
             std::string::npos);
-  EXPECT_NE(ParseError(Pieces() + Bytes(2, Int(3, 3))).find("WORD"), std::string::npos);
+  EXPECT_NE(ParseError(Pieces() + Bytes(2, Int(3, 4))).find("CHAR"), std::string::npos);
   EXPECT_NE(ParseError(Model() + Bytes(3, Bytes(1, "nmt_nfkc") + Bytes(2, "\x01\x02")))
                 .find("normalizer_spec.precompiled_charsmap"),
             std::string::npos);
