@@ -83,6 +83,11 @@ Json SentencePieceDecoderJson(const SentencePieceNormalization& n) {
   return {{"type", "Sequence"}, {"decoders", steps}};
 }
 
+// The whole tokenizer.json around `model`: added tokens, normalizer and decoder from the
+// SentencePiece flags, no pre-tokenizer (the model sees the whole normalized text).
+Json SentencePieceTokenizerJson(const SentencePieceVocabulary& vocabulary,
+                                const SentencePieceNormalization& normalization, Json model);
+
 }  // namespace
 
 Json VocabJson(const std::vector<std::string>& pieces) {
@@ -107,26 +112,36 @@ Json AddedTokensJson(const std::vector<std::string>& pieces, const std::vector<i
   return added;
 }
 
-Json SentencePieceBpeTokenizerJson(const SentencePieceVocabulary& vocabulary,
-                                   const std::string& unk_token,
-                                   const SentencePieceNormalization& normalization) {
+namespace {
+
+Json SentencePieceTokenizerJson(const SentencePieceVocabulary& vocabulary,
+                                const SentencePieceNormalization& normalization, Json model) {
   return Json{{"version", "1.0"},
               {"added_tokens", AddedTokensJson(vocabulary.pieces, vocabulary.types)},
               {"normalizer", SentencePieceNormalizerJson(normalization)},
               {"pre_tokenizer", nullptr},
               {"post_processor", nullptr},
               {"decoder", SentencePieceDecoderJson(normalization)},
-              {"model",
-               {{"type", "BPE"},
-                {"dropout", nullptr},
-                {"unk_token", unk_token.empty() ? Json(nullptr) : Json(unk_token)},
-                {"continuing_subword_prefix", nullptr},
-                {"end_of_word_suffix", nullptr},
-                {"fuse_unk", true},
-                {"byte_fallback", normalization.byte_fallback},
-                {"ignore_merges", false},
-                {"vocab", VocabJson(vocabulary.pieces)},
-                {"merges", SentencePieceMerges(vocabulary)}}}};
+              {"model", std::move(model)}};
+}
+
+}  // namespace
+
+Json SentencePieceBpeTokenizerJson(const SentencePieceVocabulary& vocabulary,
+                                   const std::string& unk_token,
+                                   const SentencePieceNormalization& normalization) {
+  return SentencePieceTokenizerJson(
+      vocabulary, normalization,
+      {{"type", "BPE"},
+       {"dropout", nullptr},
+       {"unk_token", unk_token.empty() ? Json(nullptr) : Json(unk_token)},
+       {"continuing_subword_prefix", nullptr},
+       {"end_of_word_suffix", nullptr},
+       {"fuse_unk", true},
+       {"byte_fallback", normalization.byte_fallback},
+       {"ignore_merges", false},
+       {"vocab", VocabJson(vocabulary.pieces)},
+       {"merges", SentencePieceMerges(vocabulary)}});
 }
 
 Json SentencePieceUnigramTokenizerJson(const SentencePieceVocabulary& vocabulary, int32_t unk_id,
@@ -135,17 +150,11 @@ Json SentencePieceUnigramTokenizerJson(const SentencePieceVocabulary& vocabulary
   for (size_t i = 0; i < vocabulary.pieces.size(); ++i) {
     vocab.push_back({vocabulary.pieces[i], vocabulary.scores[i]});
   }
-  return Json{{"version", "1.0"},
-              {"added_tokens", AddedTokensJson(vocabulary.pieces, vocabulary.types)},
-              {"normalizer", SentencePieceNormalizerJson(normalization)},
-              {"pre_tokenizer", nullptr},
-              {"post_processor", nullptr},
-              {"decoder", SentencePieceDecoderJson(normalization)},
-              {"model",
-               {{"type", "Unigram"},
-                {"unk_id", unk_id < 0 ? Json(nullptr) : Json(unk_id)},
-                {"byte_fallback", normalization.byte_fallback},
-                {"vocab", std::move(vocab)}}}};
+  return SentencePieceTokenizerJson(vocabulary, normalization,
+                                    {{"type", "Unigram"},
+                                     {"unk_id", unk_id < 0 ? Json(nullptr) : Json(unk_id)},
+                                     {"byte_fallback", normalization.byte_fallback},
+                                     {"vocab", std::move(vocab)}});
 }
 
 }  // namespace llmserve::common::tokenizer

@@ -42,23 +42,11 @@ class GgufTensorTaker {
     const int64_t cols = dims[0], rows = dims[1];
     LLMSERVE_CHECK(cols == dst->cols && first_row >= 0 && first_row + rows <= dst->rows)
         << name << " does not fit its destination";
-    int64_t head_rows = rows;
-    if (rope_heads > 0) {
-      head_rows = rows / rope_heads;
-      if (head_rows * rope_heads != rows || head_rows % 2 != 0) {
-        return absl::InvalidArgumentError(absl::StrCat(file_.name(), ": tensor '", name,
-                                                       "': ", rows, " rows are not ", rope_heads,
-                                                       " heads of an even size"));
-      }
-    }
-    const int64_t groups = dst->groups(), half = head_rows / 2;
+    int64_t head_rows;
+    LLMSERVE_ASSIGN_OR_RETURN(head_rows, HeadRows(name, rows, rope_heads));
+    const int64_t groups = dst->groups();
     for (int64_t row = 0; row < rows; ++row) {
-      int64_t to = row;
-      if (rope_heads > 0) {  // UnpermuteRows' mapping, one row at a time
-        const int64_t head = row / head_rows, i = (row % head_rows) / 2, j = row % 2;
-        to = head * head_rows + j * half + i;
-      }
-      to += first_row;
+      const int64_t to = first_row + (rope_heads > 0 ? UnpermutedRow(row, head_rows) : row);
       LLMSERVE_RETURN_IF_ERROR(gguf::Int4GroupsOfRow(
           *tensor, row, dst->packed_values.data() + to * (cols / 2),
           dst->scales.data() + to * groups, dst->offsets.data() + to * groups));
@@ -87,15 +75,8 @@ class GgufTensorTaker {
     const int64_t rows = dims.size() == 1 ? dims[0] : dims[1];
     LLMSERVE_CHECK(first_row >= 0 && (first_row + rows) * cols <= dst->NumElements())
         << name << " does not fit its destination";
-    int64_t head_rows = rows;
-    if (rope_heads > 0) {
-      head_rows = rows / rope_heads;
-      if (head_rows * rope_heads != rows || head_rows % 2 != 0) {
-        return absl::InvalidArgumentError(absl::StrCat(file_.name(), ": tensor '", name,
-                                                       "': ", rows, " rows are not ", rope_heads,
-                                                       " heads of an even size"));
-      }
-    }
+    int64_t head_rows;
+    LLMSERVE_ASSIGN_OR_RETURN(head_rows, HeadRows(name, rows, rope_heads));
     const size_t element = DTypeSize(dst->dtype());
     auto* out = static_cast<unsigned char*>(dst->data()) + first_row * cols * element;
     if (dims.size() == 1) {
@@ -152,18 +133,32 @@ class GgufTensorTaker {
     return tensor;
   }
 
-  // `rows` rows of `cols` values, in heads of `head_rows`: row h * head_rows + 2i + j moves to
+  // Rows per head of `rows` rows in `rope_heads` heads (all of them when 0); INVALID_ARGUMENT
+  // naming the tensor unless they are whole heads of an even size.
+  absl::StatusOr<int64_t> HeadRows(const std::string& name, int64_t rows,
+                                   int64_t rope_heads) const {
+    if (rope_heads == 0) return rows;
+    const int64_t head_rows = rows / rope_heads;
+    if (head_rows * rope_heads != rows || head_rows % 2 != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(file_.name(), ": tensor '", name, "': ", rows,
+                                                     " rows are not ", rope_heads,
+                                                     " heads of an even size"));
+    }
+    return head_rows;
+  }
+
+  // Where row `row` goes in heads of `head_rows`: h * head_rows + 2i + j moves to
   // h * head_rows + j * head_rows / 2 + i (the inverse of llama.cpp's LlamaModel.permute).
+  static int64_t UnpermutedRow(int64_t row, int64_t head_rows) {
+    const int64_t within = row % head_rows;
+    return row - within + (within % 2) * (head_rows / 2) + within / 2;
+  }
+
+  // `rows` rows of `cols` values, in heads of `head_rows`, unpermuted in place (UnpermutedRow).
   void UnpermuteRows(float* data, int64_t rows, int64_t head_rows, int64_t cols) {
     permuted_.assign(data, data + rows * cols);
-    const int64_t half = head_rows / 2;
-    for (int64_t head = 0; head < rows / head_rows; ++head) {
-      for (int64_t i = 0; i < half; ++i) {
-        for (int64_t j = 0; j < 2; ++j) {
-          const int64_t from = head * head_rows + 2 * i + j, to = head * head_rows + j * half + i;
-          std::copy_n(permuted_.data() + from * cols, cols, data + to * cols);
-        }
-      }
+    for (int64_t row = 0; row < rows; ++row) {
+      std::copy_n(permuted_.data() + row * cols, cols, data + UnpermutedRow(row, head_rows) * cols);
     }
   }
 

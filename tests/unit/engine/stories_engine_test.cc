@@ -18,9 +18,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
-#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "tests/testing/testdata_models.h"
 #include "tests/unit/engine/greedy_generation.h"
@@ -35,50 +32,9 @@ namespace {
 using ::llmserve::testing::ModelsDir;
 using ::llmserve::worker::testing::ReadReference;
 using ::llmserve::worker::testing::ReferenceCase;
+using ::llmserve::worker::testing::ReferenceRun;
+using ::llmserve::worker::testing::RunReferenceCases;
 using ::llmserve::worker::testing::StoriesOptions;
-
-struct CasesRun {
-  std::vector<std::vector<int32_t>> tokens;  // per case
-  EngineLoad load;                           // after the last wave finished
-};
-
-// Every case's greedy tokens (as many as its reference), from one engine: the cases are added in
-// `waves` rounds, each after the previous round finished, so that later rounds can hit the
-// prefix cache the earlier ones filled. tokens[w * cases + i] is wave w's case i.
-CasesRun RunCases(const CpuEngineOptions& options, const std::vector<ReferenceCase>& cases,
-                  int waves = 1) {
-  CasesRun run;
-  run.tokens.resize(cases.size() * waves);
-  absl::StatusOr<std::unique_ptr<Engine>> engine = BuildCpuEngine(options);
-  EXPECT_TRUE(engine.ok()) << engine.status();
-  if (!engine.ok()) return run;
-  (*engine)->Start();
-  absl::Mutex mu;
-  for (int wave = 0; wave < waves; ++wave) {
-    int finished = 0;
-    absl::Notification done;
-    for (size_t i = 0; i < cases.size(); ++i) {
-      EngineRequest request;
-      request.prompt = cases[i].prompt;
-      request.sampling.temperature = 0;
-      request.stopping.max_tokens = static_cast<int32_t>(cases[i].greedy.size());
-      request.stopping.ignore_eos = true;
-      std::vector<int32_t>* out = &run.tokens[wave * cases.size() + i];
-      request.on_output = [&, out](const EngineOutput& output) {
-        absl::MutexLock lock(&mu);
-        for (const GeneratedToken& t : output.tokens) out->push_back(t.token_id);
-        if (output.finish != FinishReason::kNone && ++finished == static_cast<int>(cases.size())) {
-          done.Notify();
-        }
-      };
-      EXPECT_TRUE((*engine)->AddRequest(std::move(request)).ok());
-    }
-    EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(120)));
-  }
-  run.load = (*engine)->Load();
-  (*engine).reset();  // stops the loop before the tokens are read without the lock
-  return run;
-}
 
 class StoriesEngineTest : public ::testing::Test {
  protected:
@@ -89,7 +45,7 @@ class StoriesEngineTest : public ::testing::Test {
     ASSERT_GE(cases_.size(), 3u);
   }
   CpuEngineOptions Options() const { return StoriesOptions(dir_ + "/gguf/stories260K-f32.gguf"); }
-  void ExpectTheReference(const CasesRun& run) const {
+  void ExpectTheReference(const ReferenceRun& run) const {
     for (size_t i = 0; i < run.tokens.size(); ++i) {
       EXPECT_EQ(run.tokens[i], cases_[i % cases_.size()].greedy) << cases_[i % cases_.size()].name;
     }
@@ -126,7 +82,7 @@ TEST_F(StoriesEngineTest, PrefixCachingServesTheSecondRunFromCachedBlocks) {
     l.greedy.assign(c.greedy.begin() + 40, c.greedy.end());
     longer.push_back(std::move(l));
   }
-  const CasesRun run = RunCases(Options(), longer, /*waves=*/2);
+  const ReferenceRun run = RunReferenceCases(Options(), longer, /*waves=*/2);
   for (size_t i = 0; i < run.tokens.size(); ++i) {
     EXPECT_EQ(run.tokens[i], longer[i % longer.size()].greedy) << longer[i % longer.size()].name;
   }
@@ -143,7 +99,7 @@ TEST_F(StoriesEngineTest, PreemptionUnderATightKvCacheKeepsEveryStory) {
   options.kv_cache_bytes = 18 * CpuBackend::KvBytesPerBlock(*config, options.block_size);
   std::vector<ReferenceCase> twice = cases_;
   twice.insert(twice.end(), cases_.begin(), cases_.end());
-  const CasesRun run = RunCases(options, twice);
+  const ReferenceRun run = RunReferenceCases(options, twice);
   ExpectTheReference(run);
   EXPECT_EQ(run.load.kv_blocks_total, 17);
   EXPECT_GT(run.load.preemptions, 0) << "the cache was large enough for all: nothing preempted";
@@ -152,7 +108,7 @@ TEST_F(StoriesEngineTest, PreemptionUnderATightKvCacheKeepsEveryStory) {
 TEST_F(StoriesEngineTest, NgramSpeculationAcceptsDraftsAndKeepsEveryStory) {
   CpuEngineOptions options = Options();
   options.engine.speculative = {.method = SpeculativeMethod::kNgram, .num_speculative_tokens = 3};
-  const CasesRun run = RunCases(options, cases_);
+  const ReferenceRun run = RunReferenceCases(options, cases_);
   ExpectTheReference(run);
   EXPECT_GT(run.load.spec_accepted_tokens, 0) << "no draft was accepted";
 }
@@ -164,7 +120,7 @@ TEST_F(StoriesEngineTest, ADraftModelInInt8AcceptsSomeDraftsRejectsOthersAndKeep
                                 .disable_batch_size = 0,
                                 .model = dir_ + "/stories260K.bin",
                                 .model_int8 = true};
-  const CasesRun run = RunCases(options, cases_);
+  const ReferenceRun run = RunReferenceCases(options, cases_);
   ExpectTheReference(run);
   EXPECT_GT(run.load.spec_accepted_tokens, 0) << "no draft was accepted";
   EXPECT_LT(run.load.spec_accepted_tokens, run.load.spec_draft_tokens)

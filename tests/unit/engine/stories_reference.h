@@ -55,36 +55,55 @@ inline CpuEngineOptions StoriesOptions(const std::string& path) {
           .max_model_len = kStoriesContext};
 }
 
+struct ReferenceRun {
+  // tokens[w * cases + i]: wave w's case i, as many greedy tokens as its reference (EOS ignored).
+  std::vector<std::vector<int32_t>> tokens;
+  EngineLoad load;  // once the last wave finished
+};
+
+// Every case's greedy tokens from one engine, in `waves` rounds: the first is added before the
+// engine starts, so that its first step schedules the cases together; each later one after the
+// previous finished, so that it can hit the prefix cache the earlier ones filled.
+inline ReferenceRun RunReferenceCases(const CpuEngineOptions& options,
+                                      const std::vector<ReferenceCase>& cases, int waves = 1) {
+  ReferenceRun run;
+  run.tokens.resize(cases.size() * waves);
+  absl::StatusOr<std::unique_ptr<Engine>> engine = BuildCpuEngine(options);
+  EXPECT_TRUE(engine.ok()) << engine.status();
+  if (!engine.ok()) return run;
+  absl::Mutex mu;
+  for (int wave = 0; wave < waves; ++wave) {
+    int finished = 0;
+    absl::Notification done;
+    for (size_t i = 0; i < cases.size(); ++i) {
+      EngineRequest request;
+      request.prompt = cases[i].prompt;
+      request.sampling.temperature = 0;
+      request.stopping.max_tokens = static_cast<int32_t>(cases[i].greedy.size());
+      request.stopping.ignore_eos = true;
+      std::vector<int32_t>* out = &run.tokens[wave * cases.size() + i];
+      request.on_output = [&, out](const EngineOutput& output) {
+        absl::MutexLock lock(&mu);
+        for (const GeneratedToken& t : output.tokens) out->push_back(t.token_id);
+        if (output.finish != FinishReason::kNone && ++finished == static_cast<int>(cases.size())) {
+          done.Notify();
+        }
+      };
+      EXPECT_TRUE((*engine)->AddRequest(std::move(request)).ok());
+    }
+    if (wave == 0) (*engine)->Start();
+    EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(120)));
+  }
+  run.load = (*engine)->Load();
+  (*engine).reset();  // stops the loop before the tokens are read without the lock
+  return run;
+}
+
 // The greedy tokens of every case, all added before the engine starts so that its first step
 // schedules them together (each as long as its reference; EOS ignored).
 inline std::vector<std::vector<int32_t>> BatchedGreedyTokens(
     const CpuEngineOptions& options, const std::vector<ReferenceCase>& cases) {
-  std::vector<std::vector<int32_t>> tokens(cases.size());
-  absl::StatusOr<std::unique_ptr<Engine>> engine = BuildCpuEngine(options);
-  EXPECT_TRUE(engine.ok()) << engine.status();
-  if (!engine.ok()) return tokens;
-  absl::Mutex mu;
-  int finished = 0;
-  absl::Notification done;
-  for (size_t i = 0; i < cases.size(); ++i) {
-    EngineRequest request;
-    request.prompt = cases[i].prompt;
-    request.sampling.temperature = 0;
-    request.stopping.max_tokens = static_cast<int32_t>(cases[i].greedy.size());
-    request.stopping.ignore_eos = true;
-    request.on_output = [&, i](const EngineOutput& output) {
-      absl::MutexLock lock(&mu);
-      for (const GeneratedToken& t : output.tokens) tokens[i].push_back(t.token_id);
-      if (output.finish != FinishReason::kNone && ++finished == static_cast<int>(cases.size())) {
-        done.Notify();
-      }
-    };
-    EXPECT_TRUE((*engine)->AddRequest(std::move(request)).ok());
-  }
-  (*engine)->Start();
-  EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(120)));
-  (*engine).reset();  // stops the loop before `tokens` is read without the lock
-  return tokens;
+  return RunReferenceCases(options, cases).tokens;
 }
 
 // The model at `path` (a format of the stories model in `stories_dir`) gives every reference
