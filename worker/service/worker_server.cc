@@ -16,6 +16,7 @@
 #include "common/base/worker_api_limits.h"
 #include "common/chat_template/tokenizer_config_template.h"
 #include "common/status/status_macros.h"
+#include "common/tokenizer/sentencepiece_model.h"
 #include "worker/engine/cpu_engine_builder.h"
 #include "worker/engine/cuda/cuda_engine_builder.h"
 #include "worker/model/gguf_tokenizer.h"
@@ -76,17 +77,39 @@ absl::Status AddTokenizerFiles(const std::string& model_dir, v1::ModelInfo* info
   }
   absl::StatusOr<std::string> tokenizer =
       ReadTextFile(model_dir + "/tokenizer.json", kMaxTokenizerBytes);
+  // Without a tokenizer.json, a SentencePiece tokenizer.model (older Llama repositories) is
+  // converted as a llama2.c checkpoint's is; its tokenizer_config.json, when present, still wins.
+  std::string sentencepiece_config = "{}";
+  if (absl::IsNotFound(tokenizer.status())) {
+    absl::StatusOr<common::tokenizer::SentencePieceModel> model =
+        common::tokenizer::ReadSentencePieceModel(model_dir + "/tokenizer.model");
+    if (model.ok()) {
+      common::tokenizer::TokenizerFiles files =
+          common::tokenizer::TokenizerFilesFromSentencePiece(*model);
+      tokenizer = std::move(files.tokenizer_json);
+      sentencepiece_config = std::move(files.tokenizer_config_json);
+      LLMSERVE_LOG(INFO) << model_dir << ": the tokenizer is tokenizer.model (SentencePiece)";
+    } else if (!absl::IsNotFound(model.status())) {
+      return model.status();
+    }
+  }
   if (tokenizer.ok()) {
+    if (tokenizer->size() > kMaxTokenizerBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          model_dir, ": the tokenizer is ", tokenizer->size(),
+          " bytes as tokenizer.json, more than GetModelInfo carries (", kMaxTokenizerBytes, ")"));
+    }
     info->set_tokenizer_json(*std::move(tokenizer));
   } else if (absl::IsNotFound(tokenizer.status())) {
-    LLMSERVE_LOG(WARNING) << model_dir << " has no tokenizer.json: clients must send token ids";
+    LLMSERVE_LOG(WARNING)
+        << model_dir << " has no tokenizer.json or tokenizer.model: clients must send token ids";
   } else {
     return tokenizer.status();
   }
   absl::StatusOr<std::string> config =
       ReadTextFile(model_dir + "/tokenizer_config.json", kMaxTokenizerBytes);
   if (!config.ok() && !absl::IsNotFound(config.status())) return config.status();
-  info->set_tokenizer_config_json(config.ok() ? *config : "{}");
+  info->set_tokenizer_config_json(config.ok() ? *config : sentencepiece_config);
   if (config.ok()) {
     // The same reading of "chat_template" (a string, or the "default" entry of a named list) as
     // ChatTemplate::FromTokenizerConfig's; a malformed one stops the worker here rather than

@@ -7,6 +7,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -25,6 +26,7 @@
 #include "tests/testing/raw_grpc_call.h"
 #include "tests/testing/scoped_temp_dir.h"
 #include "tests/testing/test_model.h"
+#include "tests/testing/testdata_models.h"
 #include "tools/bench/bench_report.h"
 #include "tools/bench/grpc_clients.h"
 #include "tools/bench/load_runner.h"
@@ -242,6 +244,47 @@ TEST_F(WorkerServerTest, FourBitCheckpointsSayWhatTheyAreAndGenerate) {
               1);
     server_.reset();
   }
+}
+
+// A GGUF file whose projections are Q4 runs them in 4 bits and says "gguf" ("gguf+int8" with its
+// other projections in int8). Skips without $LLMSERVE_TESTDATA.
+TEST_F(WorkerServerTest, AGgufFileWithQ4ProjectionsSaysGgufAndGenerates) {
+  std::string why;
+  const std::string zoo = ::llmserve::testing::ModelsDir("gguf-quant-zoo", &why);
+  if (zoo.empty()) GTEST_SKIP() << why;
+  for (const auto& [quantization, name] :
+       {std::pair<Quantization, const char*>{Quantization::kNone, "gguf"},
+        {Quantization::kInt8, "gguf+int8"}}) {
+    StartServer({.model_dir = zoo + "/zoo-Q4_K_M.gguf", .quantization = quantization});
+    grpc::ClientContext context;
+    v1::ModelInfo info;
+    ASSERT_TRUE(stub_->GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok());
+    EXPECT_EQ(info.quantization(), name);
+    const StreamResult result = Generate(Request("g4", 20, 6));
+    ASSERT_TRUE(result.status.ok()) << result.status.error_message();
+    EXPECT_EQ(result.tokens.size(), 6u);
+    server_.reset();
+  }
+}
+
+// A directory with a SentencePiece tokenizer.model and no tokenizer.json (as older Llama
+// repositories ship) serves the tokenizer built from it. Skips without $LLMSERVE_TESTDATA.
+TEST_F(WorkerServerTest, ATokenizerModelWithoutTokenizerJsonIsServed) {
+  std::string why;
+  const std::string stories = ::llmserve::testing::ModelsDir("stories260K", &why);
+  if (stories.empty()) GTEST_SKIP() << why;
+  std::filesystem::remove(dir_.path() + "/tokenizer.json");
+  std::filesystem::remove(dir_.path() + "/tokenizer_config.json");
+  std::filesystem::copy_file(stories + "/tok512.model", dir_.path() + "/tokenizer.model");
+  StartServer();
+  grpc::ClientContext context;
+  v1::ModelInfo info;
+  ASSERT_TRUE(stub_->GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok());
+  EXPECT_NE(info.tokenizer_json().find("\"type\":\"BPE\""), std::string::npos);
+  EXPECT_NE(info.tokenizer_json().find("\u2581"), std::string::npos)
+      << "no SentencePiece normalizer in " << info.tokenizer_json().substr(0, 300);
+  EXPECT_NE(info.tokenizer_config_json().find("\"bos_token\":\"<s>\""), std::string::npos)
+      << info.tokenizer_config_json();
 }
 
 TEST_F(WorkerServerTest, StreamMatchesTheOfflineEngineForTheSameSeed) {
