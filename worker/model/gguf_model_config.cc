@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status/status_macros.h"
+#include "worker/model/gguf_weights.h"
 
 namespace llmserve::worker {
 namespace {
@@ -227,6 +228,7 @@ absl::StatusOr<ModelConfig> ModelConfigFromGguf(const gguf::GgufFile& file) {
                                                  "' is not supported (llama, qwen2, gpt2)"));
   }
   LLMSERVE_RETURN_IF_ERROR(ReadGgufSpecialIds(file, &c));
+  c.quantization = GgufQuantization(file, c);
   return c;
 }
 

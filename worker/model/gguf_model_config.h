@@ -5,7 +5,8 @@
 // `ModelConfig::architecture` gets the Hugging Face name of each (LlamaForCausalLM,
 // Qwen2ForCausalLM, GPT2LMHeadModel). From the tensors: the vocabulary size (token_embd.weight's
 // second dimension), tied embeddings (no output.weight), and Llama/Qwen2 biases
-// (blk.0.attn_q.bias, blk.0.attn_output.bias, blk.0.ffn_up.bias).
+// (blk.0.attn_q.bias, blk.0.attn_output.bias, blk.0.ffn_up.bias), and the quantization: kGguf
+// when some projection's tensors are all Q4 types (gguf_weights.h's GgufQuantization).
 //
 // Errors: UNIMPLEMENTED naming what is not supported (another architecture, a RoPE scaling type
 // other than none or linear, Llama 3 RoPE factors stored as rope_freqs.weight, partial rotary

@@ -247,13 +247,14 @@ std::vector<std::vector<GgufPart>> GgufProjections(const ModelConfig& c, int i) 
           {{p + "ffn_down.weight", {inter, h}}}};
 }
 
-absl::Status LoadGgufLlamaLayer(GgufTensorTaker& taker, const ModelConfig& c, DType dtype,
-                                bool permute, int i, LayerWeights* l) {
+absl::Status LoadGgufLlamaLayer(GgufTensorTaker& taker, const ModelConfig& c, DType dtype, int i,
+                                LayerWeights* l) {
   const std::string p = absl::StrCat("blk.", i, ".");
   const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
   const int64_t inter = c.intermediate_size;
-  const int64_t q_heads = permute ? c.num_heads : 0, k_heads = permute ? c.num_kv_heads : 0;
   const std::vector<std::vector<GgufPart>> projections = GgufProjections(c, i);
+  // The Q and K biases are permuted as their rows are.
+  const int64_t q_heads = projections[0][0].rope_heads, k_heads = projections[0][1].rope_heads;
   LLMSERVE_ASSIGN_OR_RETURN(l->attn_norm_weight,
                             taker.Load(p + "attn_norm.weight", {h}, DType::kF32));
   LLMSERVE_RETURN_IF_ERROR(
@@ -314,28 +315,29 @@ absl::Status LoadGgufGpt2Layer(GgufTensorTaker& taker, const ModelConfig& c, DTy
   return absl::OkStatus();
 }
 
-}  // namespace
-
-CheckpointQuantization GgufQuantization(const gguf::GgufFile& file, const ModelConfig& config) {
-  for (int i = 0; i < config.num_layers; ++i) {
-    for (const std::vector<GgufPart>& parts : GgufProjections(config, i)) {
-      if (ProjectionIn4Bits(file, parts)) {
-        return {.method = CheckpointQuantization::Method::kGguf,
-                .group_size = gguf::kInt4GroupSize};
-      }
-    }
-  }
-  return {};
-}
-
-int64_t GgufRuntimeWeightBytes(const gguf::GgufFile& file, const ModelConfig& config, DType dtype) {
-  absl::flat_hash_set<std::string> in_4_bits;
+// The names of the tensors LoadGgufWeights keeps in 4 bits: every part of each projection whose
+// parts all hold 4-bit groups (ProjectionIn4Bits).
+absl::flat_hash_set<std::string> TensorsIn4Bits(const gguf::GgufFile& file,
+                                                const ModelConfig& config) {
+  absl::flat_hash_set<std::string> names;
   for (int i = 0; i < config.num_layers; ++i) {
     for (const std::vector<GgufPart>& parts : GgufProjections(config, i)) {
       if (!ProjectionIn4Bits(file, parts)) continue;
-      for (const GgufPart& part : parts) in_4_bits.insert(part.name);
+      for (const GgufPart& part : parts) names.insert(part.name);
     }
   }
+  return names;
+}
+
+}  // namespace
+
+CheckpointQuantization GgufQuantization(const gguf::GgufFile& file, const ModelConfig& config) {
+  if (TensorsIn4Bits(file, config).empty()) return {};
+  return {.method = CheckpointQuantization::Method::kGguf, .group_size = gguf::kInt4GroupSize};
+}
+
+int64_t GgufRuntimeWeightBytes(const gguf::GgufFile& file, const ModelConfig& config, DType dtype) {
+  const absl::flat_hash_set<std::string> in_4_bits = TensorsIn4Bits(file, config);
   int64_t total = 0;
   for (const gguf::GgufTensor& tensor : file.tensors()) {
     if (in_4_bits.contains(tensor.name)) {
@@ -365,7 +367,6 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> LoadGgufWeights(const gguf::GgufFi
       "tensors other than Q4_0/Q4_1/Q4_K projections are dequantized at load"));
   auto weights = std::make_unique<ModelWeights>();
   weights->config = config;
-  weights->config.quantization = GgufQuantization(file, config);
   weights->dtype = dtype;
   GgufTensorTaker taker(file);
   const int64_t h = config.hidden_size, vocab = config.vocab_size;
@@ -373,9 +374,6 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> LoadGgufWeights(const gguf::GgufFi
                             taker.Load("token_embd.weight", {h, vocab}, dtype));
   weights->layers.resize(config.num_layers);
   const bool gpt2 = config.family == ModelFamily::kGpt2;
-  // Only llama.cpp's `llama` graph rotates adjacent pairs (ModelConfigFromGguf names qwen2
-  // Qwen2ForCausalLM).
-  const bool permute = !gpt2 && config.architecture == "LlamaForCausalLM";
   if (gpt2) {
     LLMSERVE_ASSIGN_OR_RETURN(
         weights->position_embedding,
@@ -385,8 +383,7 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> LoadGgufWeights(const gguf::GgufFi
     if (gpt2) {
       LLMSERVE_RETURN_IF_ERROR(LoadGgufGpt2Layer(taker, config, dtype, i, &weights->layers[i]));
     } else {
-      LLMSERVE_RETURN_IF_ERROR(
-          LoadGgufLlamaLayer(taker, config, dtype, permute, i, &weights->layers[i]));
+      LLMSERVE_RETURN_IF_ERROR(LoadGgufLlamaLayer(taker, config, dtype, i, &weights->layers[i]));
     }
     if (options.progress) options.progress(i + 1, config.num_layers);
   }

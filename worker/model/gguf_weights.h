@@ -4,7 +4,8 @@
 // for bit what ggml dequantizes (gguf/gguf_dequantize.h says why); every other tensor is
 // dequantized to f32 a few rows at a time (never the whole file at once) and converted to the
 // runtime dtype; norms, biases and learned positions stay f32. A file with at least one 4-bit
-// projection gets config.quantization method kGguf (GgufQuantization).
+// projection has config.quantization method kGguf (ModelConfigFromGguf sets it with
+// GgufQuantization).
 //
 // Names (GGUF order, dims[0] fastest; `blk.N.` per layer):
 //   llama, qwen2: token_embd, attn_norm, attn_q/k/v (+ .bias), attn_output, ffn_norm, ffn_gate,

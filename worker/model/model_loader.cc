@@ -54,7 +54,6 @@ absl::StatusOr<OpenedGguf> OpenGguf(const std::string& path, int64_t max_model_l
   OpenedGguf opened;
   LLMSERVE_ASSIGN_OR_RETURN(opened.file, gguf::GgufFile::Open(path));
   LLMSERVE_ASSIGN_OR_RETURN(opened.config, ModelConfigFromGguf(*opened.file));
-  opened.config.quantization = GgufQuantization(*opened.file, opened.config);
   LLMSERVE_RETURN_IF_ERROR(
       ApplyMaxModelLen(max_model_len, ModelFormat::kGguf, &opened.config, path));
   return opened;

@@ -54,6 +54,16 @@ std::string WorkerId() {
 
 // The tokenizer files the gateway needs (GetModelInfo). A missing tokenizer.json is allowed
 // (token-id prompts still work) but logged; a malformed tokenizer_config.json is an error.
+// A tokenizer built from another format (GGUF metadata, a SentencePiece model) must fit in
+// GetModelInfo as a tokenizer.json read from disk does (ReadTextFile bounds those).
+absl::Status CheckConvertedTokenizerSize(const std::string& model_dir,
+                                         const std::string& tokenizer_json) {
+  if (tokenizer_json.size() <= kMaxTokenizerBytes) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      model_dir, ": the tokenizer is ", tokenizer_json.size(),
+      " bytes as tokenizer.json, more than GetModelInfo carries (", kMaxTokenizerBytes, ")"));
+}
+
 absl::Status AddTokenizerFiles(const std::string& model_dir, v1::ModelInfo* info) {
   if (DetectModelFormat(model_dir).value_or(ModelFormat::kHuggingFaceDirectory) !=
       ModelFormat::kHuggingFaceDirectory) {
@@ -65,11 +75,7 @@ absl::Status AddTokenizerFiles(const std::string& model_dir, v1::ModelInfo* info
       return absl::OkStatus();
     }
     if (!files.ok()) return files.status();
-    if (files->tokenizer_json.size() > kMaxTokenizerBytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          model_dir, ": the tokenizer is ", files->tokenizer_json.size(),
-          " bytes as tokenizer.json, more than GetModelInfo carries (", kMaxTokenizerBytes, ")"));
-    }
+    LLMSERVE_RETURN_IF_ERROR(CheckConvertedTokenizerSize(model_dir, files->tokenizer_json));
     info->set_tokenizer_json(std::move(files->tokenizer_json));
     info->set_tokenizer_config_json(std::move(files->tokenizer_config_json));
     info->set_chat_template(std::move(files->chat_template));
@@ -94,11 +100,7 @@ absl::Status AddTokenizerFiles(const std::string& model_dir, v1::ModelInfo* info
     }
   }
   if (tokenizer.ok()) {
-    if (tokenizer->size() > kMaxTokenizerBytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          model_dir, ": the tokenizer is ", tokenizer->size(),
-          " bytes as tokenizer.json, more than GetModelInfo carries (", kMaxTokenizerBytes, ")"));
-    }
+    LLMSERVE_RETURN_IF_ERROR(CheckConvertedTokenizerSize(model_dir, *tokenizer));
     info->set_tokenizer_json(*std::move(tokenizer));
   } else if (absl::IsNotFound(tokenizer.status())) {
     LLMSERVE_LOG(WARNING)
