@@ -17,4 +17,6 @@ pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 # The request log's PostgreSQL sink (gateway/request_log/postgres_sink.h).
 pkg_check_modules(LIBPQ REQUIRED IMPORTED_TARGET libpq)
+# The gateway's asynchronous, cancellable DNS for --worker_dns (gateway/router/dns_resolver.h).
+pkg_check_modules(CARES REQUIRED IMPORTED_TARGET libcares)
 include(GoogleTest)

@@ -15,6 +15,8 @@ build_packages=(
   libpcre2-dev libboost-dev libcpp-jwt-dev libssl-dev
   # the request log's PostgreSQL sink
   libpq-dev
+  # the gateway's asynchronous DNS (--worker_dns)
+  libc-ares-dev
   # gzip of exported traces
   zlib1g-dev
   # configure finds GoogleTest and Google Benchmark even when no test is built

@@ -1,8 +1,6 @@
 #include "gateway/router/worker_pool.h"
 
 #include <grpcpp/generic/generic_stub.h>
-#include <netdb.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <utility>
@@ -10,10 +8,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/base/logging.h"
 #include "common/base/worker_api_limits.h"
+#include "gateway/router/dns_resolver.h"
 #include "gateway/router/grpc_worker_call.h"
 
 namespace llmserve::gateway {
@@ -38,73 +36,6 @@ std::optional<std::pair<std::string, std::string>> SplitHostPort(absl::string_vi
   return std::make_pair(host, std::string(address.substr(colon + 1)));
 }
 
-// Every address `name` resolves to, as "ip:port" ("[ip]:port" for IPv6).
-absl::StatusOr<std::vector<std::string>> Resolve(const std::string& host, const std::string& port) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* result = nullptr;
-  const int error = getaddrinfo(host.c_str(), port.c_str(), &hints, &result);
-  // An authoritative "no such name / no records" is an answer: a headless Service whose pods are
-  // all gone (scaled to zero) has none. Other failures (EAI_AGAIN: the resolver is unreachable)
-  // are errors, and the caller keeps the last answer.
-  bool no_records = error == EAI_NONAME;
-#ifdef EAI_NODATA
-  no_records = no_records || error == EAI_NODATA;
-#endif
-  if (no_records) return std::vector<std::string>();
-  if (error != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot resolve worker DNS name ", host, ": ", gai_strerror(error)));
-  }
-  std::vector<std::string> addresses;
-  for (addrinfo* entry = result; entry != nullptr; entry = entry->ai_next) {
-    char text[NI_MAXHOST];
-    if (getnameinfo(entry->ai_addr, entry->ai_addrlen, text, sizeof(text), nullptr, 0,
-                    NI_NUMERICHOST) != 0) {
-      continue;
-    }
-    std::string address = entry->ai_family == AF_INET6 ? absl::StrCat("[", text, "]:", port)
-                                                       : absl::StrCat(text, ":", port);
-    if (std::find(addresses.begin(), addresses.end(), address) == addresses.end()) {
-      addresses.push_back(std::move(address));
-    }
-  }
-  freeaddrinfo(result);
-  return addresses;
-}
-
-// grpc.health.v1.Health/Check without the health stubs: the request is {service}, the answer
-// {status} with SERVING = 1. Returns whether the service is SERVING.
-absl::StatusOr<bool> CheckServing(const std::shared_ptr<grpc::Channel>& channel,
-                                  absl::Duration timeout) {
-  grpc::GenericStub stub(channel);
-  std::string request =
-      absl::StrCat("\n", std::string(1, sizeof(kReadinessService) - 1), kReadinessService);
-  grpc::Slice slice(request);
-  grpc::ByteBuffer request_buffer(&slice, 1), response;
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  absl::Notification done;
-  grpc::Status status;
-  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request_buffer,
-                 &response, [&](grpc::Status s) {
-                   status = std::move(s);
-                   done.Notify();
-                 });
-  done.WaitForNotification();
-  if (!status.ok()) {
-    return absl::UnavailableError(absl::StrCat("health check failed: ", status.error_message()));
-  }
-  std::vector<grpc::Slice> slices;
-  if (!response.Dump(&slices).ok()) return absl::UnavailableError("unreadable health answer");
-  std::string bytes;
-  for (const grpc::Slice& part : slices) {
-    bytes.append(reinterpret_cast<const char*>(part.begin()), part.size());
-  }
-  return bytes == std::string("\x08\x01", 2);
-}
-
 }  // namespace
 
 // The WatchLoad stream of one worker: reports go to the pool as they come.
@@ -113,9 +44,11 @@ class WorkerPool::LoadStream final : public grpc::ClientReadReactor<worker::v1::
   LoadStream(WorkerPool* pool, std::string address, uint64_t generation)
       : pool_(pool), address_(std::move(address)), generation_(generation) {}
 
-  void Start(worker::v1::Worker::Stub* stub, absl::Duration interval) {
+  void Start(const std::shared_ptr<grpc::Channel>& channel, absl::Duration interval) {
     request_.set_interval_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(interval)));
-    stub->async()->WatchLoad(&context_, &request_, this);
+    // A stub of its own: the worker's entry (and the channel's other users) may go first.
+    stub_ = worker::v1::Worker::NewStub(channel);
+    stub_->async()->WatchLoad(&context_, &request_, this);
     StartRead(&report_);
     StartCall();
   }
@@ -142,9 +75,96 @@ class WorkerPool::LoadStream final : public grpc::ClientReadReactor<worker::v1::
   WorkerPool* const pool_;
   const std::string address_;
   const uint64_t generation_;
+  std::unique_ptr<worker::v1::Worker::Stub> stub_;
   grpc::ClientContext context_;
   worker::v1::WatchLoadRequest request_;
   worker::v1::LoadReport report_;
+};
+
+// One probe of a worker on gRPC's callback API: grpc.health.v1.Health/Check (through the generic
+// stub: the request is {service}, the answer {status} with SERVING = 1), then GetModelInfo when
+// it serves. Its result goes to the pool, and it deletes itself.
+class WorkerPool::ProbeCall {
+ public:
+  ProbeCall(WorkerPool* pool, std::string address, std::shared_ptr<grpc::Channel> channel,
+            absl::Duration timeout)
+      : pool_(pool),
+        address_(std::move(address)),
+        channel_(std::move(channel)),
+        deadline_(absl::ToChronoTime(absl::Now() + timeout)),
+        generic_stub_(channel_),
+        stub_(worker::v1::Worker::NewStub(channel_)) {
+    health_context_.set_deadline(deadline_);
+    info_context_.set_deadline(deadline_);
+  }
+
+  void Start() {
+    const std::string request =
+        absl::StrCat("\n", std::string(1, sizeof(kReadinessService) - 1), kReadinessService);
+    grpc::Slice slice(request);
+    health_request_ = grpc::ByteBuffer(&slice, 1);
+    generic_stub_.UnaryCall(&health_context_, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
+                            &health_request_, &health_response_,
+                            [this](grpc::Status status) { OnHealth(status); });
+  }
+
+  // Ends the probe soon (its result: CANCELLED). Either context may not have started its call:
+  // gRPC cancels a call at its start when its context was cancelled before.
+  void Cancel() {
+    health_context_.TryCancel();
+    info_context_.TryCancel();
+  }
+
+ private:
+  void OnHealth(const grpc::Status& status) {
+    if (!status.ok()) {
+      return Finish(
+          {absl::UnavailableError(absl::StrCat("health check failed: ", status.error_message()))});
+    }
+    std::vector<grpc::Slice> slices;
+    if (!health_response_.Dump(&slices).ok()) {
+      return Finish({absl::UnavailableError("unreadable health answer")});
+    }
+    std::string bytes;
+    for (const grpc::Slice& part : slices) {
+      bytes.append(reinterpret_cast<const char*>(part.begin()), part.size());
+    }
+    if (bytes != std::string("\x08\x01", 2)) {
+      return Finish({absl::UnavailableError("not ready (health NOT_SERVING)")});
+    }
+    info_ = std::make_shared<worker::v1::ModelInfo>();
+    stub_->async()->GetModelInfo(&info_context_, &info_request_, info_.get(),
+                                 [this](grpc::Status status) { OnModelInfo(status); });
+  }
+
+  void OnModelInfo(const grpc::Status& status) {
+    if (!status.ok()) {
+      return Finish(
+          {absl::UnavailableError(absl::StrCat("GetModelInfo failed: ", status.error_message()))});
+    }
+    Finish({absl::OkStatus(), std::move(info_)});
+  }
+
+  void Finish(ProbeResult result) {
+    pool_->OnProbeDone(address_, this, std::move(result));
+    // As for streams: counted gone only once its contexts are torn down.
+    WorkerPool* const pool = pool_;
+    delete this;
+    pool->OnProbeDeleted();
+  }
+
+  WorkerPool* const pool_;
+  const std::string address_;
+  const std::shared_ptr<grpc::Channel> channel_;
+  const std::chrono::system_clock::time_point deadline_;
+  grpc::GenericStub generic_stub_;
+  std::unique_ptr<worker::v1::Worker::Stub> stub_;
+  grpc::ClientContext health_context_;
+  grpc::ByteBuffer health_request_;
+  grpc::ByteBuffer health_response_;
+  grpc::ClientContext info_context_;
+  worker::v1::GetModelInfoRequest info_request_;
+  std::shared_ptr<worker::v1::ModelInfo> info_;
 };
 
 absl::Status ValidateWorkerPoolOptions(const WorkerPoolOptions& options) {
@@ -187,16 +207,31 @@ absl::Status ValidateWorkerPoolOptions(const WorkerPoolOptions& options) {
 
 absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Start(const WorkerPoolOptions& options) {
   if (absl::Status valid = ValidateWorkerPoolOptions(options); !valid.ok()) return valid;
-  std::unique_ptr<WorkerPool> pool(new WorkerPool(options));
-  pool->monitor_ = std::thread([raw = pool.get()] { raw->MonitorLoop(); });
-  if (!options.worker_dns.empty()) {
-    pool->dns_thread_ = std::thread([raw = pool.get()] { raw->DnsLoop(); });
+  std::shared_ptr<HostResolver> resolver = options.resolver;
+  if (resolver == nullptr && !options.worker_dns.empty()) {
+    absl::StatusOr<std::unique_ptr<DnsResolver>> dns = DnsResolver::Create({});
+    if (!dns.ok()) return dns.status();
+    resolver = *std::move(dns);
   }
+  std::unique_ptr<WorkerPool> pool(new WorkerPool(options, std::move(resolver)));
+  pool->monitor_ = std::thread([raw = pool.get()] { raw->MonitorLoop(); });
   return pool;
 }
 
-WorkerPool::WorkerPool(const WorkerPoolOptions& options)
-    : options_(options), snapshot_(std::make_shared<RoutingSnapshot>()) {}
+WorkerPool::WorkerPool(const WorkerPoolOptions& options, std::shared_ptr<HostResolver> resolver)
+    : options_(options),
+      resolver_(std::move(resolver)),
+      snapshot_(std::make_shared<RoutingSnapshot>()) {
+  {
+    absl::MutexLock lock(&resolver_target_->mutex);
+    resolver_target_->pool = this;
+  }
+  absl::MutexLock lock(&mutex_);
+  for (const std::string& name : options_.worker_dns) {
+    const auto [host, port] = *SplitHostPort(name);
+    dns_names_[name] = {.host = host, .port = port};
+  }
+}
 
 WorkerPool::~WorkerPool() {
   {
@@ -204,45 +239,50 @@ WorkerPool::~WorkerPool() {
     stopping_ = true;
   }
   if (monitor_.joinable()) monitor_.join();
-  // A resolver call in progress is waited for (getaddrinfo cannot be interrupted).
-  if (dns_thread_.joinable()) dns_thread_.join();
+  {
+    // Waits for an answer being applied; later ones find no pool. The resolver itself (when the
+    // pool made it) cancels its lookups when the last reference goes, without waiting for them.
+    absl::MutexLock lock(&resolver_target_->mutex);
+    resolver_target_->pool = nullptr;
+  }
   absl::MutexLock lock(&mutex_);
   for (auto& [address, worker] : workers_) {
     if (worker->stream != nullptr) worker->stream->Cancel();
+    if (worker->probe != nullptr) worker->probe->Cancel();
   }
-  // Streams call back into the pool until their OnDone: wait for every one.
+  // Streams and probes call back into the pool until they are deleted: wait for every one.
   mutex_.Await(absl::Condition(
-      +[](int* live) { return *live == 0; }, &live_streams_));
-}
-
-void WorkerPool::DnsLoop() {
-  while (true) {
-    ResolveWorkerDns();
-    absl::MutexLock lock(&mutex_);
-    mutex_.AwaitWithTimeout(absl::Condition(&stopping_), options_.dns_refresh);
-    if (stopping_) return;
-  }
+      +[](WorkerPool* pool) ABSL_EXCLUSIVE_LOCKS_REQUIRED(pool->mutex_) {
+        return pool->live_streams_ == 0 && pool->live_probes_ == 0;
+      },
+      this));
 }
 
 void WorkerPool::MonitorLoop() {
   while (true) {
-    std::vector<std::string> to_probe;
+    std::vector<std::string> lookups;
+    std::vector<ProbeCall*> probes;
     {
       absl::MutexLock lock(&mutex_);
       mutex_.AwaitWithTimeout(absl::Condition(&stopping_), kTick);
       if (stopping_) return;
       const absl::Time now = absl::Now();
+      lookups = DueLookups(now);
       Discover();
       for (auto& [address, worker] : workers_) {
         if (worker->stream != nullptr && now - worker->last_report_time > HeartbeatWindow()) {
           // Silent past the heartbeat: treat as gone (OnStreamDone marks it down).
           worker->stream->Cancel();
         }
-        if (worker->stream == nullptr && now >= worker->next_probe) to_probe.push_back(address);
+        if (worker->stream == nullptr && worker->probe == nullptr && now >= worker->next_probe) {
+          probes.push_back(NewProbe(*worker));
+        }
       }
     }
+    // Started without the lock: a call that fails at once may report on this thread.
+    for (ProbeCall* probe : probes) probe->Start();
+    for (const std::string& name : lookups) StartLookup(name);
     AbortSilentCalls(HeartbeatWindow());
-    for (const std::string& address : to_probe) Probe(address);
   }
 }
 
@@ -299,37 +339,61 @@ void WorkerPool::AbortSilentCalls(absl::Duration silence) {
   }
 }
 
-void WorkerPool::ResolveWorkerDns() {
-  for (const std::string& name : options_.worker_dns) {
-    const auto [host, port] = *SplitHostPort(name);
-    absl::StatusOr<std::vector<std::string>> resolved =
-        options_.resolver ? options_.resolver(host, port) : Resolve(host, port);
+std::vector<std::string> WorkerPool::DueLookups(absl::Time now) {
+  std::vector<std::string> due;
+  for (auto& [name, dns] : dns_names_) {
+    if (dns.in_flight || now < dns.next_lookup) continue;
+    dns.in_flight = true;
+    due.push_back(name);
+  }
+  return due;
+}
+
+void WorkerPool::StartLookup(const std::string& name) {
+  std::string host, port;
+  {
     absl::MutexLock lock(&mutex_);
-    // Logged when it changes, not every refresh.
-    std::string& last_problem = dns_problems_[name];
-    std::string problem;
-    if (!resolved.ok()) {
-      problem = absl::StrCat(resolved.status().message(), " (keeping its last ",
-                             dns_addresses_[name].size(), " addresses)");
+    const DnsName& dns = dns_names_.at(name);
+    host = dns.host;
+    port = dns.port;
+  }
+  resolver_->Resolve(
+      host, port,
+      [target = resolver_target_, name](absl::StatusOr<std::vector<std::string>> answer) {
+        absl::MutexLock lock(&target->mutex);
+        if (target->pool != nullptr) target->pool->OnResolved(name, std::move(answer));
+      });
+}
+
+void WorkerPool::OnResolved(const std::string& name,
+                            absl::StatusOr<std::vector<std::string>> answer) {
+  absl::MutexLock lock(&mutex_);
+  DnsName& dns = dns_names_.at(name);
+  dns.in_flight = false;
+  dns.next_lookup = absl::Now() + options_.dns_refresh;
+  std::string problem;
+  if (!answer.ok()) {
+    problem = absl::StrCat("worker DNS name ", name, ": ", answer.status().message(),
+                           " (keeping its last ", dns.addresses.size(), " addresses)");
+  } else {
+    if (answer->empty()) problem = absl::StrCat("worker DNS name ", name, " has no addresses");
+    dns.addresses = *std::move(answer);
+  }
+  // Logged when it changes, not every refresh.
+  if (problem != dns.problem) {
+    if (problem.empty()) {
+      LLMSERVE_LOG(INFO) << "worker DNS name " << name << " resolves again";
     } else {
-      if (resolved->empty()) problem = absl::StrCat("worker DNS name ", name, " has no addresses");
-      dns_addresses_[name] = *std::move(resolved);
+      LLMSERVE_LOG(WARNING) << problem;
     }
-    if (problem != last_problem) {
-      if (problem.empty()) {
-        LLMSERVE_LOG(INFO) << "worker DNS name " << name << " resolves again";
-      } else {
-        LLMSERVE_LOG(WARNING) << problem;
-      }
-      last_problem = std::move(problem);
-    }
+    dns.problem = std::move(problem);
   }
 }
 
 void WorkerPool::Discover() {
   absl::flat_hash_set<std::string> wanted(options_.workers.begin(), options_.workers.end());
-  for (const auto& [name, addresses] : dns_addresses_) {
-    wanted.insert(addresses.begin(), addresses.end());
+  for (const auto& [name, dns] : dns_names_) {
+    wanted.insert(dns.addresses.begin(), dns.addresses.end());
   }
   for (const std::string& address : wanted) {
     if (workers_.contains(address)) continue;
@@ -344,7 +408,6 @@ void WorkerPool::Discover() {
         address,
         options_.credentials != nullptr ? options_.credentials : grpc::InsecureChannelCredentials(),
         arguments);
-    worker->stub = worker::v1::Worker::NewStub(worker->channel);
     worker->backoff = options_.backoff_initial;
     workers_[address] = std::move(worker);
   }
@@ -354,8 +417,9 @@ void WorkerPool::Discover() {
       ++it;
       continue;
     }
-    // Gone from DNS. Its stream (if any) ends on its own: OnStreamDone finds no worker.
+    // Gone from DNS. Its stream or probe (if any) ends on its own: its callback finds no worker.
     if (it->second->stream != nullptr) it->second->stream->Cancel();
+    if (it->second->probe != nullptr) it->second->probe->Cancel();
     {
       absl::MutexLock prefix_lock(&prefix_mutex_);
       prefix_index_.Remove(it->first);
@@ -366,44 +430,42 @@ void WorkerPool::Discover() {
   if (changed) PublishLocked();
 }
 
-void WorkerPool::Probe(const std::string& address) {
+WorkerPool::ProbeCall* WorkerPool::NewProbe(Worker& worker) {
+  worker.probe = new ProbeCall(this, worker.address, worker.channel, options_.probe_timeout);
+  ++live_probes_;
+  return worker.probe;
+}
+
+void WorkerPool::OnProbeDone(const std::string& address, const ProbeCall* probe,
+                             ProbeResult result) {
+  LoadStream* stream = nullptr;
   std::shared_ptr<grpc::Channel> channel;
-  worker::v1::Worker::Stub* stub = nullptr;
   {
     absl::MutexLock lock(&mutex_);
     const auto it = workers_.find(address);
-    if (it == workers_.end() || it->second->stream != nullptr) return;
-    channel = it->second->channel;
-    stub = it->second->stub.get();  // lives as long as the worker entry; see below
+    // Gone from DNS since, or gone and back (then this is not its probe).
+    if (it == workers_.end() || it->second->probe != probe) return;
+    Worker& worker = *it->second;
+    worker.probe = nullptr;
+    if (stopping_) return;
+    if (!result.status.ok()) return MarkDown(worker, std::string(result.status.message()));
+    worker.model_info = std::move(result.model_info);
+    if (known_models_.insert(worker.model_info->model_name()).second) PublishLocked();
+    ++worker.generation;
+    worker.last_report_time = absl::Now();
+    stream = new LoadStream(this, address, worker.generation);
+    worker.stream = stream;
+    ++live_streams_;
+    channel = worker.channel;
   }
-  absl::StatusOr<bool> serving = CheckServing(channel, options_.probe_timeout);
-  std::shared_ptr<worker::v1::ModelInfo> info;
-  grpc::Status info_status;
-  if (serving.ok() && *serving) {
-    info = std::make_shared<worker::v1::ModelInfo>();
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + options_.probe_timeout));
-    // The stub is only destroyed by Discover on this same thread, so it is alive here.
-    info_status = stub->GetModelInfo(&context, worker::v1::GetModelInfoRequest(), info.get());
-  }
+  // Ready once the first report (a snapshot of its cache) arrives. Started without the lock, as
+  // a probe is; the destructor waits for the stream, so the pool outlives this call.
+  stream->Start(channel, options_.load_interval);
+}
+
+void WorkerPool::OnProbeDeleted() {
   absl::MutexLock lock(&mutex_);
-  const auto it = workers_.find(address);
-  if (it == workers_.end() || stopping_) return;
-  Worker& worker = *it->second;
-  if (!serving.ok()) return MarkDown(worker, std::string(serving.status().message()));
-  if (!*serving) return MarkDown(worker, "not ready (health NOT_SERVING)");
-  if (!info_status.ok()) {
-    return MarkDown(worker, absl::StrCat("GetModelInfo failed: ", info_status.error_message()));
-  }
-  worker.model_info = std::move(info);
-  if (known_models_.insert(worker.model_info->model_name()).second) PublishLocked();
-  ++worker.generation;
-  worker.last_report_time = absl::Now();
-  auto* stream = new LoadStream(this, address, worker.generation);
-  worker.stream = stream;
-  ++live_streams_;
-  // Ready once the first report (a snapshot of its cache) arrives.
-  stream->Start(worker.stub.get(), options_.load_interval);
+  --live_probes_;
 }
 
 void WorkerPool::MarkDown(Worker& worker, const std::string& error) {

@@ -4,15 +4,20 @@
 // their prefix-cache contents (a WatchLoad stream per worker, read by a callback reactor: no
 // thread per worker).
 //
-// One thread resolves the worker DNS names (every dns_refresh; a slow resolver delays nothing
-// else) and a monitor thread discovers workers from the answers and probes the ones not
-// streaming; a worker that fails is marked down and retried with exponential backoff. Every change
-// of a worker's state (a load report, a probe, a failure, a DNS change) publishes an immutable
-// snapshot of the routable workers; Route() picks among the current snapshot's workers with the
-// configured policy (routing_policy.h) and never takes the lock that discovery, probes and reports
-// hold. The prefix index is the one thing it reads in place, under a reader lock that report
-// handling holds only to apply a report's events: copying every worker's cached-block set on each
-// report (5 per second per worker) would cost far more than it saves.
+// One monitor thread drives everything and never waits on I/O: every tick it starts the DNS
+// lookups that are due (host_resolver.h: answers come back through callbacks), adds and drops
+// workers from the answers, starts a probe (health, then model info, on gRPC's callback API) of
+// each worker that has no live load stream and whose backoff has passed, cuts the streams of
+// workers silent past their heartbeat, and aborts calls whose worker fell silent. So a worker that
+// accepts connections and never answers, or a DNS server that never replies, costs one probe or
+// lookup in flight and delays nothing else. A worker that fails is marked down and probed again
+// with exponential backoff. Every change of a worker's state (a load report, a probe, a failure,
+// a DNS change) publishes an immutable snapshot of the routable workers; Route() picks among the
+// current snapshot's workers with the configured policy (routing_policy.h) and never takes the
+// lock that discovery, probes and reports hold. The prefix index is the one thing it reads in
+// place, under a reader lock that report handling holds only to apply a report's events: copying
+// every worker's cached-block set on each report (5 per second per worker) would cost far more
+// than it saves.
 //
 // The gateway's WorkerClient (worker_client.h). Thread-safe: every public method may be called
 // from any thread.
@@ -24,7 +29,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,6 +42,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "gateway/router/host_resolver.h"
 #include "gateway/router/prefix_index.h"
 #include "gateway/router/prompt_routing_hashes.h"
 #include "gateway/router/routing_policy.h"
@@ -54,11 +59,10 @@ struct WorkerPoolOptions {
   // Kubernetes headless Service per worker group), re-resolved every dns_refresh.
   std::vector<std::string> worker_dns;
   absl::Duration dns_refresh = absl::Seconds(10);
-  // Resolves one worker_dns entry to "ip:port" addresses (tests: a slow or scripted resolver);
-  // empty: getaddrinfo. NOT_FOUND-like answers are an empty list; errors keep the last answer.
-  std::function<absl::StatusOr<std::vector<std::string>>(const std::string& host,
-                                                         const std::string& port)>
-      resolver;
+  // Resolves the worker_dns names (tests: a scripted or silent resolver); empty: DNS through
+  // c-ares with the system's configuration (dns_resolver.h). An answer with no addresses empties
+  // that name's workers; an error keeps its last answer.
+  std::shared_ptr<HostResolver> resolver;
   // How often a worker without a live load stream is probed.
   absl::Duration probe_interval = absl::Seconds(1);
   // Deadline of each probe call (health, model info).
@@ -123,14 +127,38 @@ class WorkerPool final : public WorkerClient {
   };
 
   class LoadStream;
+  class ProbeCall;
+  // What a probe found: health and, when serving, the model info.
+  struct ProbeResult {
+    absl::Status status;
+    std::shared_ptr<const worker::v1::ModelInfo> model_info;
+  };
+  // Where the resolver's callbacks find the pool: cleared, under its lock, when the pool goes, so
+  // that a resolver that answers late (or a test's that never does) calls into nothing.
+  struct ResolverTarget {
+    absl::Mutex mutex;
+    WorkerPool* pool ABSL_GUARDED_BY(mutex) = nullptr;
+  };
+  // One worker_dns entry.
+  struct DnsName {
+    std::string host;
+    std::string port;
+    // The last answer, kept through errors (a DNS hiccup must not empty the pool).
+    std::vector<std::string> addresses;
+    // The problem last logged for it (empty: none), so that it is logged when it changes.
+    std::string problem;
+    absl::Time next_lookup = absl::InfinitePast();
+    bool in_flight = false;
+  };
   struct Worker {
     std::string address;
     std::shared_ptr<grpc::Channel> channel;
-    std::unique_ptr<worker::v1::Worker::Stub> stub;
     bool ready = false;
     bool draining = false;
     // The live WatchLoad stream, or null (then the monitor probes it when next_probe comes).
     LoadStream* stream = nullptr;
+    // The probe in flight, or null.
+    ProbeCall* probe = nullptr;
     absl::Time last_report_time = absl::InfinitePast();
     std::shared_ptr<const worker::v1::ModelInfo> model_info;
     worker::v1::LoadReport last_report;
@@ -141,21 +169,26 @@ class WorkerPool final : public WorkerClient {
     uint64_t generation = 0;
   };
 
-  explicit WorkerPool(const WorkerPoolOptions& options);
+  WorkerPool(const WorkerPoolOptions& options, std::shared_ptr<HostResolver> resolver);
   void MonitorLoop();
-  // Resolves the worker_dns names now, then every dns_refresh, on its own thread.
-  void DnsLoop();
   // How long a worker may say nothing (no load report) before it is treated as gone.
   absl::Duration HeartbeatWindow() const {
     return std::max(3 * options_.load_interval, absl::Seconds(5));
   }
-  // Resolves every worker_dns entry; called without the lock, as a slow resolver must not stall
-  // anything. An entry that fails keeps its last answer (a DNS hiccup must not empty the pool).
-  void ResolveWorkerDns();
+  // The worker_dns names whose lookup is due, marked in flight: the caller starts them after
+  // releasing the lock.
+  std::vector<std::string> DueLookups(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void StartLookup(const std::string& name);
+  void OnResolved(const std::string& name, absl::StatusOr<std::vector<std::string>> answer);
   // Adds the workers of the static list and of the last DNS answers, drops the others.
   void Discover() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Probes one worker (health + model info) and, when ready, starts its load stream.
-  void Probe(const std::string& address);
+  // A probe of `worker` (health + model info), registered with it; the caller starts it after
+  // releasing the lock.
+  ProbeCall* NewProbe(Worker& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // A probe finished: when the worker is ready, its load stream starts.
+  void OnProbeDone(const std::string& address, const ProbeCall* probe, ProbeResult result);
+  // ... and is deleted: the destructor waits for every probe to get here.
+  void OnProbeDeleted();
   void MarkDown(Worker& worker, const std::string& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Publishes the routing snapshot of the workers' state now; after every change of it.
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -172,6 +205,8 @@ class WorkerPool final : public WorkerClient {
   void OnStreamDeleted();
 
   const WorkerPoolOptions options_;
+  const std::shared_ptr<HostResolver> resolver_;
+  const std::shared_ptr<ResolverTarget> resolver_target_ = std::make_shared<ResolverTarget>();
   mutable absl::Mutex mutex_;
   absl::flat_hash_map<std::string, std::unique_ptr<Worker>> workers_ ABSL_GUARDED_BY(mutex_);
   absl::flat_hash_set<std::string> known_models_ ABSL_GUARDED_BY(mutex_);
@@ -187,9 +222,9 @@ class WorkerPool final : public WorkerClient {
   uint64_t round_robin_ ABSL_GUARDED_BY(turn_mutex_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   int live_streams_ ABSL_GUARDED_BY(mutex_) = 0;
-  // The last answer for each worker_dns entry, and the problem last logged for it (empty: none).
-  absl::flat_hash_map<std::string, std::vector<std::string>> dns_addresses_ ABSL_GUARDED_BY(mutex_);
-  absl::flat_hash_map<std::string, std::string> dns_problems_ ABSL_GUARDED_BY(mutex_);
+  int live_probes_ ABSL_GUARDED_BY(mutex_) = 0;
+  // The worker_dns entries, by their "name:port".
+  absl::flat_hash_map<std::string, DnsName> dns_names_ ABSL_GUARDED_BY(mutex_);
   // Calls in flight, by the address of their worker. A lock of its own: calls come and go on
   // every request, and must not wait for routing.
   absl::Mutex calls_mutex_ ABSL_ACQUIRED_AFTER(mutex_);
@@ -197,7 +232,6 @@ class WorkerPool final : public WorkerClient {
   // Watched calls per worker address (what Route counts as this gateway's own in-flight load).
   absl::flat_hash_map<std::string, int32_t> calls_per_worker_ ABSL_GUARDED_BY(calls_mutex_);
   std::thread monitor_;
-  std::thread dns_thread_;
 };
 
 }  // namespace llmserve::gateway

@@ -16,6 +16,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/loopback_socket.h"
 
 namespace llmserve::gateway {
 namespace {
@@ -25,15 +26,11 @@ namespace {
 class ScriptedPeer {
  public:
   ScriptedPeer() {
-    listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-    socklen_t length = sizeof(address);
-    getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&address), &length);
-    port_ = ntohs(address.sin_port);
-    listen(listen_fd_, 4);
+    const ::llmserve::testing::LoopbackSocket bound =
+        ::llmserve::testing::BindLoopback(SOCK_STREAM, 4);
+    EXPECT_GE(bound.fd, 0);
+    listen_fd_ = bound.fd;
+    port_ = bound.port;
     thread_ = std::thread([this] { Serve(); });
   }
   ~ScriptedPeer() {

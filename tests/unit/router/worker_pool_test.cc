@@ -2,18 +2,21 @@
 
 #include "gateway/router/worker_pool.h"
 
-#include <atomic>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/fake_host_resolver.h"
+#include "tests/testing/loopback_socket.h"
 #include "tests/testing/scoped_temp_dir.h"
 #include "tests/testing/test_model.h"
 #include "worker/service/worker_server.h"
@@ -262,40 +265,33 @@ TEST_F(WorkerPoolTest, DrainingAndDeadWorkersLeaveTheRotation) {
   }));
 }
 
-TEST_F(WorkerPoolTest, RoutingAndProbesGoOnWhileTheResolverHangs) {
+TEST_F(WorkerPoolTest, RoutingAndProbesGoOnWhileTheResolverIsSilent) {
   std::unique_ptr<worker::WorkerServer> a = StartWorker("tiny");
   ASSERT_TRUE(a);
-  absl::Notification hanging, release;
-  std::atomic<int> resolutions{0};
+  auto resolver = std::make_shared<::llmserve::testing::FakeHostResolver>();
   WorkerPoolOptions options = FastOptions({Address(*a)});
   options.backoff_initial = absl::Seconds(1);
   options.backoff_max = absl::Seconds(2);
   options.worker_dns = {"slow.invalid:1"};
   options.dns_refresh = absl::Milliseconds(50);
-  // The first answer comes at once (no addresses); the second hangs until the test lets it go,
-  // as a resolver that does not answer would.
-  options.resolver = [&](const std::string&,
-                         const std::string&) -> absl::StatusOr<std::vector<std::string>> {
-    if (resolutions.fetch_add(1) > 0 && !release.HasBeenNotified()) {
-      if (!hanging.HasBeenNotified()) hanging.Notify();
-      release.WaitForNotification();
-    }
-    return std::vector<std::string>();
-  };
+  options.resolver = resolver;
   absl::StatusOr<std::unique_ptr<WorkerPool>> pool = WorkerPool::Start(options);
-  // Whatever fails below, the resolver is released before the pool joins its thread.
-  absl::Cleanup let_go = [&] {
-    if (!release.HasBeenNotified()) release.Notify();
-  };
   ASSERT_TRUE(pool.ok()) << pool.status();
+  // The first answer comes at once (no addresses); the next lookup is never answered, as with a
+  // DNS server that drops packets.
+  ASSERT_TRUE(WaitFor(**pool, [&](const std::vector<WorkerStatus>&) {
+    return resolver->lookups("slow.invalid") >= 1;
+  }));
+  resolver->SetSilent("slow.invalid", true);
+  ASSERT_TRUE(
+      WaitFor(**pool, [&](const std::vector<WorkerStatus>&) { return resolver->held() == 1; }));
   ASSERT_TRUE(WaitFor(**pool, [&](const std::vector<WorkerStatus>& workers) {
     for (const WorkerStatus& w : workers) {
       if (w.address == Address(*a)) return w.ready;
     }
     return false;
   }));
-  ASSERT_TRUE(hanging.WaitForNotificationWithTimeout(kPatience));
-  // While it hangs, routing answers...
+  // While it is silent, routing answers...
   for (int i = 0; i < 100; ++i) ASSERT_TRUE(RouteTokens(**pool, "tiny", {1, 2, 3}, "").ok());
   // ... and the monitor still probes: a worker marked down comes back.
   (*pool)->ReportFailure(Address(*a), "reset");
@@ -307,8 +303,104 @@ TEST_F(WorkerPoolTest, RoutingAndProbesGoOnWhileTheResolverHangs) {
     }
     return false;
   }));
-  EXPECT_FALSE(release.HasBeenNotified());
-  EXPECT_EQ(resolutions.load(), 2);
+  // One lookup of the name at a time: the unanswered one is not repeated on top of itself.
+  EXPECT_EQ(resolver->lookups("slow.invalid"), 2);
+  EXPECT_EQ(resolver->held(), 1);
+  // The pool goes without waiting for the answer; an answer after that reaches nothing.
+  pool->reset();
+  resolver->AnswerHeld();
+}
+
+// A TCP port that accepts connections (the kernel completes them into the listen backlog) and
+// never answers: a worker whose process hangs, or a host behind a firewall that drops replies.
+class BlackholedWorker {
+ public:
+  BlackholedWorker() : socket_(::llmserve::testing::BindLoopback(SOCK_STREAM)) {
+    if (socket_.fd < 0) ADD_FAILURE() << "cannot listen on a loopback port";
+  }
+  ~BlackholedWorker() {
+    if (socket_.fd >= 0) close(socket_.fd);
+  }
+  std::string address() const { return absl::StrCat("127.0.0.1:", socket_.port); }
+
+ private:
+  const ::llmserve::testing::LoopbackSocket socket_;
+};
+
+// Probes of unresponsive workers run side by side and wait for nothing: with 20 of them listed
+// beside a healthy worker and a probe deadline of a minute, the healthy worker becomes ready, is
+// routed to, its calls are still watched, a worker that DNS adds later is found, and the pool
+// stops, all before any probe of the blackholed workers has ended (one at a time, they would take
+// 20 minutes).
+TEST_F(WorkerPoolTest, BlackholedWorkersDelayNothingElse) {
+  std::unique_ptr<worker::WorkerServer> healthy = StartWorker("tiny");
+  ASSERT_TRUE(healthy);
+  std::vector<std::unique_ptr<BlackholedWorker>> blackholed;
+  std::vector<std::string> addresses;
+  for (int i = 0; i < 20; ++i) {
+    blackholed.push_back(std::make_unique<BlackholedWorker>());
+    addresses.push_back(blackholed.back()->address());
+  }
+  addresses.push_back(Address(*healthy));
+  auto resolver = std::make_shared<::llmserve::testing::FakeHostResolver>();
+  WorkerPoolOptions options = FastOptions(addresses);
+  options.probe_timeout = absl::Minutes(1);
+  options.stream_idle_timeout = absl::Milliseconds(300);
+  options.worker_dns = {"later.test:1"};
+  options.dns_refresh = absl::Milliseconds(50);
+  options.resolver = resolver;
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::unique_ptr<WorkerPool>> pool = WorkerPool::Start(options);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  const auto ready = [&](const std::string& address) {
+    return [address](const std::vector<WorkerStatus>& workers) {
+      for (const WorkerStatus& w : workers) {
+        if (w.address == address) return w.ready;
+      }
+      return false;
+    };
+  };
+  // Nothing about a blackholed worker is known until its probe ends.
+  const absl::flat_hash_set<std::string> blackholed_addresses(addresses.begin(),
+                                                              addresses.end() - 1);
+  const auto none_judged = [&] {
+    int unjudged = 0;
+    for (const WorkerStatus& w : (*pool)->Workers()) {
+      unjudged += blackholed_addresses.contains(w.address) && !w.ready && w.last_error.empty();
+    }
+    return unjudged == 20;
+  };
+  ASSERT_TRUE(WaitFor(**pool, ready(Address(*healthy))));
+  EXPECT_TRUE(none_judged());
+  const absl::StatusOr<RoutedWorker> routed = RouteTokens(**pool, "tiny", {1, 2, 3}, "");
+  ASSERT_TRUE(routed.ok()) << routed.status();
+  EXPECT_EQ(routed->address, Address(*healthy));
+
+  // The monitor's other rounds go on: a call silent past --stream_idle_timeout is aborted...
+  class RecordingCall final : public WatchedCall {
+   public:
+    void Abort(const absl::Status& reason) override {
+      code_ = reason.code();
+      aborted_.Notify();
+    }
+    absl::Notification aborted_;
+    absl::StatusCode code_ = absl::StatusCode::kOk;
+  } call;
+  (*pool)->Watch(Address(*healthy), &call);
+  const bool aborted = call.aborted_.WaitForNotificationWithTimeout(absl::Seconds(20));
+  if (!aborted) (*pool)->Unwatch(&call);
+  ASSERT_TRUE(aborted);
+  EXPECT_EQ(call.code_, absl::StatusCode::kUnavailable);
+  // ... and a worker that DNS adds later is probed and routed to.
+  std::unique_ptr<worker::WorkerServer> later = StartWorker("later");
+  ASSERT_TRUE(later);
+  resolver->SetAnswer("later.test", std::vector<std::string>{Address(*later)});
+  ASSERT_TRUE(WaitFor(**pool, ready(Address(*later))));
+  EXPECT_TRUE(RouteTokens(**pool, "later", {1, 2, 3}, "").ok());
+  EXPECT_TRUE(none_judged());
+  // The pool stops without waiting for the blackholed workers' probes.
+  pool->reset();
+  EXPECT_LT(absl::Now() - start, options.probe_timeout / 2);
 }
 
 TEST_F(WorkerPoolTest, DiscoversWorkersByDns) {
