@@ -7,6 +7,7 @@
 #include "common/base/logging.h"
 #include "common/status/status_macros.h"
 #include "worker/sampling/token_bitmask.h"
+#include "worker/speculative/draft_model_proposer.h"
 #include "worker/speculative/ngram_proposer.h"
 
 namespace llmserve::worker {
@@ -38,17 +39,20 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Backend> 
         drafts_by_model ? "speculative_method=draft needs the draft model's backend"
                         : "a draft model's backend is given, but speculative_method is not draft");
   }
-  std::unique_ptr<DraftModelProposer> proposer;
+  std::unique_ptr<Proposer> proposer;
   if (drafts_by_model) {
     LLMSERVE_ASSIGN_OR_RETURN(proposer,
                               DraftModelProposer::Create(std::move(draft), backend->config(),
                                                          config.max_num_batched_tokens));
+  } else if (config.speculative.enabled()) {
+    proposer = std::make_unique<NgramProposer>(config.speculative.prompt_lookup_min,
+                                               config.speculative.prompt_lookup_max);
   }
   return std::unique_ptr<Engine>(new Engine(std::move(backend), config, std::move(proposer)));
 }
 
 Engine::Engine(std::unique_ptr<Backend> backend, const EngineConfig& config,
-               std::unique_ptr<DraftModelProposer> draft)
+               std::unique_ptr<Proposer> proposer)
     : backend_(std::move(backend)),
       scheduler_config_{.max_num_batched_tokens = config.max_num_batched_tokens,
                         .max_num_seqs = config.max_num_seqs,
@@ -61,7 +65,7 @@ Engine::Engine(std::unique_ptr<Backend> backend, const EngineConfig& config,
       on_step_(config.on_step),
       max_waiting_(config.max_waiting),
       speculative_(config.speculative),
-      draft_proposer_(std::move(draft)) {
+      proposer_(std::move(proposer)) {
   if (speculative_.enabled()) {
     spec_accepted_per_position_.assign(speculative_.num_speculative_tokens, 0);
   }
@@ -249,7 +253,7 @@ void Engine::Finish(RequestId id, EngineOutput& output) {
     output.ttft_s = Seconds(live.arrival, live.first_token);
   }
   output.total_s = Seconds(live.arrival, now);
-  if (draft_proposer_ != nullptr) draft_proposer_->Release(id);
+  if (proposer_ != nullptr) proposer_->Release(id);
   const OutputCallback callback = std::move(live.on_output);
   live_.erase(it);
   callback(output);
@@ -324,36 +328,27 @@ void Engine::CountVerification(int32_t drafts, int32_t accepted) {
 }
 
 void Engine::ProposeDrafts(absl::Span<const RequestId> decoded) {
-  if (!speculative_.enabled() || decoded.empty()) return;
+  if (proposer_ == nullptr || decoded.empty()) return;
   // A large batch is compute-bound: verifying drafts would cost about what they save.
   const int32_t limit = speculative_.EffectiveDisableBatchSize();
   if (limit > 0 && scheduler_.num_running() > limit) {
     return;
   }
-  std::vector<DraftQuery> queries;  // for the draft model
+  std::vector<DraftQuery> queries;
   for (RequestId id : decoded) {
     const Request* request = scheduler_.Find(id);
     if (request == nullptr) continue;
     const int32_t length = live_.at(id)->draft_length.NextLength();
     if (length == 0) continue;
-    if (draft_proposer_ != nullptr) {
-      queries.push_back({.id = id, .tokens = request->tokens, .max_drafts = length});
-      continue;
-    }
-    std::vector<int32_t> drafts = ProposeNgramDrafts(
-        request->tokens, speculative_.prompt_lookup_min, speculative_.prompt_lookup_max, length);
-    if (!drafts.empty()) scheduler_.SetDraftTokens(id, std::move(drafts));
+    queries.push_back({.id = id, .tokens = request->tokens, .max_drafts = length});
   }
-  if (!queries.empty()) ProposeDraftModelDrafts(queries);
-}
-
-void Engine::ProposeDraftModelDrafts(absl::Span<const DraftQuery> queries) {
-  absl::StatusOr<std::vector<std::vector<int32_t>>> drafts = draft_proposer_->Propose(queries);
+  if (queries.empty()) return;
+  absl::StatusOr<std::vector<std::vector<int32_t>>> drafts = proposer_->Propose(queries);
   if (!drafts.ok()) {
     // Drafts only save steps: the requests go on without them.
     static common::LogThrottle throttle(absl::Seconds(10));
     if (std::optional<int64_t> skipped = throttle.Record(absl::Now())) {
-      LLMSERVE_LOG(ERROR) << "the draft model failed; this step proposes no drafts: "
+      LLMSERVE_LOG(ERROR) << "the draft proposer failed; this step proposes no drafts: "
                           << drafts.status() << " (" << *skipped << " more not logged)";
     }
     return;
@@ -462,7 +457,8 @@ void Engine::RunStep() {
   ProposeDrafts(decoded);
   const absl::Time end = absl::Now();
   // A draft model's passes are forward time too; prompt lookup's is overhead.
-  const double draft_s = draft_proposer_ != nullptr ? Seconds(propose_start, end) : 0;
+  const double draft_s =
+      proposer_ != nullptr && proposer_->runs_a_model() ? Seconds(propose_start, end) : 0;
   if (on_step_) {
     on_step_(StepStats{.num_seqs = static_cast<int32_t>(plan.scheduled.size()),
                        .num_tokens = batch_.num_tokens(),

@@ -4,7 +4,7 @@
 // while there is work, and sleeps (no busy spin) when there is none.
 //
 // Speculative decoding (EngineConfig::speculative): after a step, a decoding request may get draft
-// tokens (prompt lookup, worker/speculative/, or a draft model, draft_model_proposer.h), which the
+// tokens from its Proposer (worker/speculative/: prompt lookup or a draft model), which the
 // next step computes after its last token in the same forward pass, asking the backend for logits
 // at every one of those positions. Verification samples each position exactly as a step without
 // drafts would — same mask, penalties over the same history, the same draw of the request's random
@@ -40,12 +40,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "worker/engine/backend.h"
-#include "worker/engine/draft_model_proposer.h"
 #include "worker/kv/kv_cache_manager.h"
 #include "worker/sampling/sampler.h"
 #include "worker/sampling/sampling_state.h"
 #include "worker/scheduler/scheduler.h"
 #include "worker/speculative/draft_length.h"
+#include "worker/speculative/proposer.h"
 #include "worker/speculative/speculative_config.h"
 #include "worker/structured/grammar_matcher.h"
 
@@ -222,7 +222,7 @@ class Engine {
   };
 
   Engine(std::unique_ptr<Backend> backend, const EngineConfig& config,
-         std::unique_ptr<DraftModelProposer> draft);
+         std::unique_ptr<Proposer> proposer);
   void Loop();
   // Moves queued adds and aborts into the scheduler.
   void TakeInbox(std::vector<Pending> adds, std::vector<RequestId> aborts);
@@ -236,7 +236,6 @@ class Engine {
   std::vector<std::vector<SampleResult>> SampleAll(const SchedulerOutput& plan);
   // Gives the requests that just decoded (and still run) drafts for their next step.
   void ProposeDrafts(absl::Span<const RequestId> decoded);
-  void ProposeDraftModelDrafts(absl::Span<const DraftQuery> queries);
   // Constrained decoding: forbids every token the request's grammar does not allow next.
   void MaskLogits(Live& live, absl::Span<float> logits);
   void FailStep(const SchedulerOutput& plan, const absl::Status& error);
@@ -263,7 +262,8 @@ class Engine {
   const int32_t max_waiting_;
   const SpeculativeConfig speculative_;
   // kDraft only.
-  std::unique_ptr<DraftModelProposer> draft_proposer_;
+  // Null without speculative decoding.
+  std::unique_ptr<Proposer> proposer_;
   // Speculation counters since start (published into load_).
   int64_t spec_drafts_ = 0;
   int64_t spec_draft_tokens_ = 0;

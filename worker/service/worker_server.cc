@@ -223,10 +223,19 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   if (!credentials.ok()) return credentials.status();
   std::unique_ptr<WorkerServer> server(new WorkerServer());
   server->options_ = options;
-  const std::string model_name = options.served_model_name.empty()
-                                     ? DirectoryName(options.model_dir)
-                                     : options.served_model_name;
+  server->model_name_ = options.served_model_name.empty() ? DirectoryName(options.model_dir)
+                                                          : options.served_model_name;
+  LLMSERVE_RETURN_IF_ERROR(server->LoadEngine());
+  LLMSERVE_RETURN_IF_ERROR(server->DescribeModel());
+  LLMSERVE_RETURN_IF_ERROR(server->StartMetrics());
+  LLMSERVE_RETURN_IF_ERROR(server->StartEngine());
+  LLMSERVE_RETURN_IF_ERROR(server->MakeService());
+  LLMSERVE_RETURN_IF_ERROR(server->Listen(*credentials));
+  return server;
+}
 
+absl::Status WorkerServer::LoadEngine() {
+  const WorkerServerOptions& options = options_;
   LLMSERVE_LOG(INFO) << "loading " << options.model_dir << " (" << DTypeName(options.dtype)
                      << " weights"
                      << (options.quantization == Quantization::kNone
@@ -240,7 +249,6 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
                      << ", " << options.backend << " backend)";
   const absl::Time load_start = absl::Now();
   absl::Time last_progress = load_start;
-  WorkerServer* raw = server.get();
   CpuEngineOptions engine_options{
       .model_dir = options.model_dir,
       .dtype = options.dtype,
@@ -259,10 +267,8 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
                  .speculative = options.speculative,
                  // Null until after the warm-up, which is not traffic.
                  .on_step =
-                     [raw](const StepStats& step) {
-                       if (WorkerMetrics* metrics = raw->step_metrics_.load()) {
-                         metrics->OnStep(step);
-                       }
+                     [this](const StepStats& step) {
+                       if (WorkerMetrics* metrics = step_metrics_.load()) metrics->OnStep(step);
                      }},
       .load_progress =
           [&last_progress](int64_t done, int64_t total) {
@@ -287,25 +293,24 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
         .engine = engine_options.engine,
         .load_progress = engine_options.load_progress,
     };
-    LLMSERVE_ASSIGN_OR_RETURN(server->engine_, BuildCudaEngine(cuda_options));
+    LLMSERVE_ASSIGN_OR_RETURN(engine_, BuildCudaEngine(cuda_options));
   } else {
-    LLMSERVE_ASSIGN_OR_RETURN(server->engine_, BuildCpuEngine(engine_options));
+    LLMSERVE_ASSIGN_OR_RETURN(engine_, BuildCpuEngine(engine_options));
   }
-  Engine& engine = *server->engine_;
-  const ModelConfig& config = engine.model_config();
+  const ModelConfig& config = engine_->model_config();
   // What runs: the flag, or an AWQ/GPTQ checkpoint's own (the engine builder checked the pair).
-  Quantization quantization;
-  LLMSERVE_ASSIGN_OR_RETURN(quantization,
+  LLMSERVE_ASSIGN_OR_RETURN(quantization_,
                             ResolveQuantization(options.quantization, config.quantization));
-  const EngineLoad load = engine.Load();
   LLMSERVE_LOG(INFO) << "loaded " << config.architecture << " (" << config.NumParameters() / 1e6
                      << "M parameters, " << config.num_layers << " layers, vocab "
                      << config.vocab_size << ") in "
                      << absl::FormatDuration(
                             absl::Trunc(absl::Now() - load_start, absl::Milliseconds(1)));
+  const EngineLoad load = engine_->Load();
   LLMSERVE_LOG(INFO) << "KV cache: " << load.kv_blocks_total << " blocks of " << options.block_size
                      << " tokens = " << int64_t{load.kv_blocks_total} * options.block_size
-                     << " tokens; context " << engine.max_model_len() << " tokens, prefix caching "
+                     << " tokens; context " << engine_->max_model_len()
+                     << " tokens, prefix caching "
                      << (options.enable_prefix_caching ? "on" : "off");
   if (options.speculative.enabled()) {
     const SpeculativeConfig& spec = options.speculative;
@@ -322,106 +327,114 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
                                : absl::StrCat("while at most ", spec.EffectiveDisableBatchSize(),
                                               " requests run"));
   }
+  return absl::OkStatus();
+}
 
-  v1::ModelInfo& info = server->model_info_;
-  info.set_model_name(model_name);
-  info.set_max_model_len(engine.max_model_len());
+absl::Status WorkerServer::DescribeModel() {
+  const ModelConfig& config = engine_->model_config();
+  v1::ModelInfo& info = model_info_;
+  info.set_model_name(model_name_);
+  info.set_max_model_len(engine_->max_model_len());
   for (int32_t eos : config.eos_token_ids) info.add_eos_token_ids(eos);
   info.set_bos_token_id(config.bos_token_id);
-  info.set_block_size(options.block_size);
+  info.set_block_size(options_.block_size);
   info.set_vocab_size(static_cast<uint32_t>(config.vocab_size));
-  info.set_num_kv_blocks(load.kv_blocks_total);
-  info.set_max_num_seqs(options.max_num_seqs);
-  info.set_backend(std::string(engine.backend().name()));
-  info.set_dtype(std::string(DTypeName(options.dtype)));
-  info.set_quantization(RunningQuantizationName(quantization, config.quantization));
-  info.set_lm_head_quantized(options.quantize_lm_head);
+  info.set_num_kv_blocks(engine_->Load().kv_blocks_total);
+  info.set_max_num_seqs(options_.max_num_seqs);
+  info.set_backend(std::string(engine_->backend().name()));
+  info.set_dtype(std::string(DTypeName(options_.dtype)));
+  info.set_quantization(RunningQuantizationName(quantization_, config.quantization));
+  info.set_lm_head_quantized(options_.quantize_lm_head);
   info.set_worker_id(WorkerId());
-  info.set_prefix_caching(options.enable_prefix_caching);
-  LLMSERVE_RETURN_IF_ERROR(AddTokenizerFiles(options.model_dir, &info));
+  info.set_prefix_caching(options_.enable_prefix_caching);
+  return AddTokenizerFiles(options_.model_dir, &info);
+}
 
-  server->metrics_ = std::make_unique<WorkerMetrics>(
-      WorkerMetricsConfig{
-          .model_name = model_name,
-          .block_size = options.block_size,
-          .num_blocks = load.kv_blocks_total,
-          .backend = std::string(engine.backend().name()),
-          .dtype = std::string(DTypeName(options.dtype)),
-          .quantization = RunningQuantizationName(quantization, config.quantization),
-          .lm_head_quantized = options.quantize_lm_head,
-          .vllm_names = options.vllm_metric_names},
-      [engine_ptr = server->engine_.get()] { return engine_ptr->Load(); });
-  if (options.metrics_port >= 0) {
-    LLMSERVE_ASSIGN_OR_RETURN(server->exposer_,
-                              common::MetricsExposer::Start(options.host, options.metrics_port));
-    for (const auto& collectable : server->metrics_->collectables()) {
-      server->exposer_->Register(collectable);
-    }
-  }
-  engine.Start();
+absl::Status WorkerServer::StartMetrics() {
+  metrics_ = std::make_unique<WorkerMetrics>(
+      WorkerMetricsConfig{.model_name = model_name_,
+                          .block_size = options_.block_size,
+                          .num_blocks = static_cast<int32_t>(model_info_.num_kv_blocks()),
+                          .backend = model_info_.backend(),
+                          .dtype = model_info_.dtype(),
+                          .quantization = model_info_.quantization(),
+                          .lm_head_quantized = options_.quantize_lm_head,
+                          .vllm_names = options_.vllm_metric_names},
+      [engine = engine_.get()] { return engine->Load(); });
+  if (options_.metrics_port < 0) return absl::OkStatus();
+  LLMSERVE_ASSIGN_OR_RETURN(exposer_,
+                            common::MetricsExposer::Start(options_.host, options_.metrics_port));
+  for (const auto& collectable : metrics_->collectables()) exposer_->Register(collectable);
+  return absl::OkStatus();
+}
+
+absl::Status WorkerServer::StartEngine() {
+  engine_->Start();
   const absl::Time warm_start = absl::Now();
-  LLMSERVE_RETURN_IF_ERROR(WarmUp(engine));
-  server->step_metrics_ = server->metrics_.get();
+  LLMSERVE_RETURN_IF_ERROR(WarmUp(*engine_));
+  step_metrics_ = metrics_.get();
   LLMSERVE_LOG(INFO) << "warm-up step done in "
                      << absl::FormatDuration(
                             absl::Trunc(absl::Now() - warm_start, absl::Microseconds(100)));
+  return absl::OkStatus();
+}
 
+absl::Status WorkerServer::MakeService() {
+  const ModelConfig& config = engine_->model_config();
   std::string structured_error;
-  {
-    const absl::Time start = absl::Now();
-    absl::StatusOr<std::unique_ptr<StructuredOutputCompiler>> structured =
-        StructuredOutputCompiler::Create(info.tokenizer_json(), info.tokenizer_config_json(),
-                                         static_cast<int32_t>(config.vocab_size),
-                                         config.eos_token_ids);
-    if (structured.ok()) {
-      server->structured_ = *std::move(structured);
-      LLMSERVE_LOG(INFO) << "structured outputs: vocabulary indexed in "
-                         << absl::FormatDuration(
-                                absl::Trunc(absl::Now() - start, absl::Milliseconds(1)));
-    } else {
-      structured_error = std::string(structured.status().message());
-      LLMSERVE_LOG(WARNING) << structured_error;
-    }
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::unique_ptr<StructuredOutputCompiler>> structured =
+      StructuredOutputCompiler::Create(
+          model_info_.tokenizer_json(), model_info_.tokenizer_config_json(),
+          static_cast<int32_t>(config.vocab_size), config.eos_token_ids);
+  if (structured.ok()) {
+    structured_ = *std::move(structured);
+    LLMSERVE_LOG(INFO) << "structured outputs: vocabulary indexed in "
+                       << absl::FormatDuration(
+                              absl::Trunc(absl::Now() - start, absl::Milliseconds(1)));
+  } else {
+    structured_error = std::string(structured.status().message());
+    LLMSERVE_LOG(WARNING) << structured_error;
   }
-  server->service_ =
-      std::make_unique<WorkerService>(server->engine_.get(), server->metrics_.get(), info,
-                                      server->structured_.get(), std::move(structured_error));
-  if (!options.tracing.endpoint.empty()) {
-    absl::StatusOr<std::unique_ptr<common::tracing::Tracer>> tracer =
-        common::tracing::Tracer::Create(options.tracing, "llmserve-worker", LLMSERVE_VERSION);
-    if (!tracer.ok()) return tracer.status();
-    server->tracer_ = *std::move(tracer);
-    server->service_->set_tracer(server->tracer_.get());
-    LLMSERVE_LOG(INFO) << "traces to " << server->tracer_->Describe() << " (sampled "
-                       << options.tracing.sample_ratio << ")";
+  service_ = std::make_unique<WorkerService>(engine_.get(), metrics_.get(), model_info_,
+                                             structured_.get(), std::move(structured_error));
+  if (!options_.tracing.endpoint.empty()) {
+    LLMSERVE_ASSIGN_OR_RETURN(tracer_, common::tracing::Tracer::Create(
+                                           options_.tracing, "llmserve-worker", LLMSERVE_VERSION));
+    service_->set_tracer(tracer_.get());
+    LLMSERVE_LOG(INFO) << "traces to " << tracer_->Describe() << " (sampled "
+                       << options_.tracing.sample_ratio << ")";
   }
-  if (!options.test_only_crash_on_prompt_tokens.empty()) {
+  if (!options_.test_only_crash_on_prompt_tokens.empty()) {
     LLMSERVE_LOG(WARNING) << "--test_only_crash_on_prompt_tokens is set: this worker crashes on "
                              "purpose on some prompts (a test-only fault; never in production)";
-    server->service_->CrashOnPromptTokensForTesting(options.test_only_crash_on_prompt_tokens);
+    service_->CrashOnPromptTokensForTesting(options_.test_only_crash_on_prompt_tokens);
   }
+  return absl::OkStatus();
+}
+
+absl::Status WorkerServer::Listen(const std::shared_ptr<grpc::ServerCredentials>& credentials) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  const std::string address = absl::StrCat(options.host, ":", options.port);
-  builder.AddListeningPort(address, *credentials, &server->port_);
-  builder.SetMaxReceiveMessageSize(common::WorkerRequestMaxBytes(engine.max_model_len()));
+  const std::string address = absl::StrCat(options_.host, ":", options_.port);
+  builder.AddListeningPort(address, credentials, &port_);
+  builder.SetMaxReceiveMessageSize(common::WorkerRequestMaxBytes(engine_->max_model_len()));
   builder.SetMaxSendMessageSize(common::kWorkerApiMaxMessageBytes);
-  builder.RegisterService(server->service_.get());
-  server->server_ = builder.BuildAndStart();
-  if (server->server_ == nullptr || server->port_ == 0) {
+  builder.RegisterService(service_.get());
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port_ == 0) {
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", address, " (port in use, or a bad address?)"));
   }
-  grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService();
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
   health->SetServingStatus("", true);
   health->SetServingStatus(kReadinessServiceName, true);
-  LLMSERVE_LOG(INFO) << "serving " << model_name << " on " << options.host << ":" << server->port_
-                     << (server->exposer_ != nullptr
-                             ? absl::StrCat(", metrics on http://", options.host, ":",
-                                            server->exposer_->port(), "/metrics")
-                             : std::string(", no metrics server"));
-  return server;
+  LLMSERVE_LOG(INFO) << "serving " << model_name_ << " on " << options_.host << ":" << port_
+                     << (exposer_ != nullptr ? absl::StrCat(", metrics on http://", options_.host,
+                                                            ":", exposer_->port(), "/metrics")
+                                             : std::string(", no metrics server"));
+  return absl::OkStatus();
 }
 
 WorkerServer::~WorkerServer() {

@@ -105,8 +105,21 @@ class WorkerServer {
 
  private:
   WorkerServer() = default;
+  // Start's steps, in order (each needs the ones before): the engine built from the model files
+  // (not started), what GetModelInfo answers, the metrics and their exposer, the engine thread
+  // and its warm-up step, the gRPC service (with structured outputs and tracing), and the
+  // listener with its health service.
+  absl::Status LoadEngine();
+  absl::Status DescribeModel();
+  absl::Status StartMetrics();
+  absl::Status StartEngine();
+  absl::Status MakeService();
+  absl::Status Listen(const std::shared_ptr<grpc::ServerCredentials>& credentials);
 
   WorkerServerOptions options_;
+  std::string model_name_;
+  // What runs: the flag, or the checkpoint's own.
+  Quantization quantization_ = Quantization::kNone;
   // First, so that it goes last: the engine's last outputs end spans. Null without tracing.
   std::unique_ptr<common::tracing::Tracer> tracer_;
   std::unique_ptr<Engine> engine_;

@@ -1,4 +1,4 @@
-#include "worker/engine/draft_model_proposer.h"
+#include "worker/speculative/draft_model_proposer.h"
 
 #include <algorithm>
 #include <utility>

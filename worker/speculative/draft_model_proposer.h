@@ -19,8 +19,8 @@
 //
 // Thread-compatible: the engine thread owns it.
 
-#ifndef LLMSERVE_WORKER_ENGINE_DRAFT_MODEL_PROPOSER_H_
-#define LLMSERVE_WORKER_ENGINE_DRAFT_MODEL_PROPOSER_H_
+#ifndef LLMSERVE_WORKER_SPECULATIVE_DRAFT_MODEL_PROPOSER_H_
+#define LLMSERVE_WORKER_SPECULATIVE_DRAFT_MODEL_PROPOSER_H_
 
 #include <cstdint>
 #include <memory>
@@ -33,18 +33,11 @@
 #include "worker/engine/backend.h"
 #include "worker/kv/kv_cache_manager.h"
 #include "worker/model/model_config.h"
+#include "worker/speculative/proposer.h"
 
 namespace llmserve::worker {
 
-struct DraftQuery {
-  RequestId id = 0;
-  // The request's known tokens (prompt and output so far), at least one.
-  absl::Span<const int32_t> tokens;
-  // Most drafts wanted, >= 1.
-  int32_t max_drafts = 1;
-};
-
-class DraftModelProposer {
+class DraftModelProposer final : public Proposer {
  public:
   // INVALID_ARGUMENT when the draft cannot speculate for `target`: a larger vocabulary (a draft
   // could name a token the target does not have), or a cache of fewer than 2 blocks.
@@ -57,10 +50,12 @@ class DraftModelProposer {
   // Drafts for each query (index-aligned), up to its max_drafts, possibly none. Queries must have
   // distinct ids. An error is the draft backend's: every request's draft state is then dropped
   // (its cache may hold garbage) and the next call starts afresh.
-  absl::StatusOr<std::vector<std::vector<int32_t>>> Propose(absl::Span<const DraftQuery> queries);
+  absl::StatusOr<std::vector<std::vector<int32_t>>> Propose(
+      absl::Span<const DraftQuery> queries) override;
 
   // Forgets a request (finished or aborted) and frees its draft blocks. Unknown ids are ignored.
-  void Release(RequestId id);
+  void Release(RequestId id) override;
+  bool runs_a_model() const override { return true; }
 
   const Backend& backend() const { return *draft_; }
   // Requests with draft state, and the draft cache's free blocks (for tests and logs).
@@ -109,4 +104,4 @@ class DraftModelProposer {
 
 }  // namespace llmserve::worker
 
-#endif  // LLMSERVE_WORKER_ENGINE_DRAFT_MODEL_PROPOSER_H_
+#endif  // LLMSERVE_WORKER_SPECULATIVE_DRAFT_MODEL_PROPOSER_H_

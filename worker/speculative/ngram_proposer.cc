@@ -32,4 +32,14 @@ std::vector<int32_t> ProposeNgramDrafts(absl::Span<const int32_t> tokens, int32_
   return drafts;
 }
 
+absl::StatusOr<std::vector<std::vector<int32_t>>> NgramProposer::Propose(
+    absl::Span<const DraftQuery> queries) {
+  std::vector<std::vector<int32_t>> drafts;
+  drafts.reserve(queries.size());
+  for (const DraftQuery& query : queries) {
+    drafts.push_back(ProposeNgramDrafts(query.tokens, min_n_, max_n_, query.max_drafts));
+  }
+  return drafts;
+}
+
 }  // namespace llmserve::worker

@@ -2,7 +2,8 @@
 // 2023): text that quotes its context — code edits, answers that cite a document, JSON that
 // repeats keys — continues the way an earlier occurrence of its last few tokens did.
 //
-// Thread-safe: a pure function.
+// ProposeNgramDrafts is a pure function (thread-safe); NgramProposer is the engine's Proposer
+// around it, with the engine's settings (thread-compatible).
 
 #ifndef LLMSERVE_WORKER_SPECULATIVE_NGRAM_PROPOSER_H_
 #define LLMSERVE_WORKER_SPECULATIVE_NGRAM_PROPOSER_H_
@@ -10,7 +11,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "worker/speculative/proposer.h"
 
 namespace llmserve::worker {
 
@@ -23,6 +26,21 @@ namespace llmserve::worker {
 // One backward pass over `tokens`, comparing at most max_n tokens at each position.
 std::vector<int32_t> ProposeNgramDrafts(absl::Span<const int32_t> tokens, int32_t min_n,
                                         int32_t max_n, int32_t max_drafts);
+
+// Drafts each request from its own tokens, with n-grams of min_n..max_n tokens; keeps no state.
+class NgramProposer final : public Proposer {
+ public:
+  NgramProposer(int32_t min_n, int32_t max_n) : min_n_(min_n), max_n_(max_n) {}
+
+  absl::StatusOr<std::vector<std::vector<int32_t>>> Propose(
+      absl::Span<const DraftQuery> queries) override;
+  void Release(RequestId) override {}
+  bool runs_a_model() const override { return false; }
+
+ private:
+  const int32_t min_n_;
+  const int32_t max_n_;
+};
 
 }  // namespace llmserve::worker
 

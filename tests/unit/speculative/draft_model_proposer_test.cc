@@ -4,7 +4,7 @@
 // wrong rollback or a wrong position shows up as a wrong draft. A simulated target accepts random
 // prefixes of the drafts, as verification does.
 
-#include "worker/engine/draft_model_proposer.h"
+#include "worker/speculative/draft_model_proposer.h"
 
 #include <algorithm>
 #include <cstdint>
