@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace llmserve::common {
 
@@ -25,6 +26,10 @@ int HttpStatusFor(absl::StatusCode code);
 // The OpenAI-style error for `status`. An empty message becomes the code name so that a client
 // never sees an empty error.
 HttpError ToHttpError(const absl::Status& status);
+
+// 405 for a path that exists but does not take `method`, in the same shape (type
+// invalid_request_error, code method_not_allowed): no absl code means "wrong method".
+HttpError MethodNotAllowed(absl::string_view method, absl::string_view path);
 
 }  // namespace llmserve::common
 

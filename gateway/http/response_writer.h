@@ -33,6 +33,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "common/status/http_error.h"
 #include "gateway/http/http_request.h"
 
 namespace llmserve::gateway::http {
@@ -75,8 +77,13 @@ class ResponseWriter {
 using Handler = std::function<void(HttpRequest request, std::shared_ptr<ResponseWriter> writer)>;
 
 // Sends `status` (not OK) as an OpenAI-style JSON error with the HTTP status mapped from its code
-// (common/status/http_error.h), e.g. INVALID_ARGUMENT -> 400 {"error": {...}}.
-void SendError(ResponseWriter& writer, const absl::Status& status);
+// (common/status/http_error.h), e.g. INVALID_ARGUMENT -> 400 {"error": {...}}, with a
+// Retry-After header (whole seconds, rounded up) when `retry_after` is positive. Every error the
+// gateway's HTTP API sends goes through here.
+void SendError(ResponseWriter& writer, const absl::Status& status,
+               absl::Duration retry_after = absl::ZeroDuration());
+void SendError(ResponseWriter& writer, common::HttpError error,
+               absl::Duration retry_after = absl::ZeroDuration());
 
 }  // namespace llmserve::gateway::http
 

@@ -13,6 +13,8 @@ namespace {
 // tokenizer and always go first.
 constexpr size_t kShortPromptBytes = 64 << 10;
 
+}  // namespace
+
 size_t PromptBytes(const ::llmserve::v1::GenerateRequest& request) {
   size_t bytes = 0;
   switch (request.prompt_case()) {
@@ -29,8 +31,6 @@ size_t PromptBytes(const ::llmserve::v1::GenerateRequest& request) {
   }
   return bytes;
 }
-
-}  // namespace
 
 absl::StatusOr<std::vector<PreparedRequest>> PrepareChoices(
     const ::llmserve::v1::GenerateRequest& request, std::shared_ptr<const ServedModel> model, int n,

@@ -54,6 +54,9 @@ absl::StatusOr<std::vector<PreparedRequest>> PrepareChoices(
     const ::llmserve::v1::GenerateRequest& request, std::shared_ptr<const ServedModel> model, int n,
     const PromptLimits& limits, const ChatRenderer& render_chat);
 
+// What a request's prompt weighs for the stage's order: its text, or its chat messages' contents.
+size_t PromptBytes(const ::llmserve::v1::GenerateRequest& request);
+
 class PrepareStage {
  public:
   // INVALID_ARGUMENT naming the flag for threads < 1 or max_queued < 0.

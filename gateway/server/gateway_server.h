@@ -40,6 +40,7 @@
 #include "gateway/pipeline/prepare_stage.h"
 #include "gateway/pipeline/request_lifecycle.h"
 #include "gateway/pipeline/request_options.h"
+#include "gateway/pipeline/request_runner.h"
 #include "gateway/reasoning/reasoning_format.h"
 #include "gateway/request_log/request_log.h"
 #include "gateway/router/worker_pool.h"
@@ -115,10 +116,15 @@ struct GatewayServerOptions {
   std::string worker_tls_server_name;
 };
 
+// INVALID_ARGUMENT naming the flag: ports out of range, more than one JWT key, quotas without
+// Redis, a bad Redis URL or timeout, bad worker pool or query-of-death options.
+absl::Status ValidateGatewayServerOptions(const GatewayServerOptions& options);
+
 class GatewayServer {
  public:
   // INVALID_ARGUMENT naming the flag for bad options or files; UNAVAILABLE when a port is taken;
   // FAILED_PRECONDITION for no auth on a non-loopback address without allow_unauthenticated.
+  // Validates the options (ValidateGatewayServerOptions) and starts everything.
   static absl::StatusOr<std::unique_ptr<GatewayServer>> Start(const GatewayServerOptions& options);
   ~GatewayServer();
 
@@ -144,6 +150,20 @@ class GatewayServer {
 
  private:
   GatewayServer() = default;
+  // Start's steps, in order (each needs the ones before): tracing and the request log, API keys
+  // and JWT, the rate and concurrency limits (and Redis), the worker pool, the request pipeline
+  // (metrics, admission, the tracker, the prepare stage, the gRPC service), the HTTP API, the
+  // metrics port, and the gRPC listener with the readiness loop.
+  absl::Status StartRecorders();
+  absl::Status StartAuth();
+  absl::Status StartLimits();
+  absl::Status StartWorkerClient(const std::shared_ptr<grpc::ChannelCredentials>& credentials);
+  absl::Status StartPipeline();
+  absl::Status StartHttp();
+  absl::Status StartMetricsExposer();
+  absl::Status StartGrpc(const std::shared_ptr<grpc::ServerCredentials>& credentials);
+  // What /metrics reads of the gateway's state at each scrape.
+  GatewayMetrics::LiveState LiveState() const;
   void HealthLoop();
 
   GatewayServerOptions options_;
@@ -173,6 +193,8 @@ class GatewayServer {
   std::unique_ptr<ModelCatalog> catalog_;
   // Shut down before the APIs whose callbacks it runs are destroyed.
   std::unique_ptr<PrepareStage> prepare_;
+  // One generation request's sequence, for both APIs.
+  std::unique_ptr<RequestRunner> runner_;
   std::unique_ptr<InferenceService> inference_;
   std::unique_ptr<OpenAiApi> openai_;
   std::unique_ptr<http::HttpServer> http_server_;

@@ -1,11 +1,9 @@
 // The public gRPC service llmserve.v1.Inference (callback API: no thread per call, nothing
-// blocks), a thin adapter over the request pipeline: each generation call is a RequestLifecycle
-// (gateway/pipeline/request_lifecycle.h: drain, admission and accounting, shared with the HTTP
-// API), authenticated from its `authorization` metadata, with its prompt prepared on the prepare
-// stage's threads
-// (gateway/pipeline/prepare_stage.h; gRPC's own threads only parse and authenticate) and runs a
-// Generation, streaming its deltas (GenerateStream) or collecting them (Generate). Cancelling a
-// call cancels its prompt's preparation (while it waits for a thread) or the worker's request.
+// blocks), translation only: each generation call is read off the wire and handed to the request
+// runner (gateway/pipeline/request_runner.h: drain, authentication from the `authorization`
+// metadata, the prompt prepared on the prepare stage, admission, the Generation, cancellation,
+// shared with the HTTP API), whose events become GenerateStream messages or Generate's one
+// response. Cancelling a call cancels its run.
 //
 // Thread-safe.
 
@@ -14,22 +12,11 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <memory>
 #include <string>
 
-#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/time/time.h"
-#include "gateway/admission/authenticator.h"
-#include "gateway/metrics/gateway_metrics.h"
-#include "gateway/pipeline/generation.h"
-#include "gateway/pipeline/model_catalog.h"
-#include "gateway/pipeline/prepare_stage.h"
-#include "gateway/pipeline/prompt_builder.h"
-#include "gateway/pipeline/request_lifecycle.h"
-#include "gateway/pipeline/request_options.h"
-#include "gateway/router/worker_client.h"
+#include "gateway/pipeline/request_runner.h"
+#include "gateway/pipeline/served_model.h"
 #include "llmserve/v1/inference.grpc.pb.h"
 
 namespace llmserve::gateway {
@@ -45,10 +32,9 @@ using RawInferenceService = ::llmserve::v1::Inference::WithRawCallbackMethod_Gen
 
 class InferenceService final : public RawInferenceService {
  public:
-  // `prepare` must stop (PrepareStage::Shutdown) before this service is destroyed: its callbacks
-  // come back here. Tokenize runs there too, with its chat renderer.
-  InferenceService(WorkerClient* workers, ModelCatalog* catalog, RequestTracker* tracker,
-                   PrepareStage* prepare, RequestOptions options);
+  // `runner` must outlive the service; its prepare stage must stop (PrepareStage::Shutdown)
+  // before the service is destroyed: its callbacks reach the calls. Tokenize runs there too.
+  explicit InferenceService(const RequestRunner* runner) : runner_(runner) {}
 
   grpc::ServerUnaryReactor* Generate(grpc::CallbackServerContext* context,
                                      const grpc::ByteBuffer* request,
@@ -62,44 +48,16 @@ class InferenceService final : public RawInferenceService {
                                        const grpc::ByteBuffer* request,
                                        grpc::ByteBuffer* response) override;
 
-  // What a generation call knows before its prompt is prepared.
-  struct Accepted {
-    Principal principal;
-    std::shared_ptr<const ServedModel> model;
-    absl::Time client_deadline = absl::InfiniteFuture();
-  };
-  // Everything a generation call needs before admission: caller, model, prompt.
-  struct Started {
-    PreparedRequest request;
-    GenerationOptions generation;
-    Principal principal;
-    // Prompt + max_tokens, reserved against the caller's token rate.
-    int64_t tokens = 0;
-  };
-
  private:
-  // Draining, authentication, the model and the request id (set into `request`), on gRPC's
-  // thread: what a call needs before its prompt goes to the prepare stage. Names the model in
-  // `lifecycle` as soon as it is known.
-  absl::StatusOr<Accepted> Accept(grpc::CallbackServerContext* context,
-                                  ::llmserve::v1::GenerateRequest& request,
-                                  RequestLifecycle& lifecycle);
-  Started MakeStarted(PreparedRequest request, const Accepted& accepted, absl::Time arrival) const;
-  // Hands the prompt to the prepare stage; when it comes back, Launch, or the error ends the call.
-  template <typename Call>
-  void PrepareThenLaunch(Call* call, ::llmserve::v1::GenerateRequest request, Accepted accepted);
+  // What the runner needs of a Generate or GenerateStream call: its `authorization`, deadline
+  // and prompt, with the model, request id and choices resolved on a prepare thread.
+  RunInput MakeRunInput(grpc::CallbackServerContext* context, absl::Status parsed,
+                        ::llmserve::v1::GenerateRequest request) const;
   // Tokenize's work, on a prepare thread.
   absl::StatusOr<::llmserve::v1::TokenizeResponse> TokenizePrompt(
       const ::llmserve::v1::TokenizeRequest& request, const ServedModel& model) const;
-  // Admits the call (possibly after a wait in the concurrency queue), then starts its Generation.
-  template <typename Call>
-  void Launch(Call* call, Started started);
 
-  WorkerClient* const workers_;
-  ModelCatalog* const catalog_;
-  RequestTracker* const tracker_;
-  PrepareStage* const prepare_;
-  const RequestOptions options_;
+  const RequestRunner* const runner_;
 };
 
 // The `authorization` metadata of a call ("" when absent).

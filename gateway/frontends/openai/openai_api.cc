@@ -53,85 +53,37 @@ Json ToolCallJson(const ::llmserve::v1::ToolCall& call) {
           {"function", {{"name", call.name()}, {"arguments", call.arguments()}}}};
 }
 
-// One OpenAI request: n generations, their results, and the response (whole or streamed).
-class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
+// One OpenAI request's response (whole or streamed), from its run's events: n choices, their
+// results, and the usage.
+class OpenAiJob final : public RequestSink {
  public:
-  OpenAiJob(OpenAiEndpoint endpoint, OpenAiRequest parsed, std::shared_ptr<const ServedModel> model,
-            std::shared_ptr<http::ResponseWriter> writer, std::string id, int prompt_tokens,
-            std::shared_ptr<RequestLifecycle> lifecycle)
+  OpenAiJob(OpenAiEndpoint endpoint, std::shared_ptr<http::ResponseWriter> writer)
       : endpoint_(endpoint),
-        parsed_(std::move(parsed)),
-        model_(std::move(model)),
         writer_(std::move(writer)),
-        id_(std::move(id)),
-        created_(absl::ToUnixSeconds(absl::Now())),
-        prompt_tokens_(prompt_tokens),
-        lifecycle_(std::move(lifecycle)),
-        choices_(parsed_.n) {}
+        created_(absl::ToUnixSeconds(absl::Now())) {}
 
-  class Observer final : public GenerationObserver {
-   public:
-    Observer(std::shared_ptr<OpenAiJob> job, int index) : job_(std::move(job)), index_(index) {}
-    void OnDelta(GenerationDelta delta) override { job_->OnDelta(index_, std::move(delta)); }
-    void OnFinish(const GenerationResult& result) override { job_->OnFinish(index_, &result, {}); }
-    void OnError(const absl::Status& status) override { job_->OnFinish(index_, nullptr, status); }
+  void set_run(std::weak_ptr<RequestRun> run) { run_ = std::move(run); }
 
-   private:
-    std::shared_ptr<OpenAiJob> job_;
-    const int index_;
-  };
-
-  // Starts the n generations. A streamed response starts with the first output of any of them
-  // (see OpenStreamLocked), so that what fails before it (no worker to route to, a worker refusing
-  // the request) is answered with its real status.
-  void Start(WorkerClient* workers, const std::vector<PreparedRequest>& requests,
-             const GenerationOptions& options) {
-    for (int i = 0; i < parsed_.n; ++i) {
-      std::shared_ptr<Generation> generation = Generation::Start(
-          workers, requests[i], options, std::make_shared<Observer>(shared_from_this(), i));
-      absl::MutexLock lock(&mutex_);
-      // Every choice may already have ended (at once, with no worker to route to, or faster than
-      // this loop): keeping its generation then would hold this job forever through the cycle
-      // that Complete breaks, and a drain would wait for a request that is over.
-      if (!completed_) generations_.push_back(std::move(generation));
-    }
-    bool failed = false;
-    {
-      absl::MutexLock lock(&mutex_);
-      failed = FailsAsAWholeLocked();
-    }
-    // The client may have left while the job waited for admission (its on_close already ran). A
-    // choice that failed before the first byte fails the request: the others, including those
-    // started after OnFinish cancelled the rest, have no reason to run.
-    if (writer_->closed() || failed) Cancel();
+  // On the prepare thread, before the run starts any generation: what the response needs of the
+  // request (its `request` cleared), its model and the response's id.
+  void SetPrepared(OpenAiRequest parsed, std::shared_ptr<const ServedModel> model, std::string id) {
+    absl::MutexLock lock(&mutex_);
+    parsed_ = std::move(parsed);
+    model_ = std::move(model);
+    id_ = std::move(id);
+    choices_.resize(parsed_.n);
   }
 
-  // A client that leaves (even while queued for admission) cancels everything of its request.
-  void WatchClose() {
-    std::weak_ptr<OpenAiJob> weak = weak_from_this();
-    writer_->SetOnClose([weak] {
-      if (std::shared_ptr<OpenAiJob> job = weak.lock()) job->Cancel();
-    });
+  // Nothing was generated: the error is the whole response.
+  void OnRefused(const absl::Status& status, absl::Duration retry_after) override {
+    http::SendError(*writer_, status, retry_after);
   }
-
-  void Cancel() {
-    std::vector<std::shared_ptr<Generation>> generations;
-    {
-      absl::MutexLock lock(&mutex_);
-      generations = generations_;
-    }
-    // Queued for a slot: leaves the queue (the job, held only by the admission callback, then
-    // ends as cancelled).
-    lifecycle_->CancelAdmission();
-    for (const auto& generation : generations) generation->Cancel();
-  }
-
-  RequestLifecycle& lifecycle() { return *lifecycle_; }
-
-  // Admission refused: the error is the whole response.
-  void Refuse(const absl::Status& status, absl::Duration retry_after) {
-    lifecycle_->Finish(status);
-    SendOpenAiError(*writer_, status, retry_after);
+  // A streamed response starts with the first output of any choice (see OpenStreamLocked), so
+  // that what fails before it (no worker to route to, a worker refusing the request) is answered
+  // with its real status.
+  void OnStarted(const PreparedRun& run) override {
+    absl::MutexLock lock(&mutex_);
+    prompt_tokens_ = run.choices[0].worker_request.prompt_token_ids_size();
   }
 
  private:
@@ -151,7 +103,7 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
   };
 
   Json Chunk(int index, const Json& delta_or_text, const char* finish_reason,
-             const Json& logprobs) const {
+             const Json& logprobs) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     Json choice = {{"index", index},
                    {"logprobs", logprobs.is_null() ? Json() : logprobs},
                    {"finish_reason", finish_reason ? Json(finish_reason) : Json()}};
@@ -208,8 +160,7 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
     return !first_error_.ok() && (!parsed_.stream || !stream_started_);
   }
 
-  void OnDelta(int index, GenerationDelta delta) {
-    lifecycle_->AppendOutputText(index, delta.text);
+  void OnDelta(int index, GenerationDelta delta) override {
     absl::MutexLock lock(&mutex_);
     if (completed_) return;  // choices_ is gone with the response
     Choice& choice = choices_[index];
@@ -254,9 +205,7 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
     writer_->Write(http::FormatSseEvent(DumpJson(Chunk(index, content, nullptr, logprobs))));
   }
 
-  void OnFinish(int index, const GenerationResult* result, const absl::Status& error) {
-    if (result != nullptr) lifecycle_->AddResult(index, *result);
-    bool all_done = false;
+  void OnChoiceEnd(int index, const GenerationResult* result, const absl::Status& error) override {
     bool failed = false;
     {
       absl::MutexLock lock(&mutex_);
@@ -288,26 +237,21 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
         }
       }
       failed = result == nullptr && FailsAsAWholeLocked();
-      all_done = ++finished_ == parsed_.n;
     }
-    if (all_done) return Complete();
     // The response will be this error: the other choices need not run on.
-    if (failed) Cancel();
+    if (failed) {
+      if (std::shared_ptr<RequestRun> run = run_.lock()) run->Cancel();
+    }
   }
 
-  void Complete() {
+  // Every choice ended (and the request was counted): the response, or its end.
+  void OnCompleted(const absl::Status&) override {
     absl::MutexLock lock(&mutex_);
-    // The generations hold observers that hold this job: let go of them to break the cycle.
     completed_ = true;
-    generations_.clear();
     int64_t completion_tokens = 0;
     for (const Choice& choice : choices_) completion_tokens += choice.completion_tokens;
-    // The rate limits count prompt and completion; a request that generated nothing (it failed
-    // before any worker ran it) gives its whole reservation back.
-    const bool generated = completion_tokens > 0 || first_error_.ok();
-    lifecycle_->Finish(first_error_, generated ? prompt_tokens_ + completion_tokens : 0);
     // Nothing was sent yet: the first error is the whole response, with its HTTP status.
-    if (FailsAsAWholeLocked()) return SendOpenAiError(*writer_, first_error_);
+    if (FailsAsAWholeLocked()) return http::SendError(*writer_, first_error_);
     if (parsed_.stream) {
       OpenStreamLocked();
       if (parsed_.include_usage) {
@@ -390,46 +334,29 @@ class OpenAiJob : public std::enable_shared_from_this<OpenAiJob> {
   }
 
   const OpenAiEndpoint endpoint_;
-  const OpenAiRequest parsed_;
-  const std::shared_ptr<const ServedModel> model_;
   std::shared_ptr<http::ResponseWriter> writer_;
-  const std::string id_;
   const int64_t created_;
-  const int64_t prompt_tokens_;
-  const std::shared_ptr<RequestLifecycle> lifecycle_;
+  // To cancel the other choices when one fails the whole request.
+  std::weak_ptr<RequestRun> run_;
   absl::Mutex mutex_;
+  // Set by SetPrepared, before any other event but OnRefused.
+  OpenAiRequest parsed_ ABSL_GUARDED_BY(mutex_);
+  std::shared_ptr<const ServedModel> model_ ABSL_GUARDED_BY(mutex_);
+  std::string id_ ABSL_GUARDED_BY(mutex_);
+  int64_t prompt_tokens_ ABSL_GUARDED_BY(mutex_) = 0;
   std::vector<Choice> choices_ ABSL_GUARDED_BY(mutex_);
-  int finished_ ABSL_GUARDED_BY(mutex_) = 0;
   bool completed_ ABSL_GUARDED_BY(mutex_) = false;
   // The first choice to fail, in time.
   absl::Status first_error_ ABSL_GUARDED_BY(mutex_);
   // Streamed: whether the headers (200, text/event-stream) were sent.
   bool stream_started_ ABSL_GUARDED_BY(mutex_) = false;
-  std::vector<std::shared_ptr<Generation>> generations_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace
 
-void SendOpenAiError(http::ResponseWriter& writer, const absl::Status& status,
-                     absl::Duration retry_after) {
-  const common::HttpError error = common::ToHttpError(status);
-  http::HttpHeaders headers = {{"content-type", "application/json"}};
-  if (retry_after > absl::ZeroDuration()) {
-    headers.push_back({"retry-after", absl::StrCat(absl::ToInt64Seconds(
-                                          absl::Ceil(retry_after, absl::Seconds(1))))});
-  }
-  writer.Send(error.http_status, std::move(headers), error.body);
-}
-
-OpenAiApi::OpenAiApi(WorkerClient* workers, ModelCatalog* catalog, RequestTracker* tracker,
-                     PrepareStage* prepare, RequestOptions options,
+OpenAiApi::OpenAiApi(const RequestRunner* runner, const WorkerClient* workers,
                      std::function<std::string()> metrics_text)
-    : workers_(workers),
-      catalog_(catalog),
-      tracker_(tracker),
-      prepare_(prepare),
-      options_(std::move(options)),
-      metrics_text_(std::move(metrics_text)) {}
+    : runner_(runner), workers_(workers), metrics_text_(std::move(metrics_text)) {}
 
 void OpenAiApi::Handle(http::HttpRequest request, std::shared_ptr<http::ResponseWriter> writer) {
   const std::string& path = request.path;
@@ -439,12 +366,12 @@ void OpenAiApi::Handle(http::HttpRequest request, std::shared_ptr<http::Response
     return writer->Send(200, {{"content-type", "application/json"}}, R"({"status":"ok"})");
   }
   if (path == "/readyz" && get) {
-    if (!tracker_->draining() && workers_->AnyReady()) {
+    if (!runner_->tracker().draining() && workers_->AnyReady()) {
       return writer->Send(200, {{"content-type", "application/json"}}, R"({"status":"ready"})");
     }
-    return SendOpenAiError(*writer,
-                           absl::UnavailableError(tracker_->draining() ? "the gateway is draining"
-                                                                       : "no worker is ready"));
+    return http::SendError(
+        *writer, absl::UnavailableError(runner_->tracker().draining() ? "the gateway is draining"
+                                                                      : "no worker is ready"));
   }
   if (path == "/metrics" && get && metrics_text_) {
     return writer->Send(200, {{"content-type", "text/plain; version=0.0.4"}}, metrics_text_());
@@ -462,24 +389,17 @@ void OpenAiApi::Handle(http::HttpRequest request, std::shared_ptr<http::Response
                      (path == "/metrics" && metrics_text_) || path == "/v1/models" ||
                      path == "/v1/completions" || path == "/v1/chat/completions";
   if (known) {
-    return writer->Send(
-        405, {{"content-type", "application/json"}},
-        DumpJson({{"error",
-                   {{"message", absl::StrCat(request.method, " is not allowed on ", path)},
-                    {"type", "invalid_request_error"},
-                    {"param", nullptr},
-                    {"code", "method_not_allowed"}}}}));
+    return http::SendError(*writer, common::MethodNotAllowed(request.method, path));
   }
-  SendOpenAiError(*writer, absl::NotFoundError(absl::StrCat("no such endpoint: ", path)));
+  http::SendError(*writer, absl::NotFoundError(absl::StrCat("no such endpoint: ", path)));
 }
 
 void OpenAiApi::HandleModels(const http::HttpRequest& request, http::ResponseWriter& writer) {
-  absl::StatusOr<Principal> principal =
-      tracker_->admission().Authenticate(request.Header("authorization"));
-  if (!principal.ok()) return SendOpenAiError(writer, principal.status());
+  absl::StatusOr<std::vector<ModelCatalog::ModelSummary>> models =
+      runner_->ListModels(request.Header("authorization"));
+  if (!models.ok()) return http::SendError(writer, models.status());
   Json data = Json::array();
-  for (const ModelCatalog::ModelSummary& summary : catalog_->List()) {
-    if (summary.ready_workers == 0) continue;
+  for (const ModelCatalog::ModelSummary& summary : *models) {
     data.push_back({{"id", summary.info->model_name()},
                     {"object", "model"},
                     {"created", 0},
@@ -488,73 +408,6 @@ void OpenAiApi::HandleModels(const http::HttpRequest& request, http::ResponseWri
   }
   writer.Send(200, {{"content-type", "application/json"}},
               DumpJson({{"object", "list"}, {"data", data}}));
-}
-
-void OpenAiApi::HandleGeneration(OpenAiEndpoint endpoint, http::HttpRequest request,
-                                 std::shared_ptr<http::ResponseWriter> writer) {
-  std::shared_ptr<RequestLifecycle> lifecycle = tracker_->Begin(
-      "http",
-      endpoint == OpenAiEndpoint::kChatCompletions ? "/v1/chat/completions" : "/v1/completions",
-      common::tracing::ParseTraceParent(request.Header("traceparent"),
-                                        request.Header("tracestate")));
-  lifecycle->set_operation(endpoint == OpenAiEndpoint::kChatCompletions ? "chat"
-                                                                        : "text_completion");
-  if (const common::tracing::Span& span = lifecycle->span(); span.recording()) {
-    const std::string host(request.Header("host"));
-    const size_t colon = host.rfind(':');
-    span.SetAttribute("server.address", host.substr(0, colon));
-    int64_t port = 0;
-    if (colon != std::string::npos && absl::SimpleAtoi(host.substr(colon + 1), &port)) {
-      span.SetAttribute("server.port", port);
-    }
-  }
-  if (absl::Status accepting = tracker_->CheckAccepting(); !accepting.ok()) {
-    lifecycle->Finish(accepting);
-    return SendOpenAiError(*writer, accepting);
-  }
-  absl::StatusOr<Principal> principal =
-      tracker_->admission().Authenticate(request.Header("authorization"));
-  if (!principal.ok()) {
-    lifecycle->Finish(principal.status());
-    return SendOpenAiError(*writer, principal.status());
-  }
-  lifecycle->set_principal(*principal);
-  // Everything else (the JSON body of up to --max_body_bytes, the template, the tokenizer) runs on
-  // the prepare stage's threads, not on this I/O thread, which also writes every other stream of
-  // its connections. A client that leaves while its request waits for a thread spares the work
-  // (the job replaces this hook once it exists).
-  auto ticket = std::make_shared<PrepareStage::Ticket>();
-  writer->SetOnClose([ticket] { ticket->Cancel(); });
-  const size_t body_bytes = request.body.size();
-  common::tracing::Span prepare_span = lifecycle->StartChildSpan("prepare");
-  const absl::Status submitted = prepare_->Run(
-      body_bytes, ticket,
-      [this, endpoint, body = std::move(request.body), principal = *std::move(principal), writer,
-       lifecycle, prepare_span](absl::Status ready) mutable {
-        if (!ready.ok()) {
-          prepare_span.SetError(absl::StatusCodeToString(ready.code()), ready.message());
-          prepare_span.End();
-          lifecycle->Finish(ready);
-          return SendOpenAiError(*writer, ready);
-        }
-        Prepare(PendingGeneration{.endpoint = endpoint,
-                                  .principal = std::move(principal),
-                                  .writer = std::move(writer),
-                                  .lifecycle = std::move(lifecycle),
-                                  .prepare_span = std::move(prepare_span)},
-                body);
-      });
-  if (!submitted.ok()) {
-    // A full queue is a busy gateway: retry soon (429).
-    if (absl::IsResourceExhausted(submitted) && options_.metrics != nullptr) {
-      options_.metrics->OnRateLimited();
-    }
-    prepare_span.SetError(absl::StatusCodeToString(submitted.code()), submitted.message());
-    prepare_span.End();
-    lifecycle->Finish(submitted);
-    SendOpenAiError(*writer, submitted,
-                    absl::IsResourceExhausted(submitted) ? absl::Seconds(1) : absl::ZeroDuration());
-  }
 }
 
 namespace {
@@ -572,81 +425,58 @@ absl::Status NameConstraintField(const absl::Status& status, const std::string& 
 
 }  // namespace
 
-void OpenAiApi::Prepare(PendingGeneration pending, absl::string_view body) {
-  absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(pending.endpoint, body);
-  absl::StatusOr<std::shared_ptr<const ServedModel>> model =
-      parsed.ok() ? catalog_->Resolve(parsed->request.model())
-                  : absl::StatusOr<std::shared_ptr<const ServedModel>>(parsed.status());
-  if (parsed.ok()) {
-    pending.lifecycle->set_model(model.ok() ? (*model)->name() : parsed->request.model());
-    pending.lifecycle->set_input_content(parsed->request);
+void OpenAiApi::HandleGeneration(OpenAiEndpoint endpoint, http::HttpRequest request,
+                                 std::shared_ptr<http::ResponseWriter> writer) {
+  const bool chat = endpoint == OpenAiEndpoint::kChatCompletions;
+  std::shared_ptr<RequestLifecycle> lifecycle =
+      runner_->tracker().Begin("http", chat ? "/v1/chat/completions" : "/v1/completions",
+                               common::tracing::ParseTraceParent(request.Header("traceparent"),
+                                                                 request.Header("tracestate")));
+  lifecycle->set_operation(chat ? "chat" : "text_completion");
+  if (const common::tracing::Span& span = lifecycle->span(); span.recording()) {
+    const std::string host(request.Header("host"));
+    const size_t colon = host.rfind(':');
+    span.SetAttribute("server.address", host.substr(0, colon));
+    int64_t port = 0;
+    if (colon != std::string::npos && absl::SimpleAtoi(host.substr(colon + 1), &port)) {
+      span.SetAttribute("server.port", port);
+    }
   }
-  if (!model.ok()) {
-    pending.prepare_span.SetError(absl::StatusCodeToString(model.status().code()),
-                                  model.status().message());
-    pending.prepare_span.End();
-    pending.lifecycle->Finish(model.status());
-    return SendOpenAiError(*pending.writer, model.status());
-  }
-  absl::StatusOr<std::vector<PreparedRequest>> choices = PrepareChoices(
-      parsed->request, *model, parsed->n, prepare_->limits(), prepare_->render_chat());
-  if (!choices.ok()) choices = NameConstraintField(choices.status(), parsed->constraint_field);
-  parsed->request.Clear();
-  pending.parsed = *std::move(parsed);
-  pending.model = *std::move(model);
-  OnPrepared(std::move(pending), std::move(choices));
-}
-
-void OpenAiApi::OnPrepared(PendingGeneration pending,
-                           absl::StatusOr<std::vector<PreparedRequest>> choices) {
-  // A client that left while its prompt was being prepared needs no generation.
-  if (choices.ok() && pending.writer->closed()) {
-    choices = absl::CancelledError("the client disconnected");
-  }
-  if (!choices.ok()) {
-    pending.prepare_span.SetError(absl::StatusCodeToString(choices.status().code()),
-                                  choices.status().message());
-    pending.prepare_span.End();
-    pending.lifecycle->Finish(choices.status());
-    return SendOpenAiError(*pending.writer, choices.status());
-  }
-  pending.prepare_span.SetAttribute("gen_ai.usage.input_tokens",
-                                    int64_t{(*choices)[0].worker_request.prompt_token_ids_size()});
-  pending.prepare_span.End();
-  pending.lifecycle->set_request_parameters((*choices)[0].worker_request,
-                                            static_cast<int>(choices->size()));
-  StartGeneration(std::move(pending), *std::move(choices));
-}
-
-void OpenAiApi::StartGeneration(PendingGeneration pending, std::vector<PreparedRequest> requests) {
-  const int prompt_tokens = requests[0].worker_request.prompt_token_ids_size();
-  const int64_t max_tokens = requests[0].worker_request.max_tokens();
-  GenerationOptions generation;
-  generation.deadline = pending.lifecycle->arrival() + options_.request_timeout;
-  generation.max_attempts = options_.max_attempts;
-  generation.metrics = options_.metrics;
-  generation.query_of_death = options_.query_of_death_guard;
-  generation.api = "http";
-  generation.in_flight = tracker_->generations();
-  generation.tracer = pending.lifecycle->tracer();
-  generation.parent_span = pending.lifecycle->span();
-  if (options_.isolate_cache_per_principal) generation.cache_salt = pending.principal.name;
-  const std::string id =
-      absl::StrCat(pending.endpoint == OpenAiEndpoint::kChatCompletions ? "chatcmpl-" : "cmpl-",
-                   requests[0].request_id);
-  const int n = pending.parsed.n;
-  const Principal principal = pending.principal;
-  auto job = std::make_shared<OpenAiJob>(pending.endpoint, std::move(pending.parsed),
-                                         std::move(pending.model), std::move(pending.writer), id,
-                                         prompt_tokens, std::move(pending.lifecycle));
-  job->lifecycle().set_request_id(id);
-  job->WatchClose();
-  job->lifecycle().Admit(principal, prompt_tokens + n * max_tokens,
-                         [job, workers = workers_, requests = std::move(requests), generation](
-                             absl::Status admitted, absl::Duration retry_after) {
-                           if (!admitted.ok()) return job->Refuse(admitted, retry_after);
-                           job->Start(workers, requests, generation);
-                         });
+  auto job = std::make_shared<OpenAiJob>(endpoint, writer);
+  std::shared_ptr<RequestRun> run = runner_->NewRun(std::move(lifecycle), job);
+  job->set_run(run);
+  // A client that leaves (even before its request started, or while it is queued) cancels
+  // everything of its request.
+  writer->SetOnClose([weak = std::weak_ptr<RequestRun>(run)] {
+    if (std::shared_ptr<RequestRun> live = weak.lock()) live->Cancel();
+  });
+  RunInput input;
+  input.authorization = std::string(request.Header("authorization"));
+  input.prompt_bytes = request.body.size();
+  // The body is parsed (up to --max_body_bytes of JSON) on a prepare thread, with the template
+  // and the tokenizer: this I/O thread also writes every other stream of its connections.
+  input.prepare = [runner = runner_, endpoint, job, body = std::move(request.body)](
+                      RequestLifecycle& lifecycle) -> absl::StatusOr<PreparedRun> {
+    absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(endpoint, body);
+    if (!parsed.ok()) return parsed.status();
+    lifecycle.set_input_content(parsed->request);
+    absl::StatusOr<std::shared_ptr<const ServedModel>> model =
+        runner->catalog().Resolve(parsed->request.model());
+    lifecycle.set_model(model.ok() ? (*model)->name() : parsed->request.model());
+    if (!model.ok()) return model.status();
+    absl::StatusOr<std::vector<PreparedRequest>> choices =
+        PrepareChoices(parsed->request, *model, parsed->n, runner->prepare().limits(),
+                       runner->prepare().render_chat());
+    if (!choices.ok()) return NameConstraintField(choices.status(), parsed->constraint_field);
+    std::string id =
+        absl::StrCat(endpoint == OpenAiEndpoint::kChatCompletions ? "chatcmpl-" : "cmpl-",
+                     (*choices)[0].request_id);
+    lifecycle.set_request_id(id);
+    parsed->request.Clear();
+    job->SetPrepared(*std::move(parsed), *model, std::move(id));
+    return PreparedRun{.model = *std::move(model), .choices = *std::move(choices)};
+  };
+  run->Start(std::move(input));
 }
 
 }  // namespace llmserve::gateway

@@ -347,7 +347,12 @@ TEST_F(GatewayServerTest, OpenAiErrorsAndEndpoints) {
   EXPECT_EQ(response.status, 400);
   EXPECT_NE(response.body.find("'temperature' must be a number"), std::string::npos);
   EXPECT_EQ(Get(port, "/v1/nothing").status, 404);
-  EXPECT_EQ(Get(port, "/v1/completions").status, 405);
+  const auto wrong_method = Get(port, "/v1/completions");
+  EXPECT_EQ(wrong_method.status, 405);
+  const nlohmann::json wrong_method_error = nlohmann::json::parse(wrong_method.body)["error"];
+  EXPECT_EQ(wrong_method_error["code"], "method_not_allowed");
+  EXPECT_EQ(wrong_method_error["type"], "invalid_request_error");
+  EXPECT_EQ(wrong_method_error["message"], "GET is not allowed on /v1/completions");
   EXPECT_EQ(Get(port, "/healthz").status, 200);
   EXPECT_EQ(Get(port, "/readyz").status, 200);
   const auto models = Get(port, "/v1/models");
