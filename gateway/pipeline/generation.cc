@@ -181,7 +181,7 @@ void Generation::OnWorkerMessage(Attempt* attempt, const worker::v1::GenerateRes
     absl::MutexLock lock(&mutex_);
     if (done_) return;
   }
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_->Now();
   const bool finished = message.finish_reason() != ::llmserve::v1::FINISH_REASON_UNSPECIFIED;
   if (options_.metrics != nullptr && message.tokens_size() > 0) {
     if (completion_tokens_ == 0) {

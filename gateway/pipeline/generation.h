@@ -28,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/base/clock.h"
 #include "common/tokenizer/incremental_detokenizer.h"
 #include "common/tracing/tracer.h"
 #include "gateway/metrics/gateway_metrics.h"
@@ -97,6 +98,9 @@ struct GenerationOptions {
   // the worker. Without a tracer the parent's context goes to the worker as it is.
   common::tracing::Tracer* tracer = nullptr;
   common::tracing::Span parent_span;
+  // What the latencies (time to first token, between tokens, in total) are measured with (null:
+  // the real clock). Must outlive the generation.
+  const common::Clock* clock = nullptr;
 };
 
 class Generation : public std::enable_shared_from_this<Generation> {
@@ -130,7 +134,8 @@ class Generation : public std::enable_shared_from_this<Generation> {
   // Routing reads these on every attempt; they are hashed once.
   PromptRoutingHashes prompt_hashes_;
   const std::shared_ptr<GenerationObserver> observer_;
-  const absl::Time start_ = absl::Now();
+  const common::Clock* const clock_ = common::Clock::OrReal(options_.clock);
+  const absl::Time start_ = clock_->Now();
 
   absl::Mutex mutex_;
   // The current attempt's call, until its OnDone.

@@ -4,6 +4,7 @@
 #define LLMSERVE_GATEWAY_PIPELINE_REQUEST_OPTIONS_H_
 
 #include "absl/time/time.h"
+#include "common/base/clock.h"
 #include "gateway/metrics/gateway_metrics.h"
 #include "gateway/pipeline/prompt_builder.h"
 #include "gateway/pipeline/query_of_death.h"
@@ -23,6 +24,8 @@ struct RequestOptions {
   QueryOfDeathOptions query_of_death;
   // The gateway's guard, shared by both APIs (set by the server; null: none).
   QueryOfDeathGuard* query_of_death_guard = nullptr;
+  // What generations measure their latencies with (null: the real clock).
+  const common::Clock* clock = nullptr;
 };
 
 }  // namespace llmserve::gateway

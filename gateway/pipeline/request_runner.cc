@@ -134,6 +134,7 @@ void RequestRun::StartGenerations(PreparedRun prepared) {
   generation.in_flight = runner_->tracker_->generations();
   generation.tracer = lifecycle_->tracer();
   generation.parent_span = lifecycle_->span();
+  generation.clock = options.clock;
   if (options.isolate_cache_per_principal) generation.cache_salt = principal_.name;
   const int n = static_cast<int>(prepared.choices.size());
   {

@@ -14,19 +14,23 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/base/clock.h"
 
 namespace llmserve::gateway {
 
 class WatchedCall {
  public:
-  WatchedCall() { Touch(); }
+  // `clock`: the pool's (WorkerPoolOptions::clock); null: the real one.
+  explicit WatchedCall(const common::Clock* clock = nullptr)
+      : clock_(common::Clock::OrReal(clock)) {
+    Touch();
+  }
   virtual ~WatchedCall() = default;
 
   // Something arrived on the call (or it started).
   void Touch() {
-    last_activity_ns_.store(absl::ToUnixNanos(absl::Now()), std::memory_order_relaxed);
+    last_activity_ns_.store(absl::ToUnixNanos(clock_->Now()), std::memory_order_relaxed);
   }
   absl::Time last_activity() const {
     return absl::FromUnixNanos(last_activity_ns_.load(std::memory_order_relaxed));
@@ -37,6 +41,7 @@ class WatchedCall {
   virtual void Abort(const absl::Status& reason) = 0;
 
  private:
+  const common::Clock* const clock_;
   std::atomic<int64_t> last_activity_ns_{0};
 };
 

@@ -220,6 +220,7 @@ absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Start(const WorkerPoolOp
 
 WorkerPool::WorkerPool(const WorkerPoolOptions& options, std::shared_ptr<HostResolver> resolver)
     : options_(options),
+      clock_(common::Clock::OrReal(options.clock)),
       resolver_(std::move(resolver)),
       snapshot_(std::make_shared<RoutingSnapshot>()) {
   {
@@ -266,7 +267,7 @@ void WorkerPool::MonitorLoop() {
       absl::MutexLock lock(&mutex_);
       mutex_.AwaitWithTimeout(absl::Condition(&stopping_), kTick);
       if (stopping_) return;
-      const absl::Time now = absl::Now();
+      const absl::Time now = clock_->Now();
       lookups = DueLookups(now);
       Discover();
       for (auto& [address, worker] : workers_) {
@@ -301,7 +302,7 @@ void WorkerPool::Unwatch(WatchedCall* call) {
 }
 
 void WorkerPool::AbortSilentCalls(absl::Duration silence) {
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_->Now();
   // When each worker was last heard from; a worker no longer in the pool (it left DNS) is not
   // judged by its heartbeat: its calls run on, bounded by the idle timeout.
   absl::flat_hash_map<std::string, absl::Time> last_heard;
@@ -370,7 +371,7 @@ void WorkerPool::OnResolved(const std::string& name,
   absl::MutexLock lock(&mutex_);
   DnsName& dns = dns_names_.at(name);
   dns.in_flight = false;
-  dns.next_lookup = absl::Now() + options_.dns_refresh;
+  dns.next_lookup = clock_->Now() + options_.dns_refresh;
   std::string problem;
   if (!answer.ok()) {
     problem = absl::StrCat("worker DNS name ", name, ": ", answer.status().message(),
@@ -452,7 +453,7 @@ void WorkerPool::OnProbeDone(const std::string& address, const ProbeCall* probe,
     worker.model_info = std::move(result.model_info);
     if (known_models_.insert(worker.model_info->model_name()).second) PublishLocked();
     ++worker.generation;
-    worker.last_report_time = absl::Now();
+    worker.last_report_time = clock_->Now();
     stream = new LoadStream(this, address, worker.generation);
     worker.stream = stream;
     ++live_streams_;
@@ -472,7 +473,7 @@ void WorkerPool::MarkDown(Worker& worker, const std::string& error) {
   worker.ready = false;
   worker.last_error = error;
   ++worker.generation;
-  worker.next_probe = absl::Now() + worker.backoff;
+  worker.next_probe = clock_->Now() + worker.backoff;
   worker.backoff = std::min(2 * worker.backoff, options_.backoff_max);
   {
     absl::MutexLock prefix_lock(&prefix_mutex_);
@@ -514,7 +515,7 @@ void WorkerPool::OnReport(const std::string& address, uint64_t generation,
   if (it == workers_.end() || it->second->generation != generation) return;
   Worker& worker = *it->second;
   worker.last_report = report;
-  worker.last_report_time = absl::Now();
+  worker.last_report_time = clock_->Now();
   worker.draining = report.draining();
   worker.ready = !report.draining();
   worker.backoff = options_.backoff_initial;

@@ -42,6 +42,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "common/base/clock.h"
 #include "gateway/router/host_resolver.h"
 #include "gateway/router/prefix_index.h"
 #include "gateway/router/prompt_routing_hashes.h"
@@ -82,6 +83,10 @@ struct WorkerPoolOptions {
   // The name the workers' certificates carry, when it is not the address dialled (workers found by
   // IP address through DNS usually have certificates for a service name).
   std::string tls_server_name;
+  // What heartbeats, backoffs, idle timeouts and DNS refreshes are judged by (null: the real
+  // clock; tests: a simulated one, which the monitor reads every 50 ms of real time). gRPC
+  // deadlines stay on the real clock. Must outlive the pool.
+  const common::Clock* clock = nullptr;
 };
 
 // INVALID_ARGUMENT naming the option: no workers at all, an address without a port, durations
@@ -104,6 +109,7 @@ class WorkerPool final : public WorkerClient {
   std::vector<std::string> KnownModels() const override;
   bool AnyReady() const override;
   RoutingPolicy routing_policy() const override { return options_.routing.policy; }
+  const common::Clock* clock() const { return clock_; }
 
   // Watches `call`, a call to the worker at `address`, until Unwatch (which must come before the
   // call is destroyed): the monitor aborts it when it or its worker falls silent.
@@ -205,6 +211,7 @@ class WorkerPool final : public WorkerClient {
   void OnStreamDeleted();
 
   const WorkerPoolOptions options_;
+  const common::Clock* const clock_;
   const std::shared_ptr<HostResolver> resolver_;
   const std::shared_ptr<ResolverTarget> resolver_target_ = std::make_shared<ResolverTarget>();
   mutable absl::Mutex mutex_;

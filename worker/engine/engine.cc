@@ -63,6 +63,7 @@ Engine::Engine(std::unique_ptr<Backend> backend, const EngineConfig& config,
       total_kv_blocks_(kv_.Stats().total_blocks),
       scheduler_(scheduler_config_, &kv_),
       on_step_(config.on_step),
+      clock_(common::Clock::OrReal(config.clock)),
       max_waiting_(config.max_waiting),
       speculative_(config.speculative),
       proposer_(std::move(proposer)) {
@@ -124,7 +125,7 @@ absl::StatusOr<RequestId> Engine::AddRequest(EngineRequest request) {
       Live{.sampling = *std::move(sampling),
            .draft_length = DraftLengthController(speculative_.num_speculative_tokens),
            .on_output = std::move(request.on_output),
-           .arrival = absl::Now()});
+           .arrival = clock_->Now()});
   if (request.grammar != nullptr) {
     if (scheduled->stopping.ignore_eos || scheduled->stopping.min_tokens > 0) {
       return absl::InvalidArgumentError(
@@ -245,7 +246,7 @@ void Engine::Finish(RequestId id, EngineOutput& output) {
   const auto it = live_.find(id);
   if (it == live_.end()) return;
   Live& live = *it->second;
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_->Now();
   if (live.first_scheduled != absl::InfinitePast()) {
     output.queue_s = Seconds(live.arrival, live.first_scheduled);
   }
@@ -347,7 +348,7 @@ void Engine::ProposeDrafts(absl::Span<const RequestId> decoded) {
   if (!drafts.ok()) {
     // Drafts only save steps: the requests go on without them.
     static common::LogThrottle throttle(absl::Seconds(10));
-    if (std::optional<int64_t> skipped = throttle.Record(absl::Now())) {
+    if (std::optional<int64_t> skipped = throttle.Record(clock_->Now())) {
       LLMSERVE_LOG(ERROR) << "the draft proposer failed; this step proposes no drafts: "
                           << drafts.status() << " (" << *skipped << " more not logged)";
     }
@@ -376,7 +377,7 @@ void Engine::MaskLogits(Live& live, absl::Span<float> logits) {
       }
     }
     static common::LogThrottle throttle(absl::Seconds(10));
-    if (std::optional<int64_t> skipped = throttle.Record(absl::Now()); skipped && filled) {
+    if (std::optional<int64_t> skipped = throttle.Record(clock_->Now()); skipped && filled) {
       LLMSERVE_LOG(WARNING) << "a constrained request reached a state no token continues; it "
                                "ends here ("
                             << *skipped << " more not logged)";
@@ -398,7 +399,7 @@ void Engine::FailStep(const SchedulerOutput& plan, const absl::Status& error) {
 }
 
 void Engine::RunStep() {
-  const absl::Time start = absl::Now();
+  const absl::Time start = clock_->Now();
   const SchedulerOutput plan = scheduler_.Schedule();
   for (RequestId id : plan.first_scheduled) live_.at(id)->first_scheduled = start;
   // Before any output: a request whose first token a client reads is running, not waiting, when
@@ -406,9 +407,9 @@ void Engine::RunStep() {
   PublishCounts();
   if (plan.scheduled.empty()) return;
   const int64_t prompt_tokens = BuildBatch(plan);
-  const absl::Time forward_start = absl::Now();
+  const absl::Time forward_start = clock_->Now();
   const absl::Status forward = backend_->Forward(batch_, &forward_output_);
-  const absl::Time forward_end = absl::Now();
+  const absl::Time forward_end = clock_->Now();
   if (!forward.ok()) return FailStep(plan, forward);
 
   const int64_t drafts_before = spec_draft_tokens_, accepted_before = spec_accepted_tokens_;
@@ -453,9 +454,9 @@ void Engine::RunStep() {
     output.preemptions = out.num_preemptions;
     Finish(out.id, output);
   }
-  const absl::Time propose_start = absl::Now();
+  const absl::Time propose_start = clock_->Now();
   ProposeDrafts(decoded);
-  const absl::Time end = absl::Now();
+  const absl::Time end = clock_->Now();
   // A draft model's passes are forward time too; prompt lookup's is overhead.
   const double draft_s =
       proposer_ != nullptr && proposer_->runs_a_model() ? Seconds(propose_start, end) : 0;
@@ -483,7 +484,7 @@ void Engine::PublishCounts() {
 
 void Engine::PublishLoad(int64_t prompt_tokens, int64_t generated_tokens, double overhead_s,
                          double forward_s) {
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_->Now();
   recent_tokens_.push_back({now, {prompt_tokens, generated_tokens}});
   const auto old =
       std::find_if(recent_tokens_.begin(), recent_tokens_.end(),

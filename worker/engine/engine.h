@@ -39,6 +39,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/base/clock.h"
 #include "worker/engine/backend.h"
 #include "worker/kv/kv_cache_manager.h"
 #include "worker/sampling/sampler.h"
@@ -78,6 +79,9 @@ struct EngineConfig {
   SpeculativeConfig speculative;
   // Called on the engine thread after every step that ran a forward pass; must not block.
   std::function<void(const StepStats&)> on_step;
+  // What request timings, step durations and token rates are measured with (null: the real
+  // clock; tests: a simulated one). Must outlive the engine.
+  const common::Clock* clock = nullptr;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
@@ -259,6 +263,7 @@ class Engine {
   ForwardOutput forward_output_;
   std::vector<std::pair<absl::Time, std::pair<int64_t, int64_t>>> recent_tokens_;
   std::function<void(const StepStats&)> on_step_;
+  const common::Clock* const clock_;
   const int32_t max_waiting_;
   const SpeculativeConfig speculative_;
   // kDraft only.

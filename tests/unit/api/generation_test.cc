@@ -15,6 +15,7 @@
 #include "gateway/router/worker_call_failure.h"
 #include "gtest/gtest.h"
 #include "tests/testing/fake_worker_client.h"
+#include "tests/testing/simulated_clock.h"
 
 namespace llmserve::gateway {
 namespace {
@@ -131,6 +132,25 @@ TEST_F(GenerationTest, StreamsTextAndFinishesWithUsage) {
   EXPECT_EQ(observer_->result()->usage.completion_tokens(), observer_->tokens());
   EXPECT_EQ(observer_->result()->worker, call->address());
   EXPECT_TRUE(fake_.reported_failures().empty());
+}
+
+TEST_F(GenerationTest, LatenciesFollowTheGenerationsClock) {
+  ::llmserve::testing::SimulatedClock clock;
+  std::shared_ptr<Generation> generation =
+      Generation::Start(&fake_, Request(), {.clock = &clock}, observer_);
+  std::shared_ptr<FakeCall> call = fake_.WaitForCall(0);
+  ASSERT_NE(call, nullptr);
+  clock.Advance(absl::Milliseconds(1500));
+  ASSERT_TRUE(call->Send(Ids("Hello")));
+  // Messages are delivered on the fake's own thread: the first is read before the clock moves.
+  const absl::Time deadline = absl::Now() + kPatience;
+  while (observer_->tokens() == 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  clock.Advance(absl::Milliseconds(500));
+  ASSERT_TRUE(call->Send(Ids(", world"), FINISH_REASON_LENGTH));
+  ASSERT_TRUE(observer_->WaitDone());
+  ASSERT_TRUE(observer_->result().has_value());
+  EXPECT_DOUBLE_EQ(observer_->result()->timing.time_to_first_token_s(), 1.5);
+  EXPECT_DOUBLE_EQ(observer_->result()->timing.total_s(), 2);
 }
 
 TEST_F(GenerationTest, AFailureBeforeTheFirstTokenIsRetriedOnAnotherWorker) {

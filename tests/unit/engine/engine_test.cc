@@ -13,6 +13,7 @@
 #include "common/status/status_macros.h"
 #include "gtest/gtest.h"
 #include "tests/testing/scoped_temp_dir.h"
+#include "tests/testing/simulated_clock.h"
 #include "worker/engine/cpu/cpu_backend.h"
 #include "worker/model/model_files.h"
 #include "worker/model/model_weights.h"
@@ -277,6 +278,38 @@ TEST(EngineTest, ThreadedEngineServesConcurrentClientsAndIdles) {
   // Work added after idling wakes it up.
   ASSERT_TRUE((*engine)->AddRequest(Greedy({9}, 2, collector.Callback())).ok());
   EXPECT_TRUE(collector.WaitForFinished(21, absl::Seconds(30)));
+}
+
+TEST(EngineTest, TimingsAndTokenRatesFollowTheEngineClock) {
+  ::llmserve::testing::SimulatedClock clock;
+  auto engine = Engine::Create(std::make_unique<FakeBackend>(32), {.clock = &clock});
+  ASSERT_TRUE(engine.ok());
+  Collector collector;
+  const RequestId id = *(*engine)->AddRequest(Greedy({3, 4, 5}, 4, collector.Callback()));
+  // Scheduled (and its first token sampled) 2 s after it arrived, then a token a second.
+  clock.Advance(absl::Seconds(2));
+  (*engine)->StepOnce();
+  for (int i = 0; i < 3; ++i) {
+    clock.Advance(absl::Seconds(1));
+    (*engine)->StepOnce();
+  }
+  ASSERT_TRUE(collector.Final(id).has_value());
+  EXPECT_DOUBLE_EQ(collector.Final(id)->queue_s, 2);
+  EXPECT_DOUBLE_EQ(collector.Final(id)->ttft_s, 2);
+  EXPECT_DOUBLE_EQ(collector.Final(id)->total_s, 5);
+  // The rates are over the steps of the last 5 s: 3 prompt and 4 generated tokens in the 3 s
+  // between the first step and the last.
+  EXPECT_DOUBLE_EQ((*engine)->Load().prompt_tokens_per_s, 1);
+  EXPECT_DOUBLE_EQ((*engine)->Load().generated_tokens_per_s, 4.0 / 3);
+  // Ten seconds later those steps are out of the window.
+  clock.Advance(absl::Seconds(10));
+  const RequestId later = *(*engine)->AddRequest(Greedy({9}, 2, collector.Callback()));
+  (*engine)->StepOnce();
+  clock.Advance(absl::Seconds(1));
+  (*engine)->StepOnce();
+  ASSERT_TRUE(collector.Final(later).has_value());
+  EXPECT_DOUBLE_EQ((*engine)->Load().prompt_tokens_per_s, 1);
+  EXPECT_DOUBLE_EQ((*engine)->Load().generated_tokens_per_s, 2);
 }
 
 TEST(EngineTest, WaitForStepsWakesWhenAStepEndsAndOtherwiseAtItsDeadline) {

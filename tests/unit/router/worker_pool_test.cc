@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -18,6 +19,7 @@
 #include "tests/testing/fake_host_resolver.h"
 #include "tests/testing/loopback_socket.h"
 #include "tests/testing/scoped_temp_dir.h"
+#include "tests/testing/simulated_clock.h"
 #include "tests/testing/test_model.h"
 #include "worker/service/worker_server.h"
 
@@ -188,6 +190,26 @@ TEST_F(WorkerPoolTest, RoutingFollowsEveryStateChange) {
 class IdleCall final : public WatchedCall {
  public:
   void Abort(const absl::Status&) override {}
+};
+
+// A call the test registers with the pool; records its abort.
+class RecordingCall final : public WatchedCall {
+ public:
+  explicit RecordingCall(const common::Clock* clock = nullptr) : WatchedCall(clock) {}
+  void Abort(const absl::Status& reason) override {
+    reason_ = reason;
+    aborted_.Notify();
+  }
+  bool WaitAborted(absl::Duration patience) {
+    return aborted_.WaitForNotificationWithTimeout(patience);
+  }
+  bool aborted() const { return aborted_.HasBeenNotified(); }
+  // Set before aborted() reads true.
+  const absl::Status& reason() const { return reason_; }
+
+ private:
+  absl::Notification aborted_;
+  absl::Status reason_;
 };
 
 TEST_F(WorkerPoolTest, SpreadsABurstAndCountsItsOwnCallsAsLoad) {
@@ -377,20 +399,12 @@ TEST_F(WorkerPoolTest, BlackholedWorkersDelayNothingElse) {
   EXPECT_EQ(routed->address, Address(*healthy));
 
   // The monitor's other rounds go on: a call silent past --stream_idle_timeout is aborted...
-  class RecordingCall final : public WatchedCall {
-   public:
-    void Abort(const absl::Status& reason) override {
-      code_ = reason.code();
-      aborted_.Notify();
-    }
-    absl::Notification aborted_;
-    absl::StatusCode code_ = absl::StatusCode::kOk;
-  } call;
+  RecordingCall call;
   (*pool)->Watch(Address(*healthy), &call);
-  const bool aborted = call.aborted_.WaitForNotificationWithTimeout(absl::Seconds(20));
+  const bool aborted = call.WaitAborted(absl::Seconds(20));
   if (!aborted) (*pool)->Unwatch(&call);
   ASSERT_TRUE(aborted);
-  EXPECT_EQ(call.code_, absl::StatusCode::kUnavailable);
+  EXPECT_EQ(call.reason().code(), absl::StatusCode::kUnavailable);
   // ... and a worker that DNS adds later is probed and routed to.
   std::unique_ptr<worker::WorkerServer> later = StartWorker("later");
   ASSERT_TRUE(later);
@@ -401,6 +415,47 @@ TEST_F(WorkerPoolTest, BlackholedWorkersDelayNothingElse) {
   // The pool stops without waiting for the blackholed workers' probes.
   pool->reset();
   EXPECT_LT(absl::Now() - start, options.probe_timeout / 2);
+}
+
+// With a worker reporting once a minute, its heartbeat window is 3 minutes of the pool's clock:
+// the stream is cut, and the calls to the worker aborted, when that clock passes it and not
+// before, whatever the real time.
+TEST_F(WorkerPoolTest, HeartbeatsAndSilentCallsAreJudgedByThePoolsClock) {
+  std::unique_ptr<worker::WorkerServer> a = StartWorker("tiny");
+  ASSERT_TRUE(a);
+  ::llmserve::testing::SimulatedClock clock;
+  WorkerPoolOptions options = FastOptions({Address(*a)});
+  options.clock = &clock;
+  options.load_interval = absl::Seconds(60);
+  options.stream_idle_timeout = absl::ZeroDuration();
+  absl::StatusOr<std::unique_ptr<WorkerPool>> pool = WorkerPool::Start(options);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  const auto ready = [&](const std::vector<WorkerStatus>& workers) {
+    return workers.size() == 1 && workers[0].ready;
+  };
+  ASSERT_TRUE(WaitFor(**pool, ready));
+  RecordingCall call(&clock);
+  (*pool)->Watch(Address(*a), &call);
+  absl::Cleanup unwatch = [&] {
+    if (!call.aborted()) (*pool)->Unwatch(&call);
+  };
+  // Just inside the window: however many monitor rounds pass (a negative can only be shown by
+  // letting some pass), nothing is cut.
+  clock.Advance(absl::Seconds(179));
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_FALSE(call.aborted());
+  EXPECT_TRUE(ready((*pool)->Workers()));
+  // Past it: the worker is treated as gone, and so is its call.
+  clock.Advance(absl::Seconds(2));
+  ASSERT_TRUE(call.WaitAborted(kPatience));
+  EXPECT_EQ(call.reason().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(call.reason().message().find("stopped responding"), std::string::npos) << call.reason();
+  ASSERT_TRUE(WaitFor(**pool, [](const std::vector<WorkerStatus>& workers) {
+    return workers.size() == 1 && !workers[0].ready && !workers[0].last_error.empty();
+  }));
+  // Its next probe is due once the pool's clock passes the backoff: then it is back.
+  clock.Advance(absl::Seconds(1));
+  EXPECT_TRUE(WaitFor(**pool, ready));
 }
 
 TEST_F(WorkerPoolTest, DiscoversWorkersByDns) {
