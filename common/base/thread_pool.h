@@ -1,7 +1,7 @@
 // ThreadPool: a fixed set of threads that run submitted tasks in arrival order, with a bounded
 // queue. For CPU work that must not run on an I/O thread (the gateway prepares prompts on one:
 // chat templates and tokenization of up to a megabyte each). Not the CPU backend's pool
-// (worker/engine/cpu/thread_pool.h), which splits one data-parallel loop over its threads.
+// (worker/engine/cpu/parallel_for_pool.h), which splits one data-parallel loop over its threads.
 //
 // Submit never blocks: a full queue or a pool that is shutting down refuses the task, and the
 // caller decides what that means (the gateway answers 429 or 503). A kHigh task runs before every

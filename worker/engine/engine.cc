@@ -83,14 +83,14 @@ Engine::~Engine() {
   }
   if (thread_.joinable()) thread_.join();
   // Whatever is still queued or live ends as aborted, so no caller waits forever.
-  std::vector<Pending> adds;
+  std::vector<QueuedRequest> adds;
   {
     absl::MutexLock lock(&mutex_);
     adds.swap(inbox_);
   }
-  for (Pending& pending : adds) {
+  for (QueuedRequest& pending : adds) {
     EngineOutput output{.id = pending.id, .finish = FinishReason::kAbort};
-    pending.live->on_output(output);
+    pending.state->on_output(output);
   }
   std::vector<RequestId> ids;
   for (const auto& [id, live] : live_) ids.push_back(id);
@@ -121,11 +121,11 @@ absl::StatusOr<RequestId> Engine::AddRequest(EngineRequest request) {
   absl::StatusOr<SamplingState> sampling =
       SamplingState::Create(request.sampling, scheduled->tokens, backend_->config().vocab_size);
   if (!sampling.ok()) return sampling.status();
-  auto live = std::make_unique<Live>(
-      Live{.sampling = *std::move(sampling),
-           .draft_length = DraftLengthController(speculative_.num_speculative_tokens),
-           .on_output = std::move(request.on_output),
-           .arrival = clock_->Now()});
+  auto live = std::make_unique<RequestState>(
+      RequestState{.sampling = *std::move(sampling),
+                   .draft_length = DraftLengthController(speculative_.num_speculative_tokens),
+                   .on_output = std::move(request.on_output),
+                   .arrival = clock_->Now()});
   if (request.grammar != nullptr) {
     if (scheduled->stopping.ignore_eos || scheduled->stopping.min_tokens > 0) {
       return absl::InvalidArgumentError(
@@ -187,7 +187,7 @@ std::vector<uint64_t> Engine::CachedBlockHashes() const {
 
 void Engine::Loop() {
   while (true) {
-    std::vector<Pending> adds;
+    std::vector<QueuedRequest> adds;
     std::vector<RequestId> aborts;
     {
       absl::MutexLock lock(&mutex_);
@@ -210,7 +210,7 @@ void Engine::Loop() {
 }
 
 bool Engine::StepOnce() {
-  std::vector<Pending> adds;
+  std::vector<QueuedRequest> adds;
   std::vector<RequestId> aborts;
   {
     absl::MutexLock lock(&mutex_);
@@ -224,16 +224,16 @@ bool Engine::StepOnce() {
   return scheduler_.HasWork();
 }
 
-void Engine::TakeInbox(std::vector<Pending> adds, std::vector<RequestId> aborts) {
-  for (Pending& pending : adds) {
+void Engine::TakeInbox(std::vector<QueuedRequest> adds, std::vector<RequestId> aborts) {
+  for (QueuedRequest& pending : adds) {
     const RequestId id = pending.id;
     const absl::Status added = scheduler_.AddRequest(std::move(pending.request));
     if (!added.ok()) {  // cannot happen after AddRequest's checks, but never lose a caller
       EngineOutput output{.id = id, .finish = FinishReason::kError, .error = added};
-      pending.live->on_output(output);
+      pending.state->on_output(output);
       continue;
     }
-    live_[id] = std::move(pending.live);
+    live_[id] = std::move(pending.state);
   }
   for (RequestId id : aborts) {
     if (!scheduler_.AbortRequest(id)) continue;
@@ -245,7 +245,7 @@ void Engine::TakeInbox(std::vector<Pending> adds, std::vector<RequestId> aborts)
 void Engine::Finish(RequestId id, EngineOutput& output) {
   const auto it = live_.find(id);
   if (it == live_.end()) return;
-  Live& live = *it->second;
+  RequestState& live = *it->second;
   const absl::Time now = clock_->Now();
   if (live.first_scheduled != absl::InfinitePast()) {
     output.queue_s = Seconds(live.arrival, live.first_scheduled);
@@ -277,7 +277,7 @@ std::vector<std::vector<SampleResult>> Engine::SampleAll(const SchedulerOutput& 
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     const ScheduledRequest& step = plan.scheduled[i];
     if (!step.samples) continue;
-    Live& live = *live_.at(step.id);
+    RequestState& live = *live_.at(step.id);
     const int32_t drafts = step.num_draft_tokens;
     // The rows of the last known token and of each draft: row j predicts the token after them.
     const int32_t first_row = forward_output_.row_start[i + 1] - (drafts + 1);
@@ -359,7 +359,7 @@ void Engine::ProposeDrafts(absl::Span<const RequestId> decoded) {
   }
 }
 
-void Engine::MaskLogits(Live& live, absl::Span<float> logits) {
+void Engine::MaskLogits(RequestState& live, absl::Span<float> logits) {
   const bool filled = live.matcher->FillNextTokenBitmask(absl::MakeSpan(live.bitmask));
   if (!filled && live.constraint_error.ok()) {
     // Over the matcher's per-token work budget: the request ends here with the error, and no
@@ -423,7 +423,7 @@ void Engine::RunStep() {
   size_t position = 0;  // Update's outputs follow the plan's order
   for (const RequestOutput& out : scheduler_.Update(plan, emitted)) {
     while (plan.scheduled[position].id != out.id) ++position;
-    Live& live = *live_.at(out.id);
+    RequestState& live = *live_.at(out.id);
     generated += static_cast<int64_t>(out.new_tokens.size());
     if (out.first_token) live.first_token = forward_end;
     EngineOutput output{.id = out.id};

@@ -205,7 +205,9 @@ class Engine {
   bool StepOnce();
 
  private:
-  struct Live {
+  // What the engine keeps of a request beside the scheduler's Request: its sampling and grammar
+  // state, its draft length, where its outputs go, and its timings.
+  struct RequestState {
     SamplingState sampling;
     // Constrained requests only: the grammar's state, and the mask it fills every step.
     std::unique_ptr<structured::GrammarMatcher> matcher;
@@ -219,17 +221,18 @@ class Engine {
     absl::Time first_scheduled = absl::InfinitePast();
     absl::Time first_token = absl::InfinitePast();
   };
-  struct Pending {
+  // An AddRequest waiting in the inbox for the engine thread.
+  struct QueuedRequest {
     RequestId id;
     std::unique_ptr<Request> request;
-    std::unique_ptr<Live> live;
+    std::unique_ptr<RequestState> state;
   };
 
   Engine(std::unique_ptr<Backend> backend, const EngineConfig& config,
          std::unique_ptr<Proposer> proposer);
   void Loop();
   // Moves queued adds and aborts into the scheduler.
-  void TakeInbox(std::vector<Pending> adds, std::vector<RequestId> aborts);
+  void TakeInbox(std::vector<QueuedRequest> adds, std::vector<RequestId> aborts);
   void RunStep();
   // Fills batch_ from the plan; returns the prompt tokens it processes.
   int64_t BuildBatch(const SchedulerOutput& plan);
@@ -241,7 +244,7 @@ class Engine {
   // Gives the requests that just decoded (and still run) drafts for their next step.
   void ProposeDrafts(absl::Span<const RequestId> decoded);
   // Constrained decoding: forbids every token the request's grammar does not allow next.
-  void MaskLogits(Live& live, absl::Span<float> logits);
+  void MaskLogits(RequestState& live, absl::Span<float> logits);
   void FailStep(const SchedulerOutput& plan, const absl::Status& error);
   // Publishes running/waiting/free-block counts (after the inbox changed them, between steps).
   void PublishCounts();
@@ -258,7 +261,7 @@ class Engine {
   int32_t total_kv_blocks_;
   Scheduler scheduler_;
   Sampler sampler_;
-  absl::flat_hash_map<RequestId, std::unique_ptr<Live>> live_;
+  absl::flat_hash_map<RequestId, std::unique_ptr<RequestState>> live_;
   ForwardBatch batch_;
   ForwardOutput forward_output_;
   std::vector<std::pair<absl::Time, std::pair<int64_t, int64_t>>> recent_tokens_;
@@ -276,7 +279,7 @@ class Engine {
   std::vector<int64_t> spec_accepted_per_position_;
 
   mutable absl::Mutex mutex_;
-  std::vector<Pending> inbox_ ABSL_GUARDED_BY(mutex_);
+  std::vector<QueuedRequest> inbox_ ABSL_GUARDED_BY(mutex_);
   std::vector<RequestId> aborts_ ABSL_GUARDED_BY(mutex_);
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   bool has_work_ ABSL_GUARDED_BY(mutex_) = false;

@@ -25,7 +25,7 @@
 #include "worker/engine/cpu/packed_matrix.h"
 #include "worker/engine/cpu/paged_attention.h"
 #include "worker/engine/cpu/small_batch_gemv.h"
-#include "worker/engine/cpu/thread_pool.h"
+#include "worker/engine/cpu/parallel_for_pool.h"
 #include "worker/model/dtype.h"
 #include "worker/model/model_weights.h"
 
@@ -217,7 +217,7 @@ TEST(ProjectionWeightTest, CopyRowReturnsTheRowInEitherLayout) {
 TEST(MatMulTest, MatchesPlainLoopsOnEveryPath) {
   std::mt19937 rng(11);
   for (int threads : {1, 2, 3}) {
-    ThreadPool pool(threads);
+    ParallelForPool pool(threads);
     MatMul matmul(&pool);
     for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
       // Packed: the packed GEMM for f32/f16 where it runs. Dense: m <= 4 takes the GEMV; larger m
@@ -410,9 +410,9 @@ TEST(Bf16GemmTest, MatchesPlainLoopsOnRoundedInputsForEveryShape) {
   }
 }
 
-TEST(ThreadPoolTest, EveryIndexRunsExactlyOnceWithValidThreadIndices) {
+TEST(ParallelForPoolTest, EveryIndexRunsExactlyOnceWithValidThreadIndices) {
   for (int threads : {1, 2, 4}) {
-    ThreadPool pool(threads);
+    ParallelForPool pool(threads);
     std::mt19937 rng(threads);
     for (int round = 0; round < 2000; ++round) {
       const int64_t n = rng() % 50;
@@ -429,12 +429,12 @@ TEST(ThreadPoolTest, EveryIndexRunsExactlyOnceWithValidThreadIndices) {
   }
 }
 
-TEST(ThreadPoolTest, WorkersThatFellAsleepAreWokenForTheNextLoop) {
-  ThreadPool pool(3);
+TEST(ParallelForPoolTest, WorkersThatFellAsleepAreWokenForTheNextLoop) {
+  ParallelForPool pool(3);
   for (int round = 0; round < 5; ++round) {
     // Longer than the spin: the workers are asleep when the loop is published.
     std::this_thread::sleep_for(std::chrono::milliseconds(2) +
-                                absl::ToChronoMicroseconds(ThreadPool::kSpin));
+                                absl::ToChronoMicroseconds(ParallelForPool::kSpin));
     std::atomic<int> sum{0};
     pool.ParallelFor(3, [&](int, int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) sum += static_cast<int>(i) + 1;
@@ -443,10 +443,10 @@ TEST(ThreadPoolTest, WorkersThatFellAsleepAreWokenForTheNextLoop) {
   }
 }
 
-TEST(ThreadPoolTest, UnevenWorkCompletesWhenTheCallerWaitsLong) {
+TEST(ParallelForPoolTest, UnevenWorkCompletesWhenTheCallerWaitsLong) {
   // The workers' ranges take far longer than the caller's: the caller gives up spinning, sleeps,
   // and must still be woken when the last worker finishes.
-  ThreadPool pool(2);
+  ParallelForPool pool(2);
   for (int round = 0; round < 3; ++round) {
     std::atomic<int> done{0};
     pool.ParallelFor(2, [&](int thread, int64_t, int64_t) {

@@ -19,7 +19,7 @@
 #include "worker/engine/cpu/matmul.h"
 #include "worker/engine/cpu/packed_gemm.h"
 #include "worker/engine/cpu/packed_matrix.h"
-#include "worker/engine/cpu/thread_pool.h"
+#include "worker/engine/cpu/parallel_for_pool.h"
 #include "worker/model/int4_matrix.h"
 
 namespace llmserve::worker::cpu {
@@ -176,7 +176,7 @@ TEST(Int4ProjectionWeightTest, CopyRowDequantizesAndSizeCountsValuesScalesAndOff
 TEST(Int4MatMulTest, MatchesDequantizedReferenceOnThisCpusPath) {
   std::mt19937 rng(41);
   for (int threads : {1, 2, 3}) {
-    ThreadPool pool(threads);
+    ParallelForPool pool(threads);
     MatMul matmul(&pool);
     for (int64_t m : {1, 3, 4, 5, 17, 40}) {
       const int64_t n = 70, k = 256;

@@ -17,7 +17,7 @@
 #include "worker/engine/cpu/matmul.h"
 #include "worker/engine/cpu/packed_gemm.h"
 #include "worker/engine/cpu/packed_matrix.h"
-#include "worker/engine/cpu/thread_pool.h"
+#include "worker/engine/cpu/parallel_for_pool.h"
 #include "worker/model/dtype.h"
 #include "worker/model/model_weights.h"
 #include "worker/model/quantization.h"
@@ -149,7 +149,7 @@ TEST(Int8ProjectionWeightTest, CopyRowDequantizesAndSizeCountsBytesAndScales) {
 TEST(Int8MatMulTest, MatchesDequantizedReferenceOnThisCpusPath) {
   std::mt19937 rng(41);
   for (int threads : {1, 2, 3}) {
-    ThreadPool pool(threads);
+    ParallelForPool pool(threads);
     MatMul matmul(&pool);
     for (int64_t m : {1, 3, 4, 5, 17, 40}) {
       const int64_t n = 70, k = 45;

@@ -19,7 +19,7 @@
 #include "tests/unit/engine/packed_gemm_reference.h"
 #include "worker/engine/cpu/matmul.h"
 #include "worker/engine/cpu/packed_matrix.h"
-#include "worker/engine/cpu/thread_pool.h"
+#include "worker/engine/cpu/parallel_for_pool.h"
 #include "worker/model/dtype.h"
 #include "worker/model/int4_matrix.h"
 
@@ -269,7 +269,7 @@ TEST(QuantizedDotTest, Int8VectorKernelsEqualScalarBitwise) {
 // the f32 kernels above that, for int4 groups it has no kernel for, and when not asked.
 TEST(QuantizedDotTest, MatMulChoosesThePath) {
   std::mt19937 rng(53);
-  ThreadPool pool(2);
+  ParallelForPool pool(2);
   MatMul quantized(&pool, /*quantized_activations=*/true);
   MatMul exact(&pool);
   const int64_t n = 70;

@@ -18,7 +18,7 @@
 #include "worker/engine/cpu/aligned_vector.h"
 #include "worker/engine/cpu/matmul.h"
 #include "worker/engine/cpu/paged_attention.h"
-#include "worker/engine/cpu/thread_pool.h"
+#include "worker/engine/cpu/parallel_for_pool.h"
 #include "worker/model/model_weights.h"
 #include "worker/model/quantization.h"
 
@@ -34,7 +34,7 @@ struct CpuBackendOptions {
   // Run the kernels on this pool instead of one of num_threads of its own: backends that run one
   // after the other on one thread (a target model and its draft model) share their threads, so
   // one's idle spinning workers do not compete with the other's.
-  std::shared_ptr<cpu::ThreadPool> thread_pool;
+  std::shared_ptr<cpu::ParallelForPool> thread_pool;
   // kInt8: every projection (q/k/v, o, gate/up, down) is quantized to int8 at load, per output
   // row; embeddings and norms stay in the weights' dtype. An AWQ/GPTQ checkpoint runs its 4-bit
   // projections with kNone or its own method (ResolveQuantization); a GGUF file's 4-bit
@@ -65,7 +65,7 @@ class CpuBackend final : public Backend {
 
   int num_threads() const { return pool_.num_threads(); }
   // The kernels' pool, to share with a backend that runs after this one on the same thread.
-  std::shared_ptr<cpu::ThreadPool> thread_pool() const { return pool_owner_; }
+  std::shared_ptr<cpu::ParallelForPool> thread_pool() const { return pool_owner_; }
   // What runs: ResolveQuantization of the options and the checkpoint.
   Quantization quantization() const { return quantization_; }
   bool lm_head_quantized() const { return lm_head_.is_int8(); }
@@ -102,8 +102,8 @@ class CpuBackend final : public Backend {
   cpu::PagedKvLayout layout_;
   int32_t num_blocks_;
   std::vector<double> rope_inv_freq_;
-  std::shared_ptr<cpu::ThreadPool> pool_owner_;
-  cpu::ThreadPool& pool_;
+  std::shared_ptr<cpu::ParallelForPool> pool_owner_;
+  cpu::ParallelForPool& pool_;
   cpu::MatMul matmul_;
   std::vector<float> k_cache_;  // [layers][num_blocks, num_kv_heads, block_size, head_dim]
   std::vector<float> v_cache_;

@@ -29,7 +29,7 @@ void MultiplyF32(const float* x, int64_t m, int64_t k, const float* w, int64_t r
 
 }  // namespace
 
-ProjectionWeight::ProjectionWeight(Tensor w, WeightLayout layout, ThreadPool* pool)
+ProjectionWeight::ProjectionWeight(Tensor w, WeightLayout layout, ParallelForPool* pool)
     : dtype_(w.dtype()), rows_(w.shape().at(0)), cols_(w.shape().at(1)) {
   is_packed_ = layout == WeightLayout::kBest && PackedGemmAvailable() &&
                (dtype_ == DType::kF32 || dtype_ == DType::kF16);
@@ -40,7 +40,7 @@ ProjectionWeight::ProjectionWeight(Tensor w, WeightLayout layout, ThreadPool* po
   }
 }
 
-ProjectionWeight ProjectionWeight::QuantizedInt8(const Tensor& w, ThreadPool* pool) {
+ProjectionWeight ProjectionWeight::QuantizedInt8(const Tensor& w, ParallelForPool* pool) {
   ProjectionWeight weight;
   weight.dtype_ = w.dtype();
   weight.rows_ = w.shape().at(0);
@@ -50,7 +50,7 @@ ProjectionWeight ProjectionWeight::QuantizedInt8(const Tensor& w, ThreadPool* po
   return weight;
 }
 
-ProjectionWeight ProjectionWeight::Int4(const Int4Matrix& w, ThreadPool* pool) {
+ProjectionWeight ProjectionWeight::Int4(const Int4Matrix& w, ParallelForPool* pool) {
   ProjectionWeight weight;
   weight.dtype_ = DType::kF32;
   weight.rows_ = w.rows;
@@ -74,7 +74,7 @@ void ProjectionWeight::CopyRow(int64_t r, float* out) const {
   ConvertElements(bytes + r * row_bytes, dtype_, out, DType::kF32, cols_);
 }
 
-MatMul::MatMul(ThreadPool* pool, bool quantized_activations)
+MatMul::MatMul(ParallelForPool* pool, bool quantized_activations)
     : pool_(pool),
       quantized_activations_(quantized_activations),
       dot_isa_(QuantizedDotIsas().front()),

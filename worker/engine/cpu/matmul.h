@@ -29,7 +29,7 @@
 #include "worker/engine/cpu/aligned_vector.h"
 #include "worker/engine/cpu/packed_matrix.h"
 #include "worker/engine/cpu/quantized_dot.h"
-#include "worker/engine/cpu/thread_pool.h"
+#include "worker/engine/cpu/parallel_for_pool.h"
 #include "worker/model/model_weights.h"
 
 namespace llmserve::worker::cpu {
@@ -44,13 +44,13 @@ class ProjectionWeight {
   ProjectionWeight() = default;
   // Takes the tensor; when packed (on `pool`'s threads, if given), its dense copy is freed.
   explicit ProjectionWeight(Tensor w, WeightLayout layout = WeightLayout::kBest,
-                            ThreadPool* pool = nullptr);
+                            ParallelForPool* pool = nullptr);
   // `w` (f32, f16 or bf16, finite: CheckQuantizable) quantized to int8 per row and packed, on
   // `pool`'s threads if given; the caller keeps `w`.
-  static ProjectionWeight QuantizedInt8(const Tensor& w, ThreadPool* pool = nullptr);
+  static ProjectionWeight QuantizedInt8(const Tensor& w, ParallelForPool* pool = nullptr);
   // `w` (valid: PackedMatrix::PackInt4 CHECKs it) packed with its groups, on `pool`'s threads if
   // given; the caller keeps `w`. Its dtype() is kF32, what its dequantized values are.
-  static ProjectionWeight Int4(const Int4Matrix& w, ThreadPool* pool = nullptr);
+  static ProjectionWeight Int4(const Int4Matrix& w, ParallelForPool* pool = nullptr);
 
   bool empty() const { return rows_ == 0; }
   int64_t rows() const { return rows_; }
@@ -81,7 +81,7 @@ class MatMul {
  public:
   // `quantized_activations`: int8 and int4 weights at small batches take the integer-dot path
   // (quantized_dot.h), which computes with activations quantized to int8 per block.
-  explicit MatMul(ThreadPool* pool, bool quantized_activations = false);
+  explicit MatMul(ParallelForPool* pool, bool quantized_activations = false);
 
   // x is [m, w.cols()] row-major; out is [m, w.rows()] row-major.
   void Run(const float* x, int64_t m, const ProjectionWeight& w, float* out);
@@ -92,7 +92,7 @@ class MatMul {
   void RunBaseline(const float* x, int64_t m, const PackedMatrix& w, float* out);
   void RunQuantizedDot(const float* x, int64_t m, const PackedMatrix& w, float* out);
 
-  ThreadPool* pool_;
+  ParallelForPool* pool_;
   std::string packed_isa_;  // the packed GEMM's instruction set, if any
   bool quantized_activations_;
   std::string dot_isa_;                     // the integer-dot kernels' instruction set

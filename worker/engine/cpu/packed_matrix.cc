@@ -35,7 +35,7 @@ void PackPanel(const Unit* src, int64_t rows, int64_t cols, int64_t p, Unit* pan
 }
 
 template <typename Unit>
-void PackPanels(const Unit* src, int64_t rows, int64_t cols, int64_t panels, ThreadPool* pool,
+void PackPanels(const Unit* src, int64_t rows, int64_t cols, int64_t panels, ParallelForPool* pool,
                 Unit* dst) {
   const auto pack = [&](int, int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
@@ -72,7 +72,7 @@ int64_t PackedMatrix::SizeBytes() const {
   return num_panels() * PanelBytes() + scale_floats * int64_t{sizeof(float)};
 }
 
-PackedMatrix::PackedMatrix(const Tensor& w, ThreadPool* pool)
+PackedMatrix::PackedMatrix(const Tensor& w, ParallelForPool* pool)
     : element_(w.dtype() == DType::kF32 ? PackedElement::kF32 : PackedElement::kF16),
       rows_(w.shape().at(0)),
       cols_(w.shape().at(1)) {
@@ -88,7 +88,7 @@ PackedMatrix::PackedMatrix(const Tensor& w, ThreadPool* pool)
   }
 }
 
-PackedMatrix PackedMatrix::QuantizeInt8(const Tensor& w, ThreadPool* pool) {
+PackedMatrix PackedMatrix::QuantizeInt8(const Tensor& w, ParallelForPool* pool) {
   LLMSERVE_CHECK(w.shape().size() == 2) << "PackedMatrix takes a 2-D tensor";
   PackedMatrix m;
   m.element_ = PackedElement::kInt8;
@@ -124,7 +124,7 @@ PackedMatrix PackedMatrix::QuantizeInt8(const Tensor& w, ThreadPool* pool) {
   return m;
 }
 
-PackedMatrix PackedMatrix::PackInt4(const Int4Matrix& w, ThreadPool* pool) {
+PackedMatrix PackedMatrix::PackInt4(const Int4Matrix& w, ParallelForPool* pool) {
   LLMSERVE_CHECK(w.rows > 0 && w.cols > 0 && w.cols % 2 == 0 && w.group_size > 0 &&
                  w.cols % w.group_size == 0)
       << "bad int4 matrix [" << w.rows << ", " << w.cols << "], group size " << w.group_size;

@@ -27,7 +27,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "worker/engine/cpu/thread_pool.h"
+#include "worker/engine/cpu/parallel_for_pool.h"
 #include "worker/model/dtype.h"
 #include "worker/model/int4_matrix.h"
 #include "worker/model/model_weights.h"
@@ -43,13 +43,13 @@ class PackedMatrix {
 
   PackedMatrix() = default;
   // `w` is a 2-D f32 or f16 tensor [n, k]. Packs on `pool`'s threads when given.
-  explicit PackedMatrix(const Tensor& w, ThreadPool* pool = nullptr);
+  explicit PackedMatrix(const Tensor& w, ParallelForPool* pool = nullptr);
   // `w` is a 2-D f32, f16 or bf16 tensor [n, k] of finite values (CheckQuantizable): quantized
   // per row to int8 (QuantizeRowInt8) and packed, on `pool`'s threads when given.
-  static PackedMatrix QuantizeInt8(const Tensor& w, ThreadPool* pool = nullptr);
+  static PackedMatrix QuantizeInt8(const Tensor& w, ParallelForPool* pool = nullptr);
   // `w` (rows, cols and group_size > 0, cols even and a multiple of group_size, vectors of their
   // sizes: CHECKed) packed with its groups, on `pool`'s threads when given.
-  static PackedMatrix PackInt4(const Int4Matrix& w, ThreadPool* pool = nullptr);
+  static PackedMatrix PackInt4(const Int4Matrix& w, ParallelForPool* pool = nullptr);
 
   PackedElement element() const { return element_; }
   int64_t rows() const { return rows_; }

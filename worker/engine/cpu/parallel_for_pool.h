@@ -12,8 +12,8 @@
 //
 // Thread-compatible: one thread (the engine thread) calls ParallelFor; the workers are internal.
 
-#ifndef LLMSERVE_WORKER_ENGINE_CPU_THREAD_POOL_H_
-#define LLMSERVE_WORKER_ENGINE_CPU_THREAD_POOL_H_
+#ifndef LLMSERVE_WORKER_ENGINE_CPU_PARALLEL_FOR_POOL_H_
+#define LLMSERVE_WORKER_ENGINE_CPU_PARALLEL_FOR_POOL_H_
 
 #include <atomic>
 #include <cstdint>
@@ -27,7 +27,7 @@
 
 namespace llmserve::worker::cpu {
 
-class ThreadPool {
+class ParallelForPool {
  public:
   // How long an idle worker polls for the next loop before it sleeps.
   static constexpr absl::Duration kSpin = absl::Microseconds(200);
@@ -35,10 +35,10 @@ class ThreadPool {
   static constexpr absl::Duration kNoSpinAfterContention = absl::Milliseconds(20);
 
   // `num_threads` >= 1, the calling thread included.
-  explicit ThreadPool(int num_threads);
-  ThreadPool(const ThreadPool&) = delete;
-  ThreadPool& operator=(const ThreadPool&) = delete;
-  ~ThreadPool();
+  explicit ParallelForPool(int num_threads);
+  ParallelForPool(const ParallelForPool&) = delete;
+  ParallelForPool& operator=(const ParallelForPool&) = delete;
+  ~ParallelForPool();
 
   int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
 
@@ -78,4 +78,4 @@ class ThreadPool {
 
 }  // namespace llmserve::worker::cpu
 
-#endif  // LLMSERVE_WORKER_ENGINE_CPU_THREAD_POOL_H_
+#endif  // LLMSERVE_WORKER_ENGINE_CPU_PARALLEL_FOR_POOL_H_

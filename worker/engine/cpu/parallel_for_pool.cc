@@ -1,4 +1,4 @@
-#include "worker/engine/cpu/thread_pool.h"
+#include "worker/engine/cpu/parallel_for_pool.h"
 
 #include <algorithm>
 #include <chrono>
@@ -46,13 +46,13 @@ bool Spin(int64_t limit_ns, const Done& done) {
 
 }  // namespace
 
-ThreadPool::ThreadPool(int num_threads) {
+ParallelForPool::ParallelForPool(int num_threads) {
   for (int i = 1; i < std::max(1, num_threads); ++i) {
     workers_.emplace_back([this, i] { WorkerLoop(i); });
   }
 }
 
-ThreadPool::~ThreadPool() {
+ParallelForPool::~ParallelForPool() {
   {
     absl::MutexLock lock(&mutex_);
     stopping_.store(true);
@@ -61,7 +61,7 @@ ThreadPool::~ThreadPool() {
   for (std::thread& worker : workers_) worker.join();
 }
 
-void ThreadPool::ParallelFor(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn) {
+void ParallelForPool::ParallelFor(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   const int threads = num_threads();
   if (threads == 1 || n == 1) {
@@ -85,13 +85,13 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int, int64_t, i
   task_ = nullptr;
 }
 
-int64_t ThreadPool::SpinBudgetNanos() const {
+int64_t ParallelForPool::SpinBudgetNanos() const {
   return NowNanos() < no_spin_until_ns_.load(std::memory_order_relaxed)
              ? 0
              : absl::ToInt64Nanoseconds(kSpin);
 }
 
-void ThreadPool::AwaitWorkers(bool workers_were_spinning) {
+void ParallelForPool::AwaitWorkers(bool workers_were_spinning) {
   // seq_cst loads: the sleeping path below pairs a store of caller_sleeping_ with this load against
   // the worker's decrement of pending_ and its load of caller_sleeping_ (a Dekker handshake).
   auto all_done = [this] { return pending_.load() == 0; };
@@ -110,7 +110,7 @@ void ThreadPool::AwaitWorkers(bool workers_were_spinning) {
   caller_sleeping_.store(false);
 }
 
-uint64_t ThreadPool::AwaitGeneration(uint64_t seen) {
+uint64_t ParallelForPool::AwaitGeneration(uint64_t seen) {
   // seq_cst, for the same handshake with sleepers_ as in AwaitWorkers.
   auto changed = [this, seen] { return generation_.load() != seen || stopping_.load(); };
   if (!Spin(SpinBudgetNanos(), changed)) {
@@ -122,7 +122,7 @@ uint64_t ThreadPool::AwaitGeneration(uint64_t seen) {
   return generation_.load();
 }
 
-void ThreadPool::WorkerLoop(int index) {
+void ParallelForPool::WorkerLoop(int index) {
   uint64_t seen = 0;
   while (true) {
     seen = AwaitGeneration(seen);
