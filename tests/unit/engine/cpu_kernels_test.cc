@@ -24,8 +24,8 @@
 #include "worker/engine/cpu/packed_gemm.h"
 #include "worker/engine/cpu/packed_matrix.h"
 #include "worker/engine/cpu/paged_attention.h"
-#include "worker/engine/cpu/small_batch_gemv.h"
 #include "worker/engine/cpu/parallel_for_pool.h"
+#include "worker/engine/cpu/small_batch_gemv.h"
 #include "worker/model/dtype.h"
 #include "worker/model/model_weights.h"
 

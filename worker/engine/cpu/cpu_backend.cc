@@ -120,8 +120,9 @@ CpuBackend::CpuBackend(std::unique_ptr<ModelWeights> weights, const CpuBackendOp
       quantized_activations_(options.quantized_activations),
       layout_{weights_->config.num_kv_heads, weights_->config.head_dim, options.block_size},
       num_blocks_(num_blocks),
-      pool_owner_(options.thread_pool != nullptr ? options.thread_pool
-                                                 : std::make_shared<cpu::ParallelForPool>(num_threads)),
+      pool_owner_(options.thread_pool != nullptr
+                      ? options.thread_pool
+                      : std::make_shared<cpu::ParallelForPool>(num_threads)),
       pool_(*pool_owner_),
       matmul_(&pool_, options.quantized_activations),
       scores_(num_threads) {

@@ -28,8 +28,8 @@
 
 #include "worker/engine/cpu/aligned_vector.h"
 #include "worker/engine/cpu/packed_matrix.h"
-#include "worker/engine/cpu/quantized_dot.h"
 #include "worker/engine/cpu/parallel_for_pool.h"
+#include "worker/engine/cpu/quantized_dot.h"
 #include "worker/model/model_weights.h"
 
 namespace llmserve::worker::cpu {
