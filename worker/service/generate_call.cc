@@ -6,7 +6,6 @@
 #include <utility>
 #include <vector>
 
-#include "common/status/grpc_raw_message.h"
 #include "common/status/grpc_status.h"
 #include "worker/service/request_conversion.h"
 
@@ -31,11 +30,10 @@ absl::Status GenerateCall::Start(EngineRequest request) {
     absl::MutexLock lock(&mutex_);
     if (id.ok()) {
       engine_id_ = *id;
-      abort_now = cancelled_ || abort_status_.has_value();
+      abort_now = stream_.client_gone() || abort_status_.has_value();
     } else {
       --refs_;  // the engine never took it
       engine_done_ = true;
-      finish_status_ = common::ToGrpcStatus(id.status());
     }
   }
   if (id.ok() && abort_now) {
@@ -47,7 +45,7 @@ absl::Status GenerateCall::Start(EngineRequest request) {
     span_.End();
     if (metrics_ != nullptr) metrics_->OnFailed(id.status().code());
     on_engine_done_(this);
-    Pump();
+    stream_.FinishAfterPending(common::ToGrpcStatus(id.status()));
   }
   Unref();
   return id.ok() ? absl::OkStatus() : id.status();
@@ -64,20 +62,20 @@ void GenerateCall::Abort(const grpc::Status& status) {
   if (id != 0) engine_->AbortRequest(id);
 }
 
-bool GenerateCall::client_gone() const {
-  absl::MutexLock lock(&mutex_);
-  return cancelled_;
-}
+bool GenerateCall::client_gone() const { return stream_.client_gone(); }
 
 void GenerateCall::OnCancel() {
+  stream_.ClientGone();
+  AbortInEngine();
+}
+
+void GenerateCall::AbortInEngine() {
   RequestId id = 0;
   {
     absl::MutexLock lock(&mutex_);
-    cancelled_ = true;
     if (!engine_done_) id = engine_id_;
   }
   if (id != 0) engine_->AbortRequest(id);
-  Pump();
 }
 
 void GenerateCall::OnEngineOutput(const EngineOutput& output) {
@@ -95,35 +93,36 @@ void GenerateCall::OnEngineOutput(const EngineOutput& output) {
   if (num_tokens > 0) last_token_time_ = now;
 
   const bool last = output.finish != FinishReason::kNone;
-  {
+  std::optional<grpc::Status> finish;
+  std::optional<EngineOutput> final_output;
+  if (last) {
     absl::MutexLock lock(&mutex_);
-    if (num_tokens > 0) {
-      AppendTokens(output, &pending_);
-      has_pending_ = true;
-    }
-    if (last) {
-      engine_done_ = true;
-      if (output.finish == FinishReason::kError) {
-        finish_status_ = common::ToGrpcStatus(
-            output.error.ok() ? absl::InternalError("the engine failed") : output.error);
-      } else if (output.finish == FinishReason::kAbort && abort_status_.has_value()) {
-        finish_status_ = *abort_status_;
-      } else if (output.finish == FinishReason::kAbort && !cancelled_) {
-        // Only the engine shutting down aborts a request nobody asked to abort.
-        finish_status_ = grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                      "the worker stopped before the request finished");
-      } else {
-        EngineOutput final_output = output;
-        if (output.finish == FinishReason::kAbort) {
-          final_output.prompt_tokens = prompt_tokens_;
-          final_output.output_tokens = generated_tokens_;
-        }
-        SetFinal(final_output, &pending_);
-        has_pending_ = true;
-        finish_status_ = grpc::Status::OK;
+    engine_done_ = true;
+    if (output.finish == FinishReason::kError) {
+      finish = common::ToGrpcStatus(output.error.ok() ? absl::InternalError("the engine failed")
+                                                      : output.error);
+    } else if (output.finish == FinishReason::kAbort && abort_status_.has_value()) {
+      finish = *abort_status_;
+    } else if (output.finish == FinishReason::kAbort && !stream_.client_gone()) {
+      // Only the engine shutting down aborts a request nobody asked to abort.
+      finish = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                            "the worker stopped before the request finished");
+    } else {
+      final_output = output;
+      if (output.finish == FinishReason::kAbort) {
+        final_output->prompt_tokens = prompt_tokens_;
+        final_output->output_tokens = generated_tokens_;
       }
+      finish = grpc::Status::OK;
     }
   }
+  if (num_tokens > 0 || final_output.has_value()) {
+    stream_.Add([&](v1::GenerateResponse& message) {
+      if (num_tokens > 0) AppendTokens(output, &message);
+      if (final_output.has_value()) SetFinal(*final_output, &message);
+    });
+  }
+  if (finish.has_value()) stream_.FinishAfterPending(*std::move(finish));
   if (last && metrics_ != nullptr) {
     if (output.finish == FinishReason::kError) {
       metrics_->OnFailed(output.error.ok() ? absl::StatusCode::kInternal : output.error.code());
@@ -132,7 +131,6 @@ void GenerateCall::OnEngineOutput(const EngineOutput& output) {
     }
   }
   if (last) EndSpan(output);
-  Pump();
   if (last) {
     on_engine_done_(this);
     Unref();
@@ -179,49 +177,9 @@ void GenerateCall::EndSpan(const EngineOutput& output) {
   span_.End(end);
 }
 
-void GenerateCall::Pump() {
-  enum class Action { kNone, kWrite, kFinish } action = Action::kNone;
-  grpc::Status status;
-  {
-    absl::MutexLock lock(&mutex_);
-    if (writing_ || finish_called_) return;
-    if (cancelled_) {
-      // Nobody reads any more: end at once (gRPC needs Finish even for a cancelled call).
-      finish_called_ = true;
-      status = grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled");
-      action = Action::kFinish;
-    } else if (has_pending_) {
-      in_flight_.Clear();
-      in_flight_.Swap(&pending_);
-      has_pending_ = false;
-      writing_ = true;
-      action = Action::kWrite;
-    } else if (finish_status_.has_value()) {
-      finish_called_ = true;
-      status = *finish_status_;
-      action = Action::kFinish;
-    }
-  }
-  if (action == Action::kWrite) {
-    common::SerializeRawResponse(in_flight_, &in_flight_bytes_);
-    StartWrite(&in_flight_bytes_);
-  }
-  if (action == Action::kFinish) Finish(status);
-}
-
 void GenerateCall::OnWriteDone(bool ok) {
-  RequestId abort_id = 0;
-  {
-    absl::MutexLock lock(&mutex_);
-    writing_ = false;
-    if (!ok && !cancelled_) {
-      // The stream broke (client gone): stop the request rather than compute for nobody.
-      cancelled_ = true;
-      if (!engine_done_) abort_id = engine_id_;
-    }
-  }
-  if (abort_id != 0) engine_->AbortRequest(abort_id);
-  Pump();
+  // The stream broke (client gone): stop the request rather than compute for nobody.
+  if (stream_.OnWriteDone(ok)) AbortInEngine();
 }
 
 void GenerateCall::OnDone() { Unref(); }

@@ -1,9 +1,10 @@
 // One Worker.Generate call: a gRPC server-streaming reactor fed by the engine thread.
 //
-// The engine pushes outputs through a callback that only appends to this call's buffer and
-// starts a write when none is in flight, so the engine never waits for a client. A slow reader
-// makes the buffer grow by at most its request's max_tokens tokens: outputs that arrive while a
-// write is in flight are merged into the next message.
+// The engine pushes outputs through a callback that only appends to this call's stream
+// (common/grpc/single_write_stream.h), which starts a write when none is in flight, so the engine
+// never waits for a client. A slow reader makes the buffer grow by at most its request's
+// max_tokens tokens: outputs that arrive while a write is in flight are merged into the next
+// message.
 //
 // Lifetime: two references, one held by gRPC (dropped in OnDone) and one by the engine (dropped
 // with the request's last output); the object deletes itself when both are gone.
@@ -23,6 +24,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/grpc/single_write_stream.h"
 #include "common/tracing/span.h"
 #include "llmserve/worker/v1/worker.pb.h"
 #include "worker/engine/engine.h"
@@ -66,8 +68,8 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   void OnEngineOutput(const EngineOutput& output);
   // Engine thread: the span's closing attributes, from the request's last output.
   void EndSpan(const EngineOutput& output);
-  // Starts the next write, or finishes the call, as the state allows.
-  void Pump();
+  // Aborts the engine's request unless it is done (the client is gone).
+  void AbortInEngine();
   void Unref();
 
   Engine* const engine_;
@@ -75,23 +77,16 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   std::function<void(GenerateCall*)> on_engine_done_;
   const absl::Time arrival_ = absl::Now();
 
+  // The responses, one write in flight; the client's departure (cancel, deadline, a failed
+  // write) is known there.
+  common::SingleWriteStream<v1::GenerateResponse> stream_{this};
+  // Guards the engine's side; taken before the stream's lock, never after.
   mutable absl::Mutex mutex_;
   int refs_ ABSL_GUARDED_BY(mutex_) = 1;  // gRPC's, until OnDone
   RequestId engine_id_ ABSL_GUARDED_BY(mutex_) = 0;
   bool engine_done_ ABSL_GUARDED_BY(mutex_) = false;
-  // The client is gone (cancelled, deadline, failed write): nothing more is written.
-  bool cancelled_ ABSL_GUARDED_BY(mutex_) = false;
   // Why the service aborted the request (drain), reported instead of the engine's abort.
   std::optional<grpc::Status> abort_status_ ABSL_GUARDED_BY(mutex_);
-  // Set when the call is to end once the buffer is written.
-  std::optional<grpc::Status> finish_status_ ABSL_GUARDED_BY(mutex_);
-  bool finish_called_ ABSL_GUARDED_BY(mutex_) = false;
-  bool writing_ ABSL_GUARDED_BY(mutex_) = false;
-  bool has_pending_ ABSL_GUARDED_BY(mutex_) = false;
-  v1::GenerateResponse pending_ ABSL_GUARDED_BY(mutex_);
-  // Owned by the write in flight (gRPC reads it until OnWriteDone).
-  v1::GenerateResponse in_flight_;
-  grpc::ByteBuffer in_flight_bytes_;
   // Engine-thread bookkeeping for metrics and usage of aborted requests.
   int32_t prompt_tokens_ = 0;
   int32_t generated_tokens_ = 0;

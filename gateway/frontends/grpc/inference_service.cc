@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/grpc/single_write_stream.h"
 #include "common/status/grpc_raw_message.h"
 #include "common/status/grpc_status.h"
 #include "gateway/frontends/grpc/unary_response.h"
@@ -62,9 +63,9 @@ void AddRetryAfter(grpc::CallbackServerContext* context, absl::Duration retry_af
       "retry-after", absl::StrCat(absl::ToInt64Seconds(absl::Ceil(retry_after, absl::Seconds(1)))));
 }
 
-// GenerateStream: the run's deltas as stream messages. Deltas are merged while a write is in
-// flight, so a slow client never blocks the worker stream, and the buffer holds at most the
-// request's tokens.
+// GenerateStream: the run's deltas as stream messages, one write in flight; deltas that come
+// meanwhile are merged into the next message, so a slow client never blocks the worker stream,
+// and the buffer holds at most the request's tokens.
 class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   explicit StreamCall(grpc::CallbackServerContext* context) : context_(context) {}
@@ -72,67 +73,48 @@ class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   std::shared_ptr<CallSink<StreamCall>> sink() const { return sink_; }
   void set_run(std::shared_ptr<RequestRun> run) { run_ = std::move(run); }
 
-  // The sink's events (under its lock, while the call lives).
+  // The sink's events (one at a time, while the call lives).
   void OnRefused(const absl::Status& status, absl::Duration retry_after) {
-    {
-      absl::MutexLock lock(&mutex_);
-      retry_after_ = retry_after;
-      finish_status_ = common::ToGrpcStatus(status);
-    }
-    Pump();
+    grpc::CallbackServerContext* const context = context_;
+    stream_.FinishAfterPending(common::ToGrpcStatus(status),
+                               [context, retry_after] { AddRetryAfter(context, retry_after); });
   }
   void OnStarted(const PreparedRun& run) {
-    absl::MutexLock lock(&mutex_);
     request_id_ = run.choices[0].request_id;
     model_ = run.model->name();
   }
   void OnDelta(GenerationDelta delta) {
-    {
-      absl::MutexLock lock(&mutex_);
-      Stage();
-      pending_.mutable_reasoning_text()->append(delta.reasoning);
-      pending_.mutable_text()->append(delta.text);
+    Add([&](GenerateStreamResponse& message) {
+      message.mutable_reasoning_text()->append(delta.reasoning);
+      message.mutable_text()->append(delta.text);
       for (::llmserve::v1::GeneratedToken& token : delta.tokens) {
-        *pending_.add_tokens() = std::move(token);
+        *message.add_tokens() = std::move(token);
       }
-    }
-    Pump();
+    });
   }
   void OnResult(const GenerationResult& result) {
-    absl::MutexLock lock(&mutex_);
-    Stage();
-    pending_.set_finish_reason(result.finish_reason);
-    pending_.set_matched_stop(result.matched_stop);
-    // The calls go out whole, with the last message.
-    for (const ::llmserve::v1::ToolCall& call : result.tool_calls)
-      *pending_.add_tool_calls() = call;
-    *pending_.mutable_usage() = result.usage;
-    *pending_.mutable_timing() = result.timing;
+    Add([&](GenerateStreamResponse& message) {
+      message.set_finish_reason(result.finish_reason);
+      message.set_matched_stop(result.matched_stop);
+      // The calls go out whole, with the last message.
+      for (const ::llmserve::v1::ToolCall& call : result.tool_calls) {
+        *message.add_tool_calls() = call;
+      }
+      *message.mutable_usage() = result.usage;
+      *message.mutable_timing() = result.timing;
+    });
   }
   // After the request was counted: the last message (if any) and the status go out.
   void OnCompleted(const absl::Status& error) {
-    {
-      absl::MutexLock lock(&mutex_);
-      finish_status_ = common::ToGrpcStatus(error);
-    }
-    Pump();
+    stream_.FinishAfterPending(common::ToGrpcStatus(error));
   }
 
   void OnWriteDone(bool ok) override {
-    {
-      absl::MutexLock lock(&mutex_);
-      writing_ = false;
-      if (!ok) cancelled_ = true;
-    }
-    Pump();
+    if (stream_.OnWriteDone(ok)) run_->Cancel();
   }
   void OnCancel() override {
-    {
-      absl::MutexLock lock(&mutex_);
-      cancelled_ = true;
-    }
+    stream_.ClientGone();
     run_->Cancel();
-    Pump();
   }
   void OnDone() override {
     sink_->Detach();
@@ -141,66 +123,27 @@ class StreamCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   }
 
  private:
-  // Starts the next message (request id, and the model in the first one).
-  void Stage() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    pending_.set_request_id(request_id_);
-    if (!sent_model_) pending_.set_model(model_);
-    has_pending_ = true;
-  }
-
-  void Pump() {
-    enum { kNone, kWrite, kFinish } action = kNone;
-    grpc::Status status;
-    absl::Duration retry_after;
-    {
-      absl::MutexLock lock(&mutex_);
-      if (writing_ || finish_called_) return;
-      if (cancelled_) {
-        finish_called_ = true;
-        status = grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
-        action = kFinish;
-      } else if (has_pending_) {
-        in_flight_.Clear();
-        in_flight_.Swap(&pending_);
-        has_pending_ = false;
-        sent_model_ = true;
-        writing_ = true;
-        action = kWrite;
-      } else if (finish_status_.has_value()) {
-        finish_called_ = true;
-        status = *finish_status_;
-        retry_after = retry_after_;
-        action = kFinish;
-      }
-    }
-    if (action == kWrite) {
-      common::SerializeRawResponse(in_flight_, &in_flight_bytes_);
-      StartWrite(&in_flight_bytes_);
-    }
-    if (action == kFinish) {
-      // Only this thread finishes the call, and it has not yet: the context is alive.
-      if (!status.ok()) AddRetryAfter(context_, retry_after);
-      Finish(status);
-    }
+  // Adds to the next message, which carries the request id (and, the first one, the model).
+  template <typename Update>
+  void Add(Update update) {
+    const bool first = !added_;
+    added_ = true;
+    stream_.Add([&](GenerateStreamResponse& message) {
+      message.set_request_id(request_id_);
+      if (first) message.set_model(model_);
+      update(message);
+    });
   }
 
   grpc::CallbackServerContext* const context_;
   const std::shared_ptr<CallSink<StreamCall>> sink_ = std::make_shared<CallSink<StreamCall>>(this);
   // Set before the run starts; the run holds the sink, not the call.
   std::shared_ptr<RequestRun> run_;
-  absl::Mutex mutex_;
-  std::string request_id_ ABSL_GUARDED_BY(mutex_);
-  std::string model_ ABSL_GUARDED_BY(mutex_);
-  GenerateStreamResponse pending_ ABSL_GUARDED_BY(mutex_);
-  bool has_pending_ ABSL_GUARDED_BY(mutex_) = false;
-  bool sent_model_ ABSL_GUARDED_BY(mutex_) = false;
-  bool writing_ ABSL_GUARDED_BY(mutex_) = false;
-  bool cancelled_ ABSL_GUARDED_BY(mutex_) = false;
-  bool finish_called_ ABSL_GUARDED_BY(mutex_) = false;
-  std::optional<grpc::Status> finish_status_ ABSL_GUARDED_BY(mutex_);
-  absl::Duration retry_after_ ABSL_GUARDED_BY(mutex_);
-  GenerateStreamResponse in_flight_;
-  grpc::ByteBuffer in_flight_bytes_;
+  common::SingleWriteStream<GenerateStreamResponse> stream_{this};
+  // Written by the sink's events, which come one at a time (CallSink's lock).
+  std::string request_id_;
+  std::string model_;
+  bool added_ = false;
 };
 
 // Generate (unary): the run's deltas collected into one response.
