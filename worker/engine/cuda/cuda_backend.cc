@@ -302,7 +302,7 @@ absl::Status CudaBackend::UploadWeights(const ModelWeights& weights) {
   std::vector<double> inv_freq;
   size_t inv_freq_offset = 0;
   if (c.position == PositionKind::kRope) {
-    inv_freq = RopeInverseFrequencies(c);  // the CPU backend's, scaling included
+    inv_freq = RopeInverseFrequencies(c);  // worker/model/rope.h, scaling included
     inv_freq_offset = AlignUp(total);
     total = inv_freq_offset + inv_freq.size() * sizeof(double);
   }
