@@ -30,7 +30,7 @@
 #include "tests/testing/scoped_temp_dir.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/test_model.h"
-#include "tests/unit/cuda/greedy_margin.h"
+#include "tests/unit/worker/engine/cuda/greedy_margin.h"
 #include "worker/engine/backend.h"
 #include "worker/engine/cpu/cpu_backend.h"
 #include "worker/model/model_weights.h"

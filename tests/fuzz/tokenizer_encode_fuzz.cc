@@ -11,7 +11,7 @@
 #include "common/tokenizer/incremental_detokenizer.h"
 #include "common/tokenizer/tokenizer.h"
 #include "common/utf8/utf8.h"
-#include "tests/unit/tokenizer/test_tokenizers.h"
+#include "tests/unit/common/tokenizer/test_tokenizers.h"
 
 namespace {
 

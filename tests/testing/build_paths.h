@@ -18,7 +18,7 @@ const char* MakeModelBinary();    // llmserve-make-model
 const char* PerplexityBinary();   // llmserve-perplexity
 // The source tree's root.
 const char* SourceDir();
-// tests/unit/chat_template/corpus in the source tree.
+// tests/unit/common/chat_template/corpus in the source tree.
 const char* ChatTemplateCorpusDir();
 // The serialized FileDescriptorSet of proto/ that the build writes.
 const char* ProtoDescriptorSet();
