@@ -1,6 +1,6 @@
 // The arithmetic the quantized kernels share, written once for both nvcc (device) and the host
-// compiler, so that the CPU tests (tests/unit/worker/engine/cuda_weight_layout_test.cc) run the very code
-// that decodes a weight word on the GPU against the canonical Int4Matrix::Dequantized.
+// compiler, so that the CPU tests (tests/unit/worker/engine/cuda_weight_layout_test.cc) run the
+// very code that decodes a weight word on the GPU against the canonical Int4Matrix::Dequantized.
 //
 // No CUDA include: plain C++ outside nvcc.
 //

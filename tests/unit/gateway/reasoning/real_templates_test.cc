@@ -1,6 +1,6 @@
 // Where a reply starts, read from prompts that real reasoning models' chat templates render (the
-// chat-template corpus, tests/unit/common/chat_template/corpus/SOURCES.md), rendered as transformers
-// renders them without chat_template_kwargs.
+// chat-template corpus, tests/unit/common/chat_template/corpus/SOURCES.md), rendered as
+// transformers renders them without chat_template_kwargs.
 
 #include <fstream>
 #include <sstream>

@@ -27,8 +27,8 @@
 #include "tests/testing/raw_grpc_call.h"
 #include "tests/testing/scoped_temp_dir.h"
 #include "tests/testing/test_model.h"
-#include "tests/unit/gateway/server/gateway_test_fixture.h"
 #include "tests/unit/gateway/http/test_http_client.h"
+#include "tests/unit/gateway/server/gateway_test_fixture.h"
 #include "worker/service/worker_server.h"
 
 namespace llmserve::gateway {

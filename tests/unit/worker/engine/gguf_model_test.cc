@@ -5,7 +5,8 @@
 //   checkpoint's context: the file declares llama.cpp's converter default of 128, and bos-200
 //   needs 201 positions);
 // - the F16 and "Q4_K_M" (Q5_0/Q8_0/F16) files pick the f32 file's greedy ids until the first step
-//   where the f32 logits' top two are within the greedy margin (tests/unit/worker/engine/cuda/greedy_margin.h);
+//   where the f32 logits' top two are within the greedy margin
+//   (tests/unit/worker/engine/cuda/greedy_margin.h);
 // - every gguf-quant-zoo file loads and generates, and its logits for a fixed prompt are near the
 //   zoo-f32 file's by a normalised MSE bound per type (the values are printed);
 // - the zoo's Q4 files run their Q4 projections on the 4-bit kernels: the same logits (to f32
