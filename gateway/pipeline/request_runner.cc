@@ -112,15 +112,17 @@ void RequestRun::Admit(PreparedRun prepared) {
   // The rate limits reserve the prompt and every choice's whole budget, and charge what was used.
   const int64_t reserved =
       first.prompt_token_ids_size() + int64_t{n} * static_cast<int64_t>(first.max_tokens());
-  lifecycle_->Admit(principal_, reserved,
-                    [run = shared_from_this(), prepared = std::move(prepared)](
-                        absl::Status admitted, absl::Duration retry_after) mutable {
-                      if (!admitted.ok()) return run->Refuse(admitted, retry_after);
-                      if (run->cancelled()) {
-                        return run->Refuse(absl::CancelledError("the client left while queued"));
-                      }
-                      run->StartGenerations(std::move(prepared));
-                    });
+  // Its own reference: a refusal inside Admit (the callback may run at once) lets go of lifecycle_.
+  const std::shared_ptr<RequestLifecycle> lifecycle = lifecycle_;
+  lifecycle->Admit(principal_, reserved,
+                   [run = shared_from_this(), prepared = std::move(prepared)](
+                       absl::Status admitted, absl::Duration retry_after) mutable {
+                     if (!admitted.ok()) return run->Refuse(admitted, retry_after);
+                     if (run->cancelled()) {
+                       return run->Refuse(absl::CancelledError("the client left while queued"));
+                     }
+                     run->StartGenerations(std::move(prepared));
+                   });
 }
 
 void RequestRun::StartGenerations(PreparedRun prepared) {
@@ -160,25 +162,32 @@ void RequestRun::StartGenerations(PreparedRun prepared) {
 
 void RequestRun::Cancel() {
   std::vector<std::shared_ptr<Generation>> generations;
+  std::shared_ptr<RequestLifecycle> lifecycle;
   {
     absl::MutexLock lock(&mutex_);
     cancelled_ = true;
     generations = generations_;
+    lifecycle = lifecycle_;
   }
   // A prompt still waiting for a thread is skipped; its work then sees the cancel.
   ticket_->Cancel();
   // Queued for a concurrency slot: nothing else will end the run.
-  if (lifecycle_->CancelAdmission()) Refuse(absl::CancelledError("the client left while queued"));
+  if (lifecycle != nullptr && lifecycle->CancelAdmission()) {
+    Refuse(absl::CancelledError("the client left while queued"));
+  }
   for (const std::shared_ptr<Generation>& generation : generations) generation->Cancel();
 }
 
 void RequestRun::Refuse(const absl::Status& status, absl::Duration retry_after) {
+  std::shared_ptr<RequestLifecycle> lifecycle;
   {
     absl::MutexLock lock(&mutex_);
     if (ended_) return;
     ended_ = true;
+    lifecycle = std::move(lifecycle_);
   }
-  lifecycle_->Finish(status);
+  lifecycle->Finish(status);
+  lifecycle.reset();
   sink_->OnRefused(status, retry_after);
 }
 

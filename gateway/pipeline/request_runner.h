@@ -142,22 +142,24 @@ class RequestRun : public std::enable_shared_from_this<RequestRun> {
   // Idempotent; from any thread.
   void Cancel();
 
-  RequestLifecycle& lifecycle() const { return *lifecycle_; }
-
  private:
   class ChoiceObserver;
 
   void Prepare(RunInput input);
   void Admit(PreparedRun prepared);
   void StartGenerations(PreparedRun prepared);
-  // Ends the run before any generation: the lifecycle, then the sink. Only the first call counts.
+  // Ends the run before any generation: the lifecycle is finished and let go (the request is no
+  // longer in flight, as when a frontend refuses it outright), then the sink hears of it. Only
+  // the first call counts.
   void Refuse(const absl::Status& status, absl::Duration retry_after = absl::ZeroDuration());
   void OnDelta(int choice, GenerationDelta delta);
   void OnChoiceEnd(int choice, const GenerationResult* result, const absl::Status& error);
   bool cancelled() const;
 
   const RequestRunner* const runner_;
-  const std::shared_ptr<RequestLifecycle> lifecycle_;
+  // Let go when the run is refused (Refuse takes it under mutex_; Cancel reads it there). Every
+  // other use is on the run's own sequence, before its end.
+  std::shared_ptr<RequestLifecycle> lifecycle_;
   const std::shared_ptr<RequestSink> sink_;
   const std::shared_ptr<PrepareStage::Ticket> ticket_ = std::make_shared<PrepareStage::Ticket>();
   Principal principal_;
