@@ -1,6 +1,7 @@
 #include "gateway/router/worker_pool.h"
 
 #include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/support/proto_buffer_reader.h>
 
 #include <algorithm>
 #include <utility>
@@ -116,22 +117,29 @@ class WorkerPool::ProbeCall {
   }
 
  private:
+  // Whether a health answer ({status}, SERVING = 1) says SERVING. Read in place: no grpc::Slice
+  // of ours takes (and frees) the transport's buffers, whose reuse inside gRPC TSan cannot see.
+  static absl::StatusOr<bool> Serving(grpc::ByteBuffer& response) {
+    std::string bytes;
+    {
+      grpc::ProtoBufferReader reader(&response);
+      if (!reader.status().ok()) return absl::UnavailableError("unreadable health answer");
+      const void* data = nullptr;
+      int size = 0;
+      while (reader.Next(&data, &size)) bytes.append(static_cast<const char*>(data), size);
+    }
+    response.Clear();
+    return bytes == std::string("\x08\x01", 2);
+  }
+
   void OnHealth(const grpc::Status& status) {
     if (!status.ok()) {
       return Finish(
           {absl::UnavailableError(absl::StrCat("health check failed: ", status.error_message()))});
     }
-    std::vector<grpc::Slice> slices;
-    if (!health_response_.Dump(&slices).ok()) {
-      return Finish({absl::UnavailableError("unreadable health answer")});
-    }
-    std::string bytes;
-    for (const grpc::Slice& part : slices) {
-      bytes.append(reinterpret_cast<const char*>(part.begin()), part.size());
-    }
-    if (bytes != std::string("\x08\x01", 2)) {
-      return Finish({absl::UnavailableError("not ready (health NOT_SERVING)")});
-    }
+    const absl::StatusOr<bool> serving = Serving(health_response_);
+    if (!serving.ok()) return Finish({serving.status()});
+    if (!*serving) return Finish({absl::UnavailableError("not ready (health NOT_SERVING)")});
     info_ = std::make_shared<worker::v1::ModelInfo>();
     stub_->async()->GetModelInfo(&info_context_, &info_request_, info_.get(),
                                  [this](grpc::Status status) { OnModelInfo(status); });
