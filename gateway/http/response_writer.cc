@@ -3,8 +3,8 @@
 #include <string>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "common/status/http_error.h"
+#include "common/status/retry_after.h"
 
 namespace llmserve::gateway::http {
 
@@ -14,9 +14,8 @@ void SendError(ResponseWriter& writer, const absl::Status& status, absl::Duratio
 
 void SendError(ResponseWriter& writer, common::HttpError error, absl::Duration retry_after) {
   HttpHeaders headers = {{"content-type", "application/json"}};
-  if (retry_after > absl::ZeroDuration()) {
-    headers.push_back({"retry-after", absl::StrCat(absl::ToInt64Seconds(
-                                          absl::Ceil(retry_after, absl::Seconds(1))))});
+  if (std::string seconds = common::RetryAfterValue(retry_after); !seconds.empty()) {
+    headers.push_back({"retry-after", std::move(seconds)});
   }
   writer.Send(error.http_status, std::move(headers), std::move(error.body));
 }

@@ -10,6 +10,7 @@
 #include "common/grpc/single_write_stream.h"
 #include "common/status/grpc_raw_message.h"
 #include "common/status/grpc_status.h"
+#include "common/status/retry_after.h"
 #include "gateway/frontends/grpc/unary_response.h"
 #include "gateway/pipeline/prepare_stage.h"
 
@@ -58,9 +59,9 @@ class CallSink final : public RequestSink {
 
 // The retry-after trailer (whole seconds, rounded up) of a call refused for a while.
 void AddRetryAfter(grpc::CallbackServerContext* context, absl::Duration retry_after) {
-  if (retry_after <= absl::ZeroDuration()) return;
-  context->AddTrailingMetadata(
-      "retry-after", absl::StrCat(absl::ToInt64Seconds(absl::Ceil(retry_after, absl::Seconds(1)))));
+  if (std::string seconds = common::RetryAfterValue(retry_after); !seconds.empty()) {
+    context->AddTrailingMetadata("retry-after", seconds);
+  }
 }
 
 // GenerateStream: the run's deltas as stream messages, one write in flight; deltas that come
