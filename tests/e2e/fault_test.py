@@ -56,6 +56,10 @@ FIRST_WORKER_SEQS = 3
 LONG_TOKENS = 4000 // SANITIZER_SLOWDOWN
 MODEL_CONTEXT = 8192
 SHORT_TOKENS = 24
+# The drain phases (2 and 3) check that requests were running when the signal came: with 150-300
+# tokens (tens of milliseconds each) the requests the test saw running had sometimes all finished
+# before the signal arrived, and the clients were between requests.
+DRAIN_TOKENS = (LONG_TOKENS // 4, LONG_TOKENS // 2)
 OVERLOAD_WINDOW_S = 6
 STEADY_CLIENTS = 4
 FLOOD_CLIENTS = 16
@@ -500,7 +504,7 @@ def kill_a_worker(cluster, summary):
 def sigterm_a_worker(cluster, summary):
     gateway = cluster.gateway
     victim = cluster.workers[1]
-    load = Load(gateway, ["sse", "sse", "http", "grpc_stream", "grpc", "sse"], (150, 300))
+    load = Load(gateway, ["sse", "sse", "http", "grpc_stream", "grpc", "sse"], DRAIN_TOKENS)
     try:
         expect(poll(lambda: worker_counts(victim)["running"] >= 2 and load.completed() >= 3,
                     PATIENCE_S, 0.01),
@@ -537,7 +541,7 @@ def sigterm_a_worker(cluster, summary):
 def sigterm_the_gateway(cluster, summary):
     gateway = cluster.gateway
     load = Load(gateway, ["sse", "sse", "sse", "http", "grpc_stream", "grpc_stream", "grpc"],
-                (150, 300))
+                DRAIN_TOKENS)
     try:
         expect(poll(lambda: load.completed() >= 6, PATIENCE_S, 0.02),
                "gateway SIGTERM: the load did not get going")
