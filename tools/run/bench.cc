@@ -9,8 +9,9 @@
 #include "tools/run/runner.h"
 
 namespace llmserve::tools {
-absl::StatusOr<std::string> RunBenchmark(worker::Engine* engine, const BenchOptions& options,
-                                         float temperature) {
+absl::StatusOr<std::string> RunBenchmark(worker::Engine* engine,
+                                         const worker::LoadAccountant& accountant,
+                                         const BenchOptions& options, float temperature) {
   if (!(temperature >= 0 && temperature <= 100)) {
     return absl::InvalidArgumentError("the benchmark's temperature must be in [0, 100]");
   }
@@ -37,10 +38,10 @@ absl::StatusOr<std::string> RunBenchmark(worker::Engine* engine, const BenchOpti
       tpot.push_back((result.e2e_s - result.ttft_s) / (result.token_ids.size() - 1));
     }
   });
-  const worker::EngineLoad before = engine->Load();
+  const worker::EngineLoad before = accountant.Load();
   absl::StatusOr<absl::Duration> elapsed = runner.Run(prompts, arrivals);
   if (!elapsed.ok()) return elapsed.status();
-  const worker::EngineLoad after = engine->Load();
+  const worker::EngineLoad after = accountant.Load();
   const double seconds = absl::ToDoubleSeconds(*elapsed);
   const double overhead = after.overhead_s - before.overhead_s;
   const double forward = after.forward_s - before.forward_s;

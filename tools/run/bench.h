@@ -14,14 +14,17 @@
 #include "absl/status/statusor.h"
 #include "tools/bench_load/bench_load.h"
 #include "worker/engine/engine.h"
+#include "worker/service/load_accountant.h"
 
 namespace llmserve::tools {
 
-// Runs the benchmark and returns its JSON line. Requests are greedy when `temperature` is 0;
-// otherwise sampled at that temperature, request i with seed i + 1, so that two runs (with and
-// without speculative decoding, say) generate the same tokens.
-absl::StatusOr<std::string> RunBenchmark(worker::Engine* engine, const BenchOptions& options,
-                                         float temperature = 0);
+// Runs the benchmark and returns its JSON line; `accountant` is what the engine reports to (its
+// step counts and times are reported as the difference over the run). Requests are greedy when
+// `temperature` is 0; otherwise sampled at that temperature, request i with seed i + 1, so that two
+// runs (with and without speculative decoding, say) generate the same tokens.
+absl::StatusOr<std::string> RunBenchmark(worker::Engine* engine,
+                                         const worker::LoadAccountant& accountant,
+                                         const BenchOptions& options, float temperature = 0);
 
 }  // namespace llmserve::tools
 

@@ -205,12 +205,16 @@ int main(int argc, char** argv) {
                  .max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs),
                  .enable_prefix_caching = absl::GetFlag(FLAGS_prefix_caching),
                  .speculative = *speculative}};
+  llmserve::worker::LoadAccountant accountant;
+  options.engine.on_step = [&accountant](const llmserve::worker::StepStats& step) {
+    accountant.Record(step);
+  };
   auto engine = llmserve::worker::BuildCpuEngine(options);
   if (!engine.ok()) return Fail(std::string(engine.status().message()));
 
   if (absl::GetFlag(FLAGS_bench)) {
     const auto report =
-        llmserve::tools::RunBenchmark(engine->get(),
+        llmserve::tools::RunBenchmark(engine->get(), accountant,
                                       {.num_requests = absl::GetFlag(FLAGS_bench_requests),
                                        .prompt_len = absl::GetFlag(FLAGS_bench_prompt_len),
                                        .output_len = absl::GetFlag(FLAGS_bench_output_len),

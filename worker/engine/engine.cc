@@ -13,11 +13,6 @@
 namespace llmserve::worker {
 namespace {
 
-// Window over which Load() reports tokens per second.
-constexpr absl::Duration kRateWindow = absl::Seconds(5);
-// Untaken cache events are dropped past this many hashes (a consumer then resends everything).
-constexpr int64_t kMaxPendingEventHashes = 1 << 20;
-
 double Seconds(absl::Time from, absl::Time to) { return absl::ToDoubleSeconds(to - from); }
 
 }  // namespace
@@ -68,12 +63,11 @@ Engine::Engine(std::unique_ptr<Backend> backend, const EngineConfig& config,
       speculative_(config.speculative),
       proposer_(std::move(proposer)) {
   if (speculative_.enabled()) {
-    spec_accepted_per_position_.assign(speculative_.num_speculative_tokens, 0);
+    step_.spec_accepted_per_position.assign(speculative_.num_speculative_tokens, 0);
   }
-  absl::MutexLock lock(&mutex_);
-  load_.spec_accepted_per_position = spec_accepted_per_position_;
-  load_.kv_blocks_total = kv_.Stats().total_blocks;
-  load_.kv_blocks_free = kv_.Stats().free_blocks;
+  // The first report: listeners learn the cache's size and the speculation positions before any
+  // traffic.
+  Report(/*forward=*/false);
 }
 
 Engine::~Engine() {
@@ -141,12 +135,12 @@ absl::StatusOr<RequestId> Engine::AddRequest(EngineRequest request) {
     live->bitmask.resize(TokenBitmaskWords(backend_->config().vocab_size));
   }
   absl::MutexLock lock(&mutex_);
-  if (max_waiting_ > 0 && load_.waiting >= max_waiting_) {
-    return absl::ResourceExhaustedError(absl::StrCat("the worker is overloaded: ", load_.waiting,
+  if (max_waiting_ > 0 && counts_.waiting >= max_waiting_) {
+    return absl::ResourceExhaustedError(absl::StrCat("the worker is overloaded: ", counts_.waiting,
                                                      " requests are already waiting (limit ",
                                                      max_waiting_, "); retry later"));
   }
-  ++load_.waiting;
+  ++counts_.waiting;
   const RequestId id = next_id_++;
   scheduled->id = id;
   inbox_.push_back({id, std::move(scheduled), std::move(live)});
@@ -158,31 +152,17 @@ void Engine::AbortRequest(RequestId id) {
   aborts_.push_back(id);
 }
 
-EngineLoad Engine::Load() const {
+EngineCounts Engine::Counts() const {
   absl::MutexLock lock(&mutex_);
-  return load_;
+  return counts_;
 }
 
-EngineLoad Engine::WaitForSteps(int64_t steps, absl::Time deadline) const {
+EngineCounts Engine::WaitForSteps(int64_t steps, absl::Time deadline) const {
   absl::MutexLock lock(&mutex_);
-  const EngineLoad* load = &load_;
-  const auto reached = [load, steps] { return load->steps >= steps; };
+  const EngineCounts* counts = &counts_;
+  const auto reached = [counts, steps] { return counts->steps >= steps; };
   mutex_.AwaitWithDeadline(absl::Condition(&reached), deadline);
-  return load_;
-}
-
-Engine::CacheEvents Engine::TakePrefixCacheEvents() {
-  absl::MutexLock lock(&mutex_);
-  CacheEvents taken{.overflowed = cache_events_overflowed_};
-  taken.events.swap(cache_events_);
-  pending_event_hashes_ = 0;
-  cache_events_overflowed_ = false;
-  return taken;
-}
-
-std::vector<uint64_t> Engine::CachedBlockHashes() const {
-  absl::MutexLock lock(&mutex_);
-  return std::vector<uint64_t>(cached_hashes_.begin(), cached_hashes_.end());
+  return counts_;
 }
 
 void Engine::Loop() {
@@ -202,7 +182,7 @@ void Engine::Loop() {
     }
     const bool inbox_changed = !adds.empty() || !aborts.empty();
     TakeInbox(std::move(adds), std::move(aborts));
-    if (inbox_changed) PublishCounts();
+    if (inbox_changed) Report(/*forward=*/false);
     if (scheduler_.HasWork()) RunStep();
     absl::MutexLock lock(&mutex_);
     has_work_ = scheduler_.HasWork();
@@ -219,7 +199,7 @@ bool Engine::StepOnce() {
   }
   const bool inbox_changed = !adds.empty() || !aborts.empty();
   TakeInbox(std::move(adds), std::move(aborts));
-  if (inbox_changed) PublishCounts();
+  if (inbox_changed) Report(/*forward=*/false);
   if (scheduler_.HasWork()) RunStep();
   return scheduler_.HasWork();
 }
@@ -319,12 +299,12 @@ std::vector<std::vector<SampleResult>> Engine::SampleAll(const SchedulerOutput& 
 }
 
 void Engine::CountVerification(int32_t drafts, int32_t accepted) {
-  ++spec_drafts_;
-  spec_draft_tokens_ += drafts;
-  spec_accepted_tokens_ += accepted;
-  for (int32_t j = 0; j < accepted && j < static_cast<int32_t>(spec_accepted_per_position_.size());
-       ++j) {
-    ++spec_accepted_per_position_[j];
+  ++step_.spec_drafts;
+  step_.spec_draft_tokens += drafts;
+  step_.spec_accepted_tokens += accepted;
+  for (int32_t j = 0;
+       j < accepted && j < static_cast<int32_t>(step_.spec_accepted_per_position.size()); ++j) {
+    ++step_.spec_accepted_per_position[j];
   }
 }
 
@@ -395,7 +375,8 @@ void Engine::FailStep(const SchedulerOutput& plan, const absl::Status& error) {
     EngineOutput output{.id = step.id, .finish = FinishReason::kError, .error = error};
     Finish(step.id, output);
   }
-  PublishLoad(0, 0, 0, 0);
+  step_.failed = true;
+  Report(/*forward=*/true);
 }
 
 void Engine::RunStep() {
@@ -412,7 +393,6 @@ void Engine::RunStep() {
   const absl::Time forward_end = clock_->Now();
   if (!forward.ok()) return FailStep(plan, forward);
 
-  const int64_t drafts_before = spec_draft_tokens_, accepted_before = spec_accepted_tokens_;
   std::vector<std::vector<SampleResult>> results = SampleAll(plan);
   std::vector<std::vector<int32_t>> emitted(results.size());
   for (size_t i = 0; i < results.size(); ++i) {
@@ -460,81 +440,56 @@ void Engine::RunStep() {
   // A draft model's passes are forward time too; prompt lookup's is overhead.
   const double draft_s =
       proposer_ != nullptr && proposer_->runs_a_model() ? Seconds(propose_start, end) : 0;
-  if (on_step_) {
-    on_step_(StepStats{.num_seqs = static_cast<int32_t>(plan.scheduled.size()),
-                       .num_tokens = batch_.num_tokens(),
-                       .prompt_tokens = prompt_tokens,
-                       .generated_tokens = generated,
-                       .draft_tokens = spec_draft_tokens_ - drafts_before,
-                       .accepted_tokens = spec_accepted_tokens_ - accepted_before,
-                       .duration_s = Seconds(start, end)});
-  }
-  PublishLoad(prompt_tokens, generated,
-              Seconds(start, forward_start) + Seconds(forward_end, end) - draft_s,
-              Seconds(forward_start, forward_end) + draft_s);
+  step_.num_seqs = static_cast<int32_t>(plan.scheduled.size());
+  step_.num_tokens = batch_.num_tokens();
+  step_.prompt_tokens = prompt_tokens;
+  step_.generated_tokens = generated;
+  step_.duration_s = Seconds(start, end);
+  step_.forward_s = Seconds(forward_start, forward_end) + draft_s;
+  step_.overhead_s = Seconds(start, forward_start) + Seconds(forward_end, end) - draft_s;
+  Report(/*forward=*/true);
 }
 
 void Engine::PublishCounts() {
   const KvCacheStats kv = kv_.Stats();
   absl::MutexLock lock(&mutex_);
-  load_.running = scheduler_.num_running();
-  load_.waiting = scheduler_.num_waiting() + static_cast<int32_t>(inbox_.size());
-  load_.kv_blocks_free = kv.free_blocks;
+  counts_.running = scheduler_.num_running();
+  counts_.waiting = scheduler_.num_waiting() + static_cast<int32_t>(inbox_.size());
+  counts_.kv_blocks_free = kv.free_blocks;
 }
 
-void Engine::PublishLoad(int64_t prompt_tokens, int64_t generated_tokens, double overhead_s,
-                         double forward_s) {
-  const absl::Time now = clock_->Now();
-  recent_tokens_.push_back({now, {prompt_tokens, generated_tokens}});
-  const auto old =
-      std::find_if(recent_tokens_.begin(), recent_tokens_.end(),
-                   [now](const auto& entry) { return now - entry.first <= kRateWindow; });
-  recent_tokens_.erase(recent_tokens_.begin(), old);
-  int64_t window_prompt = 0, window_generated = 0;
-  for (const auto& [time, counts] : recent_tokens_) {
-    window_prompt += counts.first;
-    window_generated += counts.second;
-  }
-  const double span = std::max(
-      1e-3, absl::ToDoubleSeconds(now - recent_tokens_.front().first) + forward_s + overhead_s);
+void Engine::Report(bool forward) {
   const KvCacheStats kv = kv_.Stats();
-  std::vector<PrefixCacheEvent> events = kv_.TakeEvents();
-  absl::MutexLock lock(&mutex_);
-  for (PrefixCacheEvent& event : events) {
-    if (event.kind == PrefixCacheEvent::Kind::kCleared) cached_hashes_.clear();
-    for (uint64_t hash : event.block_hashes) {
-      if (event.kind == PrefixCacheEvent::Kind::kStored) {
-        cached_hashes_.insert(hash);
-      } else {
-        cached_hashes_.erase(hash);
-      }
-    }
-    pending_event_hashes_ += static_cast<int64_t>(event.block_hashes.size());
-    cache_events_.push_back(std::move(event));
+  step_.time = clock_->Now();
+  step_.forward = forward;
+  step_.preemptions = scheduler_.num_preemptions() - reported_preemptions_;
+  reported_preemptions_ = scheduler_.num_preemptions();
+  step_.prefix_cache_queries = kv.prefix_queries - reported_prefix_queries_;
+  step_.prefix_cache_hits = kv.prefix_hits - reported_prefix_hits_;
+  reported_prefix_queries_ = kv.prefix_queries;
+  reported_prefix_hits_ = kv.prefix_hits;
+  step_.cache_events = kv_.TakeEvents();
+  step_.running = scheduler_.num_running();
+  step_.kv_blocks_total = kv.total_blocks;
+  step_.kv_blocks_free = kv.free_blocks;
+  {
+    absl::MutexLock lock(&mutex_);
+    counts_.running = step_.running;
+    counts_.waiting = scheduler_.num_waiting() + static_cast<int32_t>(inbox_.size());
+    counts_.kv_blocks_free = kv.free_blocks;
+    step_.waiting = counts_.waiting;
   }
-  if (pending_event_hashes_ > kMaxPendingEventHashes) {
-    cache_events_.clear();
-    pending_event_hashes_ = 0;
-    cache_events_overflowed_ = true;
+  if (on_step_) on_step_(step_);
+  if (forward) {
+    // Counted after the report, so that whoever waits for a step (the worker's warm-up) knows its
+    // report was delivered.
+    absl::MutexLock lock(&mutex_);
+    ++counts_.steps;
   }
-  load_.running = scheduler_.num_running();
-  load_.waiting = scheduler_.num_waiting() + static_cast<int32_t>(inbox_.size());
-  load_.kv_blocks_total = kv.total_blocks;
-  load_.kv_blocks_free = kv.free_blocks;
-  load_.prefix_cache_hit_rate =
-      kv.prefix_queries == 0 ? 0 : static_cast<double>(kv.prefix_hits) / kv.prefix_queries;
-  load_.prefix_cache_queries = kv.prefix_queries;
-  load_.prefix_cache_hits = kv.prefix_hits;
-  load_.prompt_tokens_per_s = window_prompt / span;
-  load_.generated_tokens_per_s = window_generated / span;
-  ++load_.steps;
-  load_.preemptions = scheduler_.num_preemptions();
-  load_.overhead_s += overhead_s;
-  load_.forward_s += forward_s;
-  load_.spec_drafts = spec_drafts_;
-  load_.spec_draft_tokens = spec_draft_tokens_;
-  load_.spec_accepted_tokens = spec_accepted_tokens_;
-  load_.spec_accepted_per_position = spec_accepted_per_position_;
+  // The next iteration's report starts from zero (same speculation positions).
+  std::vector<int64_t> positions = std::move(step_.spec_accepted_per_position);
+  std::fill(positions.begin(), positions.end(), 0);
+  step_ = StepStats{.spec_accepted_per_position = std::move(positions)};
 }
 
 }  // namespace llmserve::worker

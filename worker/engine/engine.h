@@ -15,8 +15,9 @@
 // sampling: a draft d is accepted with probability p(d), and a rejection draws from p without d.)
 //
 // Other threads talk to it through thread-safe entry points: AddRequest and AbortRequest queue
-// work and wake the loop; Load() reads a snapshot published after every step. Outputs are pushed
-// to each request's callback on the engine thread.
+// work and wake the loop; Counts() reads the counts published between and after steps. Outputs are
+// pushed to each request's callback on the engine thread, and what each iteration did to
+// EngineConfig::on_step (StepStats).
 //
 // Thread-safe: every public method may be called from any thread (StepOnce only while no engine
 // thread runs).
@@ -35,7 +36,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -52,19 +52,51 @@
 
 namespace llmserve::worker {
 
-// What one engine step did, for metrics.
+// What one iteration of the engine loop did and left behind: the engine's only account of
+// itself. Reported (EngineConfig::on_step) once when the engine is created, after every iteration
+// that took queued adds or aborts, and after every forward pass. Whoever listens keeps the totals,
+// the token rates and the prefix-cache mirror (worker/service/load_accountant.h), as vLLM's
+// frontend keeps its stats from the engine core's per-step SchedulerStats.
 struct StepStats {
+  // When the iteration ended, on the engine's clock.
+  absl::Time time;
+  // Whether it ran a forward pass; without one, the pass fields below are zero.
+  bool forward = false;
+  // The forward pass failed: the requests in it ended with the error (and the prefix cache was
+  // cleared, which cache_events says).
+  bool failed = false;
   // Requests in the forward pass, and their tokens (prompt chunks + one per decode).
   int32_t num_seqs = 0;
   int64_t num_tokens = 0;
   int64_t prompt_tokens = 0;
   int64_t generated_tokens = 0;
-  // Speculative decoding: draft tokens verified in this step, and how many of them the model
-  // accepted (each accepted draft is a generated token that cost no step of its own).
-  int64_t draft_tokens = 0;
-  int64_t accepted_tokens = 0;
-  // Wall time of the whole step (schedule, forward, sample, update).
+  // Wall time of the whole iteration (schedule, forward, sample, update, propose), and how it
+  // splits: inside Backend::Forward (a draft model's passes included) and outside it.
   double duration_s = 0;
+  double forward_s = 0;
+  double overhead_s = 0;
+  // Requests preempted in this iteration.
+  int64_t preemptions = 0;
+  // Prompt tokens looked up in the prefix cache at admission in this iteration, and of those, the
+  // tokens served from it.
+  int64_t prefix_cache_queries = 0;
+  int64_t prefix_cache_hits = 0;
+  // Speculative decoding in this iteration, as vLLM counts it: verifications (a request's drafts
+  // in one step), draft tokens verified, drafts accepted (each a generated token that cost no step
+  // of its own), and drafts accepted at each draft position (size num_speculative_tokens; empty
+  // when speculation is off).
+  int64_t spec_drafts = 0;
+  int64_t spec_draft_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
+  std::vector<int64_t> spec_accepted_per_position;
+  // Prefix-cache changes in this iteration, oldest first.
+  std::vector<PrefixCacheEvent> cache_events;
+  // After the iteration: requests running and waiting (queued adds not yet taken included), and
+  // the KV cache's usable and free blocks (cached free blocks count as free).
+  int32_t running = 0;
+  int32_t waiting = 0;
+  int32_t kv_blocks_total = 0;
+  int32_t kv_blocks_free = 0;
 };
 
 struct EngineConfig {
@@ -77,7 +109,8 @@ struct EngineConfig {
   int32_t max_waiting = 0;
   // Speculative decoding (off by default); validated by Create.
   SpeculativeConfig speculative;
-  // Called on the engine thread after every step that ran a forward pass; must not block.
+  // Gets every StepStats: on the thread that calls Create (the first report), then on the engine
+  // thread (or StepOnce's caller). Must not block.
   std::function<void(const StepStats&)> on_step;
   // What request timings, step durations and token rates are measured with (null: the real
   // clock; tests: a simulated one). Must outlive the engine.
@@ -130,34 +163,15 @@ struct EngineRequest {
   OutputCallback on_output;
 };
 
-// A snapshot of the engine's load, refreshed after every step.
-struct EngineLoad {
+// What other threads may read of the engine's state: published when the engine thread takes
+// queued work, before every step's outputs, and after every step.
+struct EngineCounts {
   int32_t running = 0;
   // Includes requests added but not yet taken by the engine thread.
   int32_t waiting = 0;
-  int32_t kv_blocks_total = 0;
   int32_t kv_blocks_free = 0;
-  // Prompt tokens served from the prefix cache / prompt tokens admitted, since start.
-  double prefix_cache_hit_rate = 0;
-  // The two counts behind the rate (tokens).
-  int64_t prefix_cache_queries = 0;
-  int64_t prefix_cache_hits = 0;
-  // Over the last few seconds.
-  double prompt_tokens_per_s = 0;
-  double generated_tokens_per_s = 0;
+  // Forward passes run (failed ones included).
   int64_t steps = 0;
-  int64_t preemptions = 0;
-  // Time spent in the step loop outside Backend::Forward, and inside it, since start (seconds). A
-  // draft model's forward passes count as forward time.
-  double overhead_s = 0;
-  double forward_s = 0;
-  // Speculative decoding since start, as vLLM counts it: verifications (a request's drafts in one
-  // step), draft tokens verified, drafts accepted, and drafts accepted at each draft position
-  // (size num_speculative_tokens; empty when speculation is off).
-  int64_t spec_drafts = 0;
-  int64_t spec_draft_tokens = 0;
-  int64_t spec_accepted_tokens = 0;
-  std::vector<int64_t> spec_accepted_per_position;
 };
 
 class Engine {
@@ -182,20 +196,11 @@ class Engine {
   // the next loop iteration. Unknown or finished ids are ignored.
   void AbortRequest(RequestId id);
 
-  EngineLoad Load() const;
-  // Blocks until Load().steps reaches `steps` or `deadline` passes, and returns the load then.
-  EngineLoad WaitForSteps(int64_t steps, absl::Time deadline) const;
-
-  // Prefix-cache changes since the last call, oldest first, for the worker's load stream (one
-  // consumer). `overflowed` means changes were dropped because nobody took them for a long time:
-  // the consumer should resend the full set (CachedBlockHashes) instead.
-  struct CacheEvents {
-    std::vector<PrefixCacheEvent> events;
-    bool overflowed = false;
-  };
-  CacheEvents TakePrefixCacheEvents();
-  // The routing hash of every block in the prefix cache now.
-  std::vector<uint64_t> CachedBlockHashes() const;
+  EngineCounts Counts() const;
+  // Blocks until Counts().steps reaches `steps` or `deadline` passes, and returns the counts then.
+  EngineCounts WaitForSteps(int64_t steps, absl::Time deadline) const;
+  // Usable KV cache blocks (the null block excluded); constant.
+  int32_t num_kv_blocks() const { return total_kv_blocks_; }
   const ModelConfig& model_config() const { return backend_->config(); }
   const Backend& backend() const { return *backend_; }
   int32_t max_model_len() const { return scheduler_config_.max_model_len; }
@@ -249,8 +254,9 @@ class Engine {
   // Publishes running/waiting/free-block counts (after the inbox changed them, between steps).
   void PublishCounts();
   void Finish(RequestId id, EngineOutput& output);
-  void PublishLoad(int64_t prompt_tokens, int64_t generated_tokens, double overhead_s,
-                   double forward_s);
+  // Completes step_ (counts, increments since the last report, cache events), hands it to
+  // on_step_ and starts the next one. `forward`: the iteration ran a forward pass.
+  void Report(bool forward);
   void CountVerification(int32_t drafts, int32_t accepted);
 
   // Engine-thread state (no locks: only the engine thread, or StepOnce's caller, touches it).
@@ -264,19 +270,18 @@ class Engine {
   absl::flat_hash_map<RequestId, std::unique_ptr<RequestState>> live_;
   ForwardBatch batch_;
   ForwardOutput forward_output_;
-  std::vector<std::pair<absl::Time, std::pair<int64_t, int64_t>>> recent_tokens_;
   std::function<void(const StepStats&)> on_step_;
   const common::Clock* const clock_;
   const int32_t max_waiting_;
   const SpeculativeConfig speculative_;
-  // kDraft only.
   // Null without speculative decoding.
   std::unique_ptr<Proposer> proposer_;
-  // Speculation counters since start (published into load_).
-  int64_t spec_drafts_ = 0;
-  int64_t spec_draft_tokens_ = 0;
-  int64_t spec_accepted_tokens_ = 0;
-  std::vector<int64_t> spec_accepted_per_position_;
+  // The report being built for the current iteration, and the cumulative counters its increments
+  // are taken from.
+  StepStats step_;
+  int64_t reported_preemptions_ = 0;
+  int64_t reported_prefix_queries_ = 0;
+  int64_t reported_prefix_hits_ = 0;
 
   mutable absl::Mutex mutex_;
   std::vector<QueuedRequest> inbox_ ABSL_GUARDED_BY(mutex_);
@@ -284,13 +289,7 @@ class Engine {
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   bool has_work_ ABSL_GUARDED_BY(mutex_) = false;
   RequestId next_id_ ABSL_GUARDED_BY(mutex_) = 1;
-  EngineLoad load_ ABSL_GUARDED_BY(mutex_);
-  // Cache events not yet taken, their hash count, and a mirror of the cached set (so that other
-  // threads can read it without touching the engine thread's state).
-  std::vector<PrefixCacheEvent> cache_events_ ABSL_GUARDED_BY(mutex_);
-  int64_t pending_event_hashes_ ABSL_GUARDED_BY(mutex_) = 0;
-  bool cache_events_overflowed_ ABSL_GUARDED_BY(mutex_) = false;
-  absl::flat_hash_set<uint64_t> cached_hashes_ ABSL_GUARDED_BY(mutex_);
+  EngineCounts counts_ ABSL_GUARDED_BY(mutex_);
   std::thread thread_;
 };
 

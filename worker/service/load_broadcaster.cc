@@ -177,8 +177,8 @@ class LoadBroadcaster::Watcher final : public grpc::ServerWriteReactor<grpc::Byt
   grpc::ByteBuffer in_flight_bytes_;
 };
 
-LoadBroadcaster::LoadBroadcaster(Engine* engine, bool prefix_caching)
-    : engine_(engine), prefix_caching_(prefix_caching), thread_([this] { Loop(); }) {}
+LoadBroadcaster::LoadBroadcaster(LoadAccountant* load, bool prefix_caching)
+    : load_(load), prefix_caching_(prefix_caching), thread_([this] { Loop(); }) {}
 
 LoadBroadcaster::~LoadBroadcaster() { Stop(); }
 
@@ -239,10 +239,10 @@ void LoadBroadcaster::Loop() {
       if (stopping_) return;
       wake_ = false;
     }
-    // Taken even with nobody watching, so the engine's queue never overflows for nothing.
-    Engine::CacheEvents events;
-    if (prefix_caching_) events = engine_->TakePrefixCacheEvents();
-    const EngineLoad load = engine_->Load();
+    // Taken even with nobody watching, so the accountant's queue never overflows for nothing.
+    LoadAccountant::CacheEvents events;
+    if (prefix_caching_) events = load_->TakePrefixCacheEvents();
+    const EngineLoad load = load_->Load();
     const absl::Time now = absl::Now();
     std::vector<Watcher*> ready;
     {
@@ -252,7 +252,7 @@ void LoadBroadcaster::Loop() {
         wants_snapshot = wants_snapshot || events.overflowed || watcher->WantsSnapshot();
       }
       std::vector<uint64_t> snapshot;
-      if (prefix_caching_ && wants_snapshot) snapshot = engine_->CachedBlockHashes();
+      if (prefix_caching_ && wants_snapshot) snapshot = load_->CachedBlockHashes();
       for (Watcher* watcher : watchers_) {
         if (watcher->Offer(now, load, draining_, events.events, events.overflowed,
                            wants_snapshot ? &snapshot : nullptr)) {

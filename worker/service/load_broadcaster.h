@@ -1,5 +1,5 @@
-// Worker.WatchLoad: one thread that reads the engine's load and prefix-cache events and fans them
-// out to every watching client, each at its own interval.
+// Worker.WatchLoad: one thread that reads the engine's load and prefix-cache events (as the
+// LoadAccountant keeps them) and fans them out to every watching client, each at its own interval.
 //
 // A report goes out when the client's interval has passed and something changed (counts,
 // draining, cache events), and at least every max(interval, 1 s) as a heartbeat, so a gateway can
@@ -7,7 +7,7 @@
 // stream is a snapshot (reset = true, every cached block listed as stored); a client too slow to
 // take its events gets a fresh snapshot instead of an unbounded backlog.
 //
-// The engine's event queue has one consumer, this thread; the snapshot is read after the events
+// The accountant's event queue has one consumer, this thread; the snapshot is read after the events
 // are taken, so a block may appear both in the snapshot and in the next events: replaying events
 // in order on the snapshot still gives the right set (each hash ends as its last event says).
 //
@@ -25,18 +25,18 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "llmserve/worker/v1/worker.pb.h"
-#include "worker/engine/engine.h"
+#include "worker/service/load_accountant.h"
 
 namespace llmserve::worker {
 
 class LoadBroadcaster {
  public:
-  // `engine` outlives this. Without prefix caching, reports carry no events.
-  LoadBroadcaster(Engine* engine, bool prefix_caching);
+  // `load` outlives this. Without prefix caching, reports carry no events.
+  LoadBroadcaster(LoadAccountant* load, bool prefix_caching);
   // Every watcher must be done (the gRPC server shut down) before this runs.
   ~LoadBroadcaster();
 
-  // Stops the thread that reads the engine (idempotent); call it before the engine goes away.
+  // Stops the thread that reads the accountant (idempotent).
   void Stop();
 
   // The reactor for one WatchLoad call; interval_ms already validated.
@@ -57,7 +57,7 @@ class LoadBroadcaster {
   void Loop();
   void Remove(Watcher* watcher);
 
-  Engine* const engine_;
+  LoadAccountant* const load_;
   const bool prefix_caching_;
   absl::Mutex mutex_;
   absl::flat_hash_set<Watcher*> watchers_ ABSL_GUARDED_BY(mutex_);

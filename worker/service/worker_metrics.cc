@@ -277,6 +277,8 @@ std::vector<std::shared_ptr<prometheus::Collectable>> WorkerMetrics::collectable
 }
 
 void WorkerMetrics::OnStep(const StepStats& step) {
+  // Reports between steps, and failed passes, processed no tokens.
+  if (!step.forward || step.failed) return;
   prompt_tokens_->Increment(static_cast<double>(step.prompt_tokens));
   generation_tokens_->Increment(static_cast<double>(step.generated_tokens));
   iteration_tokens_->Observe(static_cast<double>(step.num_tokens));

@@ -31,6 +31,7 @@
 #include "prometheus/metric_family.h"
 #include "prometheus/registry.h"
 #include "worker/engine/engine.h"
+#include "worker/service/load_accountant.h"
 
 namespace llmserve::worker {
 
@@ -53,13 +54,13 @@ struct WorkerMetricsConfig {
 
 class WorkerMetrics {
  public:
-  // `load` is called once per scrape (Engine::Load).
+  // `load` is called once per scrape (LoadAccountant::Load).
   WorkerMetrics(WorkerMetricsConfig config, std::function<EngineLoad()> load);
 
   // What /metrics serves: register each with the exposer.
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables() const;
 
-  // After every engine step (engine thread).
+  // Every engine report (engine thread); only forward passes count.
   void OnStep(const StepStats& step);
   // The first token of a request came `ttft_s` after it arrived.
   void OnFirstToken(double ttft_s);

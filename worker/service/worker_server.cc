@@ -150,7 +150,7 @@ absl::Status WarmUp(Engine& engine) {
     if (output.finish == FinishReason::kAbort) result = absl::AbortedError("warm-up aborted");
     done.Notify();
   };
-  const int64_t steps_before = engine.Load().steps;
+  const int64_t steps_before = engine.Counts().steps;
   LLMSERVE_RETURN_IF_ERROR(engine.AddRequest(std::move(request)).status());
   done.WaitForNotification();
   // The output arrives mid-step; the step's end (and its metrics report) comes just after.
@@ -265,9 +265,10 @@ absl::Status WorkerServer::LoadEngine() {
                  .enable_prefix_caching = options.enable_prefix_caching,
                  .max_waiting = options.max_queue,
                  .speculative = options.speculative,
-                 // Null until after the warm-up, which is not traffic.
+                 // Metrics are null until after the warm-up, which is not traffic.
                  .on_step =
                      [this](const StepStats& step) {
+                       load_.Record(step);
                        if (WorkerMetrics* metrics = step_metrics_.load()) metrics->OnStep(step);
                      }},
       .load_progress =
@@ -306,9 +307,9 @@ absl::Status WorkerServer::LoadEngine() {
                      << config.vocab_size << ") in "
                      << absl::FormatDuration(
                             absl::Trunc(absl::Now() - load_start, absl::Milliseconds(1)));
-  const EngineLoad load = engine_->Load();
-  LLMSERVE_LOG(INFO) << "KV cache: " << load.kv_blocks_total << " blocks of " << options.block_size
-                     << " tokens = " << int64_t{load.kv_blocks_total} * options.block_size
+  const int32_t kv_blocks = engine_->num_kv_blocks();
+  LLMSERVE_LOG(INFO) << "KV cache: " << kv_blocks << " blocks of " << options.block_size
+                     << " tokens = " << int64_t{kv_blocks} * options.block_size
                      << " tokens; context " << engine_->max_model_len()
                      << " tokens, prefix caching "
                      << (options.enable_prefix_caching ? "on" : "off");
@@ -339,7 +340,7 @@ absl::Status WorkerServer::DescribeModel() {
   info.set_bos_token_id(config.bos_token_id);
   info.set_block_size(options_.block_size);
   info.set_vocab_size(static_cast<uint32_t>(config.vocab_size));
-  info.set_num_kv_blocks(engine_->Load().kv_blocks_total);
+  info.set_num_kv_blocks(engine_->num_kv_blocks());
   info.set_max_num_seqs(options_.max_num_seqs);
   info.set_backend(std::string(engine_->backend().name()));
   info.set_dtype(std::string(DTypeName(options_.dtype)));
@@ -360,7 +361,7 @@ absl::Status WorkerServer::StartMetrics() {
                           .quantization = model_info_.quantization(),
                           .lm_head_quantized = options_.quantize_lm_head,
                           .vllm_names = options_.vllm_metric_names},
-      [engine = engine_.get()] { return engine->Load(); });
+      [this] { return load_.Load(); });
   if (options_.metrics_port < 0) return absl::OkStatus();
   LLMSERVE_ASSIGN_OR_RETURN(exposer_,
                             common::MetricsExposer::Start(options_.host, options_.metrics_port));
@@ -396,7 +397,7 @@ absl::Status WorkerServer::MakeService() {
     structured_error = std::string(structured.status().message());
     LLMSERVE_LOG(WARNING) << structured_error;
   }
-  service_ = std::make_unique<WorkerService>(engine_.get(), metrics_.get(), model_info_,
+  service_ = std::make_unique<WorkerService>(engine_.get(), &load_, metrics_.get(), model_info_,
                                              structured_.get(), std::move(structured_error));
   if (!options_.tracing.endpoint.empty()) {
     LLMSERVE_ASSIGN_OR_RETURN(tracer_, common::tracing::Tracer::Create(

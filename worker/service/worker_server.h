@@ -28,6 +28,7 @@
 #include "worker/engine/engine.h"
 #include "worker/model/dtype.h"
 #include "worker/model/quantization.h"
+#include "worker/service/load_accountant.h"
 #include "worker/service/worker_metrics.h"
 #include "worker/service/worker_service.h"
 
@@ -96,6 +97,8 @@ class WorkerServer {
   // -1 without a metrics server.
   int metrics_port() const { return metrics_ == nullptr ? -1 : exposer_->port(); }
   const Engine& engine() const { return *engine_; }
+  // The engine's load as the load stream and /metrics see it.
+  const LoadAccountant& load() const { return load_; }
   const v1::ModelInfo& model_info() const { return model_info_; }
 
   // Readiness NOT_SERVING, new calls UNAVAILABLE, llmserve_worker_draining 1; waits for running
@@ -120,12 +123,16 @@ class WorkerServer {
   std::string model_name_;
   // What runs: the flag, or the checkpoint's own.
   Quantization quantization_ = Quantization::kNone;
-  // First, so that it goes last: the engine's last outputs end spans. Null without tracing.
+  // What the engine reports every iteration to (from its creation on, the warm-up included);
+  // first, so that it outlives every reader.
+  LoadAccountant load_;
+  // Before the engine, so that it goes after: the engine's last outputs end spans. Null without
+  // tracing.
   std::unique_ptr<common::tracing::Tracer> tracer_;
   std::unique_ptr<Engine> engine_;
   v1::ModelInfo model_info_;
   std::unique_ptr<WorkerMetrics> metrics_;
-  // What the engine thread reports steps to (metrics_ once warmed up).
+  // What the engine thread also reports steps to (metrics_ once warmed up).
   std::atomic<WorkerMetrics*> step_metrics_{nullptr};
   std::unique_ptr<common::MetricsExposer> exposer_;
   std::unique_ptr<StructuredOutputCompiler> structured_;

@@ -26,14 +26,15 @@ class RefusedCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
 }  // namespace
 
-WorkerService::WorkerService(Engine* engine, WorkerMetrics* metrics, v1::ModelInfo model_info,
-                             StructuredOutputCompiler* structured, std::string structured_error)
+WorkerService::WorkerService(Engine* engine, LoadAccountant* load, WorkerMetrics* metrics,
+                             v1::ModelInfo model_info, StructuredOutputCompiler* structured,
+                             std::string structured_error)
     : engine_(engine),
       metrics_(metrics),
       model_info_(std::move(model_info)),
       structured_(structured),
       structured_error_(std::move(structured_error)),
-      broadcaster_(engine, model_info_.prefix_caching()) {}
+      broadcaster_(load, model_info_.prefix_caching()) {}
 
 WorkerService::~WorkerService() = default;
 

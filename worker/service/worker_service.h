@@ -24,6 +24,7 @@
 #include "llmserve/worker/v1/worker.grpc.pb.h"
 #include "worker/engine/engine.h"
 #include "worker/service/generate_call.h"
+#include "worker/service/load_accountant.h"
 #include "worker/service/load_broadcaster.h"
 #include "worker/service/structured_output.h"
 #include "worker/service/worker_metrics.h"
@@ -39,11 +40,13 @@ using RawWorkerService =
 
 class WorkerService final : public RawWorkerService {
  public:
-  // `engine` (started) and `metrics` (may be null) outlive this. `model_info` is what
-  // GetModelInfo answers. `structured` compiles structured-output constraints; when null,
-  // constrained requests are refused with FAILED_PRECONDITION `structured_error`.
-  WorkerService(Engine* engine, WorkerMetrics* metrics, v1::ModelInfo model_info,
-                StructuredOutputCompiler* structured = nullptr, std::string structured_error = "");
+  // `engine` (started), `load` (fed by the engine's reports) and `metrics` (may be null) outlive
+  // this. `model_info` is what GetModelInfo answers. `structured` compiles structured-output
+  // constraints; when null, constrained requests are refused with FAILED_PRECONDITION
+  // `structured_error`.
+  WorkerService(Engine* engine, LoadAccountant* load, WorkerMetrics* metrics,
+                v1::ModelInfo model_info, StructuredOutputCompiler* structured = nullptr,
+                std::string structured_error = "");
   ~WorkerService() override;
 
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,

@@ -72,8 +72,11 @@ class RunnerTest : public ::testing::Test {
     ASSERT_TRUE(worker::WriteRandomModel(*config, {.seed = 9}, dir_).ok());
     std::ofstream(dir_ + "/tokenizer.json") << built.tokenizer_json;
     std::ofstream(dir_ + "/tokenizer_config.json") << built.tokenizer_config_json;
-    auto engine =
-        worker::BuildCpuEngine({.model_dir = dir_, .num_threads = 1, .kv_cache_bytes = 8 << 20});
+    auto engine = worker::BuildCpuEngine(
+        {.model_dir = dir_,
+         .num_threads = 1,
+         .kv_cache_bytes = 8 << 20,
+         .engine = {.on_step = [this](const worker::StepStats& step) { load_.Record(step); }}});
     ASSERT_TRUE(engine.ok()) << engine.status();
     engine_ = *std::move(engine);
     auto tokenizer = common::tokenizer::Tokenizer::FromDirectory(dir_);
@@ -83,6 +86,7 @@ class RunnerTest : public ::testing::Test {
 
   ::llmserve::testing::ScopedTempDir temp_{"runner_test_model"};
   std::string dir_;
+  worker::LoadAccountant load_;
   std::unique_ptr<worker::Engine> engine_;
   std::unique_ptr<common::tokenizer::Tokenizer> tokenizer_;
 };
@@ -119,7 +123,7 @@ TEST_F(RunnerTest, RunsABatchAndStreamsTextThatMatchesTheTokens) {
 
 TEST_F(RunnerTest, BenchmarkReportsThroughputLatencyAndPrefixHits) {
   const auto report = RunBenchmark(
-      engine_.get(),
+      engine_.get(), load_,
       {.num_requests = 6, .prompt_len = 40, .output_len = 5, .rate = 200, .shared_prefix = 0.5});
   ASSERT_TRUE(report.ok()) << report.status();
   const nlohmann::json json = nlohmann::json::parse(*report);
@@ -130,7 +134,7 @@ TEST_F(RunnerTest, BenchmarkReportsThroughputLatencyAndPrefixHits) {
   EXPECT_GE(json["tpot_s"]["p99"].get<double>(), json["tpot_s"]["p50"].get<double>());
   // 20 of 40 tokens are shared: one block of 16 can be served from the cache for 5 requests.
   EXPECT_GT(json["prefix_cache_hit_rate"].get<double>(), 0);
-  EXPECT_FALSE(RunBenchmark(engine_.get(), {.num_requests = 0}).ok());
+  EXPECT_FALSE(RunBenchmark(engine_.get(), load_, {.num_requests = 0}).ok());
 }
 
 }  // namespace

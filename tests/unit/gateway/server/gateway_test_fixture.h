@@ -79,8 +79,9 @@ class GatewayServerTest : public ::testing::Test {
     while (absl::Now() < deadline) {
       bool idle = true;
       for (const auto& worker : workers_) {
-        const worker::EngineLoad load = worker->engine().Load();
-        idle = idle && load.running == 0 && load.kv_blocks_free == load.kv_blocks_total;
+        const worker::EngineCounts counts = worker->engine().Counts();
+        idle = idle && counts.running == 0 &&
+               counts.kv_blocks_free == worker->engine().num_kv_blocks();
       }
       if (idle) return true;
       absl::SleepFor(absl::Milliseconds(5));

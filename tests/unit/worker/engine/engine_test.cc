@@ -100,6 +100,21 @@ class Collector {
   std::map<RequestId, EngineOutput> finished_;
 };
 
+// Every StepStats the engine reports, for tests that step it on their own thread.
+struct Reports {
+  std::function<void(const StepStats&)> Callback() {
+    return [this](const StepStats& step) { all.push_back(step); };
+  }
+  std::vector<StepStats> Forward() const {
+    std::vector<StepStats> passes;
+    for (const StepStats& step : all) {
+      if (step.forward) passes.push_back(step);
+    }
+    return passes;
+  }
+  std::vector<StepStats> all;
+};
+
 EngineRequest Greedy(std::vector<int32_t> prompt, int32_t max_tokens, OutputCallback callback) {
   EngineRequest request;
   request.prompt = std::move(prompt);
@@ -124,9 +139,50 @@ TEST(EngineTest, GeneratesUntilLengthOrEosAndReportsUsage) {
   EXPECT_EQ(collector.Tokens(b), (std::vector<int32_t>{18, 19, 20, kEos}));
   EXPECT_EQ(collector.Final(b)->finish, FinishReason::kStop);
   EXPECT_GE(collector.Final(b)->ttft_s, 0);
-  const EngineLoad load = (*engine)->Load();
-  EXPECT_EQ(load.running + load.waiting, 0);
-  EXPECT_EQ(load.kv_blocks_free, load.kv_blocks_total);
+  const EngineCounts counts = (*engine)->Counts();
+  EXPECT_EQ(counts.running + counts.waiting, 0);
+  EXPECT_EQ(counts.kv_blocks_free, (*engine)->num_kv_blocks());
+}
+
+// The engine's reports are the whole account of what it did: the first one comes at creation
+// (the cache's size before any traffic), one when queued work is taken, one per forward pass;
+// summed, they give the usage every request reported, and the last one the state it left.
+TEST(EngineTest, ReportsEveryIterationAndTheStateItLeaves) {
+  Reports reports;
+  auto engine = Engine::Create(std::make_unique<FakeBackend>(32), {.on_step = reports.Callback()});
+  ASSERT_TRUE(engine.ok());
+  ASSERT_EQ(reports.all.size(), 1u);
+  EXPECT_FALSE(reports.all[0].forward);
+  EXPECT_EQ(reports.all[0].kv_blocks_total, (*engine)->num_kv_blocks());
+  EXPECT_EQ(reports.all[0].kv_blocks_free, (*engine)->num_kv_blocks());
+  Collector collector;
+  const RequestId a = *(*engine)->AddRequest(Greedy({3, 4, 5}, 4, collector.Callback()));
+  const RequestId b = *(*engine)->AddRequest(Greedy({17, 18}, 2, collector.Callback()));
+  int64_t passes = 0;
+  while ((*engine)->StepOnce()) ++passes;
+  ++passes;  // the last call's pass ended the work
+  // Creation, the adds taken, then the passes.
+  ASSERT_EQ(reports.all.size(), 2u + passes);
+  EXPECT_FALSE(reports.all[1].forward);
+  EXPECT_EQ(reports.all[1].waiting, 2);
+  EXPECT_EQ((*engine)->Counts().steps, passes);
+  int64_t prompt = 0, generated = 0, queries = 0;
+  for (const StepStats& step : reports.Forward()) {
+    EXPECT_FALSE(step.failed);
+    EXPECT_GT(step.num_seqs, 0);
+    // The prefill pass computes both prompts; every later one a token per request.
+    EXPECT_EQ(step.num_tokens, step.prompt_tokens > 0 ? step.prompt_tokens : step.num_seqs);
+    EXPECT_DOUBLE_EQ(step.duration_s, step.forward_s + step.overhead_s);
+    prompt += step.prompt_tokens;
+    generated += step.generated_tokens;
+    queries += step.prefix_cache_queries;
+  }
+  EXPECT_EQ(prompt, collector.Final(a)->prompt_tokens + collector.Final(b)->prompt_tokens);
+  EXPECT_EQ(generated, collector.Final(a)->output_tokens + collector.Final(b)->output_tokens);
+  EXPECT_EQ(queries, 5) << "every prompt token is looked up in the prefix cache once";
+  const StepStats& last = reports.all.back();
+  EXPECT_EQ(last.running + last.waiting, 0);
+  EXPECT_EQ(last.kv_blocks_free, last.kv_blocks_total);
 }
 
 // A request streaming its first token runs: it no longer counts against max_waiting, and a new
@@ -144,7 +200,7 @@ TEST(EngineTest, ARequestStreamingItsFirstTokenNoLongerCountsAsWaiting) {
   const RequestId first =
       *e->AddRequest(Greedy({3, 4, 5}, 4, [&, collect](const EngineOutput& output) {
         if (waiting_at_first_token < 0) {
-          waiting_at_first_token = e->Load().waiting;
+          waiting_at_first_token = e->Counts().waiting;
           second_admitted = e->AddRequest(Greedy({7}, 2, collect)).status();
         }
         collect(output);
@@ -156,26 +212,23 @@ TEST(EngineTest, ARequestStreamingItsFirstTokenNoLongerCountsAsWaiting) {
   EXPECT_EQ(collector.Final(first)->finish, FinishReason::kLength);
 }
 
-TEST(EngineTest, PublishesPrefixCacheEventsAndTheCachedSet) {
-  auto engine = Engine::Create(std::make_unique<FakeBackend>(32), {});
+TEST(EngineTest, ReportsPrefixCacheEventsInTheStepThatMadeThem) {
+  Reports reports;
+  auto engine = Engine::Create(std::make_unique<FakeBackend>(32), {.on_step = reports.Callback()});
   ASSERT_TRUE(engine.ok());
   Collector collector;
   // 9 prompt tokens + 3 generated: blocks of 4 fill as tokens are computed.
   (void)*(*engine)->AddRequest(Greedy({1, 2, 3, 4, 5, 6, 7, 8, 9}, 3, collector.Callback()));
   while ((*engine)->StepOnce()) {
   }
-  const Engine::CacheEvents taken = (*engine)->TakePrefixCacheEvents();
-  EXPECT_FALSE(taken.overflowed);
-  ASSERT_EQ(taken.events.size(), 1u);
-  EXPECT_EQ(taken.events[0].kind, PrefixCacheEvent::Kind::kStored);
-  // Tokens 0-7 are computed by the prefill, 8-10 by the decodes: 2 full blocks.
-  EXPECT_EQ(taken.events[0].block_hashes.size(), 2u);
-  std::vector<uint64_t> cached = (*engine)->CachedBlockHashes();
-  std::sort(cached.begin(), cached.end());
-  std::vector<uint64_t> stored = taken.events[0].block_hashes;
-  std::sort(stored.begin(), stored.end());
-  EXPECT_EQ(cached, stored);
-  EXPECT_TRUE((*engine)->TakePrefixCacheEvents().events.empty());
+  const std::vector<StepStats> passes = reports.Forward();
+  ASSERT_FALSE(passes.empty());
+  // Tokens 0-7 are computed by the prefill: 2 full blocks, stored in the first pass's report.
+  ASSERT_EQ(passes[0].cache_events.size(), 1u);
+  EXPECT_EQ(passes[0].cache_events[0].kind, PrefixCacheEvent::Kind::kStored);
+  EXPECT_EQ(passes[0].cache_events[0].block_hashes.size(), 2u);
+  // Tokens 8-10 fill no further block of 4.
+  for (size_t i = 1; i < passes.size(); ++i) EXPECT_TRUE(passes[i].cache_events.empty()) << i;
 }
 
 TEST(EngineTest, RejectsBadRequestsUpFront) {
@@ -206,7 +259,9 @@ TEST(EngineTest, RejectsBadRequestsUpFront) {
 }
 
 TEST(EngineTest, AbortFreesBlocksAndBackendFailureEndsTheStepsRequests) {
-  auto engine = Engine::Create(std::make_unique<FakeBackend>(32, /*fail_at_call=*/2), {});
+  Reports reports;
+  auto engine = Engine::Create(std::make_unique<FakeBackend>(32, /*fail_at_call=*/2),
+                               {.on_step = reports.Callback()});
   ASSERT_TRUE(engine.ok());
   Collector collector;
   const RequestId a = *(*engine)->AddRequest(Greedy({1, 2, 3, 4, 5}, 20, collector.Callback()));
@@ -219,7 +274,11 @@ TEST(EngineTest, AbortFreesBlocksAndBackendFailureEndsTheStepsRequests) {
   EXPECT_EQ(collector.Tokens(a).size(), 2u);
   EXPECT_EQ(collector.Final(b)->finish, FinishReason::kError);
   EXPECT_EQ(collector.Final(b)->error.message(), "device lost");
-  EXPECT_TRUE((*engine)->CachedBlockHashes().empty()) << "a failed step's blocks are not reused";
+  const StepStats& failed = reports.all.back();
+  EXPECT_TRUE(failed.forward && failed.failed);
+  ASSERT_FALSE(failed.cache_events.empty());
+  EXPECT_EQ(failed.cache_events.back().kind, PrefixCacheEvent::Kind::kCleared)
+      << "a failed step's blocks are not reused";
   EXPECT_FALSE((*engine)->StepOnce());
   (*engine)->AbortRequest(b);  // already finished: ignored
   EXPECT_FALSE((*engine)->StepOnce());
@@ -269,20 +328,23 @@ TEST(EngineTest, ThreadedEngineServesConcurrentClientsAndIdles) {
   // Callbacks run inside the step; its load snapshot is published just after. Wait for the
   // snapshot of the last step (nothing running or waiting) before counting steps.
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while ((*engine)->Load().running + (*engine)->Load().waiting > 0 && absl::Now() < deadline) {
+  while ((*engine)->Counts().running + (*engine)->Counts().waiting > 0 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(1));
   }
-  const int64_t steps = (*engine)->Load().steps;
+  const int64_t steps = (*engine)->Counts().steps;
   absl::SleepFor(absl::Milliseconds(50));
-  EXPECT_EQ((*engine)->Load().steps, steps) << "an idle engine runs no steps";
+  EXPECT_EQ((*engine)->Counts().steps, steps) << "an idle engine runs no steps";
   // Work added after idling wakes it up.
   ASSERT_TRUE((*engine)->AddRequest(Greedy({9}, 2, collector.Callback())).ok());
   EXPECT_TRUE(collector.WaitForFinished(21, absl::Seconds(30)));
 }
 
-TEST(EngineTest, TimingsAndTokenRatesFollowTheEngineClock) {
+TEST(EngineTest, TimingsAndReportTimesFollowTheEngineClock) {
   ::llmserve::testing::SimulatedClock clock;
-  auto engine = Engine::Create(std::make_unique<FakeBackend>(32), {.clock = &clock});
+  Reports reports;
+  auto engine = Engine::Create(std::make_unique<FakeBackend>(32),
+                               {.on_step = reports.Callback(), .clock = &clock});
+  const absl::Time start = clock.Now();
   ASSERT_TRUE(engine.ok());
   Collector collector;
   const RequestId id = *(*engine)->AddRequest(Greedy({3, 4, 5}, 4, collector.Callback()));
@@ -297,25 +359,18 @@ TEST(EngineTest, TimingsAndTokenRatesFollowTheEngineClock) {
   EXPECT_DOUBLE_EQ(collector.Final(id)->queue_s, 2);
   EXPECT_DOUBLE_EQ(collector.Final(id)->ttft_s, 2);
   EXPECT_DOUBLE_EQ(collector.Final(id)->total_s, 5);
-  // The rates are over the steps of the last 5 s: 3 prompt and 4 generated tokens in the 3 s
-  // between the first step and the last.
-  EXPECT_DOUBLE_EQ((*engine)->Load().prompt_tokens_per_s, 1);
-  EXPECT_DOUBLE_EQ((*engine)->Load().generated_tokens_per_s, 4.0 / 3);
-  // Ten seconds later those steps are out of the window.
-  clock.Advance(absl::Seconds(10));
-  const RequestId later = *(*engine)->AddRequest(Greedy({9}, 2, collector.Callback()));
-  (*engine)->StepOnce();
-  clock.Advance(absl::Seconds(1));
-  (*engine)->StepOnce();
-  ASSERT_TRUE(collector.Final(later).has_value());
-  EXPECT_DOUBLE_EQ((*engine)->Load().prompt_tokens_per_s, 1);
-  EXPECT_DOUBLE_EQ((*engine)->Load().generated_tokens_per_s, 2);
+  const std::vector<StepStats> passes = reports.Forward();
+  ASSERT_EQ(passes.size(), 4u);
+  for (size_t i = 0; i < passes.size(); ++i) {
+    EXPECT_EQ(passes[i].time, start + absl::Seconds(2 + i)) << i;
+    EXPECT_EQ(passes[i].duration_s, 0) << "the simulated clock stands still within a step";
+  }
 }
 
 TEST(EngineTest, WaitForStepsWakesWhenAStepEndsAndOtherwiseAtItsDeadline) {
   auto engine = Engine::Create(std::make_unique<FakeBackend>(32), {});
   ASSERT_TRUE(engine.ok());
-  const int64_t before = (*engine)->Load().steps;
+  const int64_t before = (*engine)->Counts().steps;
   EXPECT_EQ((*engine)->WaitForSteps(before + 1, absl::Now() + absl::Milliseconds(20)).steps, before)
       << "nothing steps the loop: the wait ends at its deadline";
   Collector collector;
@@ -363,7 +418,9 @@ TEST(EngineTest, RunsTheCpuBackendEndToEnd) {
   ASSERT_TRUE(weights.ok());
   auto backend = CpuBackend::Create(*std::move(weights), {.kv_cache_bytes = 1 << 20});
   ASSERT_TRUE(backend.ok());
-  auto engine = Engine::Create(*std::move(backend), {.max_num_batched_tokens = 16});
+  Reports reports;
+  auto engine = Engine::Create(*std::move(backend),
+                               {.max_num_batched_tokens = 16, .on_step = reports.Callback()});
   ASSERT_TRUE(engine.ok());
   Collector collector;
   std::vector<RequestId> ids;
@@ -383,7 +440,9 @@ TEST(EngineTest, RunsTheCpuBackendEndToEnd) {
     EXPECT_EQ(collector.Final(id)->finish, FinishReason::kLength);
     EXPECT_EQ(collector.Tokens(id).size(), 12u);
   }
-  EXPECT_GT((*engine)->Load().forward_s, 0);
+  double forward_s = 0;
+  for (const StepStats& step : reports.Forward()) forward_s += step.forward_s;
+  EXPECT_GT(forward_s, 0);
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "tests/unit/worker/engine/test_vocabulary.h"
 #include "worker/engine/cpu_engine_builder.h"
 #include "worker/engine/engine.h"
+#include "worker/service/load_accountant.h"
 
 namespace llmserve::worker {
 namespace {
@@ -107,7 +108,10 @@ struct RunResult {
 // Adds every request, then steps the engine (on this thread) until all have finished.
 RunResult RunAll(std::unique_ptr<Backend> backend, const EngineConfig& config,
                  std::vector<EngineRequest> requests, std::unique_ptr<Backend> draft = nullptr) {
-  auto engine = Engine::Create(std::move(backend), config, std::move(draft));
+  LoadAccountant load;
+  EngineConfig reporting = config;
+  reporting.on_step = [&load](const StepStats& step) { load.Record(step); };
+  auto engine = Engine::Create(std::move(backend), reporting, std::move(draft));
   EXPECT_TRUE(engine.ok()) << engine.status();
   if (!engine.ok()) return {};
   RunResult result;
@@ -134,7 +138,7 @@ RunResult RunAll(std::unique_ptr<Backend> backend, const EngineConfig& config,
       break;
     }
   }
-  result.load = (*engine)->Load();
+  result.load = load.Load();
   return result;
 }
 
@@ -443,10 +447,14 @@ TEST(SpeculativeEngineTest, TheCpuBackendGeneratesTheSameTokens) {
   auto run = [&](SpeculativeConfig speculative) {
     if (speculative.method == SpeculativeMethod::kDraft) speculative.model = temp.path();
     // 2 layers x 2 KV heads x 16 dims x (K, V) x 4 bytes x 16 tokens = 8 KiB a block.
+    auto load = std::make_unique<LoadAccountant>();
     auto engine = BuildCpuEngine({.model_dir = temp.path(),
                                   .num_threads = 1,
                                   .kv_cache_bytes = 12 * 8192,
-                                  .engine = {.speculative = speculative}});
+                                  .engine = {.speculative = speculative,
+                                             .on_step = [load = load.get()](const StepStats& step) {
+                                               load->Record(step);
+                                             }}});
     EXPECT_TRUE(engine.ok()) << engine.status();
     std::vector<EngineRequest> requests;
     for (int32_t i = 0; i < 6; ++i) {
@@ -473,7 +481,7 @@ TEST(SpeculativeEngineTest, TheCpuBackendGeneratesTheSameTokens) {
     }
     while ((*engine)->StepOnce()) {
     }
-    return std::make_pair(outcomes, (*engine)->Load());
+    return std::make_pair(outcomes, load->Load());
   };
   const auto [plain, plain_load] = run({});
   SpeculativeConfig ngram = Ngram(4);

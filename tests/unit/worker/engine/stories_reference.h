@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "tests/unit/worker/engine/greedy_generation.h"
 #include "worker/engine/cpu_engine_builder.h"
+#include "worker/service/load_accountant.h"
 
 namespace llmserve::worker::testing {
 
@@ -68,7 +69,10 @@ inline ReferenceRun RunReferenceCases(const CpuEngineOptions& options,
                                       const std::vector<ReferenceCase>& cases, int waves = 1) {
   ReferenceRun run;
   run.tokens.resize(cases.size() * waves);
-  absl::StatusOr<std::unique_ptr<Engine>> engine = BuildCpuEngine(options);
+  LoadAccountant load;
+  CpuEngineOptions reporting = options;
+  reporting.engine.on_step = [&load](const StepStats& step) { load.Record(step); };
+  absl::StatusOr<std::unique_ptr<Engine>> engine = BuildCpuEngine(reporting);
   EXPECT_TRUE(engine.ok()) << engine.status();
   if (!engine.ok()) return run;
   absl::Mutex mu;
@@ -94,8 +98,9 @@ inline ReferenceRun RunReferenceCases(const CpuEngineOptions& options,
     if (wave == 0) (*engine)->Start();
     EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(120)));
   }
-  run.load = (*engine)->Load();
-  (*engine).reset();  // stops the loop before the tokens are read without the lock
+  // Stops the loop before the tokens are read without the lock, and after the last step's report.
+  (*engine).reset();
+  run.load = load.Load();
   return run;
 }
 

@@ -89,12 +89,16 @@ EngineLoad FixedLoad() {
 
 // Some of every event, so every event-fed series has samples.
 void ReportTraffic(WorkerMetrics& metrics) {
-  metrics.OnStep({.num_seqs = 2,
+  // Reports between passes (queued work taken) are no steps.
+  metrics.OnStep({.forward = false, .running = 2});
+  metrics.OnStep({.forward = true,
+                  .num_seqs = 2,
                   .num_tokens = 40,
                   .prompt_tokens = 38,
                   .generated_tokens = 2,
                   .duration_s = 0.02});
-  metrics.OnStep({.num_seqs = 2,
+  metrics.OnStep({.forward = true,
+                  .num_seqs = 2,
                   .num_tokens = 2,
                   .prompt_tokens = 0,
                   .generated_tokens = 2,
@@ -200,6 +204,8 @@ TEST(WorkerMetricsTest, VllmSeriesReadAsVllmWritesThem) {
   EXPECT_THAT(text, HasSubstr("\nvllm:request_success_total{engine=\"0\",finished_reason="
                               "\"stop\",model_name=\"m\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("\nvllm:generation_tokens_total{engine=\"0\",model_name=\"m\"} 4\n"));
+  EXPECT_THAT(text, HasSubstr("\nllmserve_iteration_tokens_count{model=\"m\"} 2\n"))
+      << "two forward passes; the report between them is no step";
   EXPECT_THAT(text, HasSubstr("\nvllm:time_to_first_token_seconds_count{engine=\"0\","
                               "model_name=\"m\"} 2\n"));
   EXPECT_THAT(text, HasSubstr("# TYPE vllm:num_requests_waiting gauge\n"));

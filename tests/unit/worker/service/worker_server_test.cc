@@ -139,8 +139,9 @@ class WorkerServerTest : public ::testing::Test {
   bool WaitForIdleEngine() {
     const absl::Time deadline = absl::Now() + kPatience;
     while (absl::Now() < deadline) {
-      const EngineLoad load = server_->engine().Load();
-      if (load.running == 0 && load.waiting == 0 && load.kv_blocks_free == load.kv_blocks_total) {
+      const EngineCounts counts = server_->engine().Counts();
+      if (counts.running == 0 && counts.waiting == 0 &&
+          counts.kv_blocks_free == server_->engine().num_kv_blocks()) {
         return true;
       }
       absl::SleepFor(absl::Milliseconds(5));
@@ -356,12 +357,12 @@ TEST_F(WorkerServerTest, CancellingMidStreamFreesTheBlocks) {
         stub_->Generate(&context, request);
     v1::GenerateResponse response;
     ASSERT_TRUE(reader->Read(&response));
-    // The load snapshot is published at the end of the step whose tokens we just read.
+    // The load is reported at the end of the step whose tokens we just read.
     const absl::Time deadline = absl::Now() + kPatience;
-    EngineLoad load = server_->engine().Load();
+    EngineLoad load = server_->load().Load();
     while (load.kv_blocks_free == load.kv_blocks_total && absl::Now() < deadline) {
       absl::SleepFor(absl::Milliseconds(1));
-      load = server_->engine().Load();
+      load = server_->load().Load();
     }
     EXPECT_EQ(load.running, 1);
     EXPECT_LT(load.kv_blocks_free, load.kv_blocks_total);
@@ -515,7 +516,7 @@ TEST_F(WorkerServerTest, DuplicateIdsAndOverloadAreRefused) {
   grpc::ClientContext queued_context;
   auto queued = stub_->Generate(&queued_context, Request("queued", 3, 2));
   const absl::Time deadline = absl::Now() + kPatience;
-  while (server_->engine().Load().waiting < 1 && absl::Now() < deadline) {
+  while (server_->engine().Counts().waiting < 1 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(2));
   }
   const StreamResult overloaded = Generate(Request("third", 3, 2));
@@ -646,10 +647,10 @@ TEST_F(WorkerServerTest, DrainTimeoutAbortsWithAClearStatus) {
   tokens[0] = response.tokens_size();
   for (int i = 1; i < kStreams; ++i) start_stream(i);
   const absl::Time deadline = absl::Now() + kPatience;
-  while (server_->engine().Load().waiting < kStreams - 1 && absl::Now() < deadline) {
+  while (server_->engine().Counts().waiting < kStreams - 1 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(5));
   }
-  ASSERT_EQ(server_->engine().Load().waiting, kStreams - 1);
+  ASSERT_EQ(server_->engine().Counts().waiting, kStreams - 1);
   EXPECT_GE(server_->Drain(), 1);
   int aborted = 0;
   for (int i = 0; i < kStreams; ++i) {
@@ -753,7 +754,7 @@ TEST_F(WorkerServerTest, BenchmarkClientCountsEveryToken) {
   EXPECT_GE(json["e2e_s"]["p99"].get<double>(), json["ttft_s"]["p50"].get<double>());
   // One inter-token gap per token after the first, unless a stream message carried several.
   EXPECT_GT(json["itl_s"]["p50"].get<double>(), 0);
-  EXPECT_EQ(server_->engine().Load().prefix_cache_queries, 6 * 20 + 1);  // + the warm-up token
+  EXPECT_EQ(server_->load().Load().prefix_cache_queries, 6 * 20 + 1);  // + the warm-up token
 }
 
 TEST(WorkerServerOptionsTest, BadSpeculativeOptionsNameTheFlag) {

@@ -112,13 +112,14 @@ class WorkerServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     absl::StatusOr<std::unique_ptr<Engine>> engine =
-        Engine::Create(std::make_unique<ConstantBackend>(), {});
+        Engine::Create(std::make_unique<ConstantBackend>(),
+                       {.on_step = [this](const StepStats& step) { load_.Record(step); }});
     ASSERT_TRUE(engine.ok()) << engine.status();
     engine_ = *std::move(engine);
     v1::ModelInfo info;
     info.set_vocab_size(kVocab);
     info.set_max_model_len(64);
-    service_ = std::make_unique<WorkerService>(engine_.get(), nullptr, info);
+    service_ = std::make_unique<WorkerService>(engine_.get(), &load_, nullptr, info);
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -160,6 +161,7 @@ class WorkerServiceTest : public ::testing::Test {
     return true;
   }
 
+  LoadAccountant load_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<WorkerService> service_;
   std::unique_ptr<grpc::Server> server_;
@@ -214,8 +216,10 @@ TEST_F(WorkerServiceTest, ACancelledCallGivesItsIdUpBeforeTheEngineReleasesItsRe
   EXPECT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(second->tokens(), (std::vector<int32_t>{5, 5, 5, 5}));
   EXPECT_EQ(service_->live_requests(), 0);
-  const EngineLoad load = engine_->Load();
+  const EngineLoad load = load_.Load();
   EXPECT_EQ(load.running + load.waiting, 0);
+  EXPECT_EQ(load.kv_blocks_free, load.kv_blocks_total)
+      << "the cancelled request's blocks are freed";
 }
 
 }  // namespace
