@@ -12,6 +12,8 @@
 #include "absl/time/clock.h"
 #include "common/status/http_error.h"
 #include "gateway/frontends/openai/openai_logprobs.h"
+#include "gateway/frontends/openai/responses_job.h"
+#include "gateway/frontends/openai/responses_request.h"
 #include "gateway/http/sse.h"
 
 namespace llmserve::gateway {
@@ -384,10 +386,13 @@ void OpenAiApi::Handle(http::HttpRequest request, std::shared_ptr<http::Response
     return HandleGeneration(OpenAiEndpoint::kChatCompletions, std::move(request),
                             std::move(writer));
   }
+  if (path == "/v1/responses" && post)
+    return HandleResponses(std::move(request), std::move(writer));
   // Without metrics_text_ (a separate metrics port serves them) /metrics does not exist here.
   const bool known = path == "/healthz" || path == "/readyz" ||
                      (path == "/metrics" && metrics_text_) || path == "/v1/models" ||
-                     path == "/v1/completions" || path == "/v1/chat/completions";
+                     path == "/v1/completions" || path == "/v1/chat/completions" ||
+                     path == "/v1/responses";
   if (known) {
     return http::SendError(*writer, common::MethodNotAllowed(request.method, path));
   }
@@ -425,14 +430,13 @@ absl::Status NameConstraintField(const absl::Status& status, const std::string& 
 
 }  // namespace
 
-void OpenAiApi::HandleGeneration(OpenAiEndpoint endpoint, http::HttpRequest request,
-                                 std::shared_ptr<http::ResponseWriter> writer) {
-  const bool chat = endpoint == OpenAiEndpoint::kChatCompletions;
+std::shared_ptr<RequestLifecycle> OpenAiApi::BeginLifecycle(const http::HttpRequest& request,
+                                                            const char* operation) const {
   std::shared_ptr<RequestLifecycle> lifecycle =
-      runner_->tracker().Begin("http", chat ? "/v1/chat/completions" : "/v1/completions",
+      runner_->tracker().Begin("http", request.path,
                                common::tracing::ParseTraceParent(request.Header("traceparent"),
                                                                  request.Header("tracestate")));
-  lifecycle->set_operation(chat ? "chat" : "text_completion");
+  lifecycle->set_operation(operation);
   if (const common::tracing::Span& span = lifecycle->span(); span.recording()) {
     const std::string host(request.Header("host"));
     const size_t colon = host.rfind(':');
@@ -442,14 +446,28 @@ void OpenAiApi::HandleGeneration(OpenAiEndpoint endpoint, http::HttpRequest requ
       span.SetAttribute("server.port", port);
     }
   }
-  auto job = std::make_shared<OpenAiJob>(endpoint, writer);
-  std::shared_ptr<RequestRun> run = runner_->NewRun(std::move(lifecycle), job);
-  job->set_run(run);
+  return lifecycle;
+}
+
+std::shared_ptr<RequestRun> OpenAiApi::NewRun(std::shared_ptr<RequestLifecycle> lifecycle,
+                                              std::shared_ptr<RequestSink> sink,
+                                              http::ResponseWriter& writer) const {
+  std::shared_ptr<RequestRun> run = runner_->NewRun(std::move(lifecycle), std::move(sink));
   // A client that leaves (even before its request started, or while it is queued) cancels
   // everything of its request.
-  writer->SetOnClose([weak = std::weak_ptr<RequestRun>(run)] {
+  writer.SetOnClose([weak = std::weak_ptr<RequestRun>(run)] {
     if (std::shared_ptr<RequestRun> live = weak.lock()) live->Cancel();
   });
+  return run;
+}
+
+void OpenAiApi::HandleGeneration(OpenAiEndpoint endpoint, http::HttpRequest request,
+                                 std::shared_ptr<http::ResponseWriter> writer) {
+  const bool chat = endpoint == OpenAiEndpoint::kChatCompletions;
+  auto job = std::make_shared<OpenAiJob>(endpoint, writer);
+  std::shared_ptr<RequestRun> run =
+      NewRun(BeginLifecycle(request, chat ? "chat" : "text_completion"), job, *writer);
+  job->set_run(run);
   RunInput input;
   input.authorization = std::string(request.Header("authorization"));
   input.prompt_bytes = request.body.size();
@@ -473,6 +491,35 @@ void OpenAiApi::HandleGeneration(OpenAiEndpoint endpoint, http::HttpRequest requ
                      (*choices)[0].request_id);
     lifecycle.set_request_id(id);
     parsed->request.Clear();
+    job->SetPrepared(*std::move(parsed), *model, std::move(id));
+    return PreparedRun{.model = *std::move(model), .choices = *std::move(choices)};
+  };
+  run->Start(std::move(input));
+}
+
+void OpenAiApi::HandleResponses(http::HttpRequest request,
+                                std::shared_ptr<http::ResponseWriter> writer) {
+  auto job = std::make_shared<ResponsesJob>(writer);
+  std::shared_ptr<RequestRun> run = NewRun(BeginLifecycle(request, "chat"), job, *writer);
+  RunInput input;
+  input.authorization = std::string(request.Header("authorization"));
+  input.prompt_bytes = request.body.size();
+  input.prepare = [runner = runner_, job, body = std::move(request.body)](
+                      RequestLifecycle& lifecycle) -> absl::StatusOr<PreparedRun> {
+    absl::StatusOr<ResponsesRequest> parsed = ParseResponsesRequest(body);
+    if (!parsed.ok()) return parsed.status();
+    lifecycle.set_input_content(parsed->chat.request);
+    absl::StatusOr<std::shared_ptr<const ServedModel>> model =
+        runner->catalog().Resolve(parsed->chat.request.model());
+    lifecycle.set_model(model.ok() ? (*model)->name() : parsed->chat.request.model());
+    if (!model.ok()) return model.status();
+    absl::StatusOr<std::vector<PreparedRequest>> choices =
+        PrepareChoices(parsed->chat.request, *model, /*n=*/1, runner->prepare().limits(),
+                       runner->prepare().render_chat());
+    if (!choices.ok()) return NameConstraintField(choices.status(), parsed->chat.constraint_field);
+    std::string id = (*choices)[0].request_id;
+    lifecycle.set_request_id(absl::StrCat("resp_", id));
+    parsed->chat.request.Clear();
     job->SetPrepared(*std::move(parsed), *model, std::move(id));
     return PreparedRun{.model = *std::move(model), .choices = *std::move(choices)};
   };

@@ -1,5 +1,6 @@
 // The OpenAI-compatible HTTP API on the gateway's HTTP server:
 //   POST /v1/completions, POST /v1/chat/completions   (stream: true -> SSE, data: [DONE])
+//   POST /v1/responses   (stateless; responses_request.h, responses_job.h)
 //   GET  /v1/models
 //   GET  /healthz (liveness), /readyz (a worker is ready and the gateway is not draining),
 //        /metrics (Prometheus text)
@@ -47,6 +48,14 @@ class OpenAiApi {
  private:
   void HandleGeneration(OpenAiEndpoint endpoint, http::HttpRequest request,
                         std::shared_ptr<http::ResponseWriter> writer);
+  void HandleResponses(http::HttpRequest request, std::shared_ptr<http::ResponseWriter> writer);
+  // The request's lifecycle (endpoint = its path, a trace continued from its headers).
+  std::shared_ptr<RequestLifecycle> BeginLifecycle(const http::HttpRequest& request,
+                                                   const char* operation) const;
+  // A run whose client leaving (the writer closing) cancels it.
+  std::shared_ptr<RequestRun> NewRun(std::shared_ptr<RequestLifecycle> lifecycle,
+                                     std::shared_ptr<RequestSink> sink,
+                                     http::ResponseWriter& writer) const;
   void HandleModels(const http::HttpRequest& request, http::ResponseWriter& writer);
 
   const RequestRunner* const runner_;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The official `openai` npm client against a real gateway and worker on loopback; `ajv` checks
 # structured outputs and tool-call arguments against their JSON Schemas. A second gateway in front
-# of the same worker parses reasoning (--reasoning_parser=deepseek_r1) for reasoning_test.mjs.
+# of the same worker parses reasoning (--reasoning_parser=deepseek_r1) for reasoning_test.mjs and
+# responses_test.mjs.
 # Usage: run_openai_client_test.sh BIN_DIR WORK_DIR
 # Exit 77 (skipped) when node/npm are missing or the npm registry cannot be reached.
 set -uo pipefail
@@ -62,10 +63,12 @@ reasoning_port="$http_port"
 start_gateway "$work/gateway.log"
 
 (cd "$work" && cp "$here/openai_client_test.mjs" "$here/structured_outputs_test.mjs" \
-  "$here/reasoning_test.mjs" . && \
+  "$here/reasoning_test.mjs" "$here/responses_test.mjs" . && \
   timeout 120 node openai_client_test.mjs "http://127.0.0.1:$http_port/v1" tiny && \
   timeout 300 node structured_outputs_test.mjs "http://127.0.0.1:$http_port/v1" tiny && \
-  timeout 120 node reasoning_test.mjs "http://127.0.0.1:$reasoning_port/v1" tiny)
+  timeout 120 node reasoning_test.mjs "http://127.0.0.1:$reasoning_port/v1" tiny && \
+  timeout 120 node responses_test.mjs "http://127.0.0.1:$http_port/v1" \
+    "http://127.0.0.1:$reasoning_port/v1" tiny)
 status=$?
 for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
 for pid in "${pids[@]}"; do
