@@ -1,6 +1,7 @@
-// Fuzz target: ParseOpenAiRequest, the first thing the gateway does with an OpenAI request body.
-// The first byte picks the endpoint (odd: /v1/chat/completions, even: /v1/completions; the seeds
-// start with 'c' or 'p'), the rest is the body. Any body must give a request or INVALID_ARGUMENT,
+// Fuzz target: ParseOpenAiRequest and ParseResponsesRequest, the first thing the gateway does with
+// an OpenAI request body. The first byte picks the endpoint ('r': /v1/responses, else odd:
+// /v1/chat/completions, even: /v1/completions; the seeds start with 'c', 'p' or 'r'), the rest is
+// the body. Any body must give a request or INVALID_ARGUMENT,
 // never a crash, an exception or another code; an accepted request must keep the parser's
 // promises (n in [1, kMaxChoices], the prompt the endpoint needs) and be a message the gateway
 // can send on: its strings are valid UTF-8, so it serializes and parses back unchanged.
@@ -14,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "gateway/frontends/openai/openai_request.h"
+#include "gateway/frontends/openai/responses_request.h"
 #include "llmserve/v1/inference.pb.h"
 
 namespace {
@@ -56,6 +58,19 @@ void CheckAccepted(OpenAiEndpoint endpoint, const OpenAiRequest& parsed) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
+  if (data[0] == 'r') {
+    const absl::StatusOr<llmserve::gateway::ResponsesRequest> parsed =
+        llmserve::gateway::ParseResponsesRequest(
+            absl::string_view(reinterpret_cast<const char*>(data) + 1, size - 1));
+    if (!parsed.ok()) {
+      if (!absl::IsInvalidArgument(parsed.status())) Fail("a refusal that is not INVALID_ARGUMENT");
+      return 0;
+    }
+    // A Responses request is a chat of one choice.
+    if (parsed->chat.n != 1) Fail("a Responses request with more than one choice");
+    CheckAccepted(OpenAiEndpoint::kChatCompletions, parsed->chat);
+    return 0;
+  }
   const OpenAiEndpoint endpoint =
       (data[0] & 1) != 0 ? OpenAiEndpoint::kChatCompletions : OpenAiEndpoint::kCompletions;
   const absl::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
