@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gateway/http/sse.h"
+#include "gateway/tool_calls/stream_delta.h"
 
 namespace llmserve::gateway {
 namespace {
@@ -136,6 +137,56 @@ void ResponsesJob::CloseReasoningLocked() {
              {{"output_index", reasoning_index_}, {"item", ReasoningItemLocked("completed")}});
 }
 
+void ResponsesJob::OpenMessageLocked() {
+  if (message_index_ >= 0) return;
+  CloseReasoningLocked();  // no reasoning follows an answer
+  message_index_ = next_index_++;
+  EmitLocked("response.output_item.added",
+             {{"output_index", message_index_}, {"item", MessageItemLocked("in_progress")}});
+  EmitLocked("response.content_part.added",
+             {{"item_id", absl::StrCat("msg_", id_)},
+              {"output_index", message_index_},
+              {"content_index", 0},
+              {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", Json::array()}}}});
+}
+
+void ResponsesJob::CloseMessageLocked() {
+  if (message_index_ < 0 || message_closed_) return;
+  message_closed_ = true;
+  const std::string item_id = absl::StrCat("msg_", id_);
+  const Json part = {{"type", "output_text"}, {"text", text_}, {"annotations", Json::array()}};
+  EmitLocked("response.output_text.done", {{"item_id", item_id},
+                                           {"output_index", message_index_},
+                                           {"content_index", 0},
+                                           {"text", text_},
+                                           {"logprobs", Json::array()}});
+  EmitLocked("response.content_part.done", {{"item_id", item_id},
+                                            {"output_index", message_index_},
+                                            {"content_index", 0},
+                                            {"part", part}});
+  EmitLocked("response.output_item.done",
+             {{"output_index", message_index_},
+              {"item", MessageItemLocked(length_cut_ ? "incomplete" : "completed")}});
+}
+
+void ResponsesJob::OpenCallLocked(size_t call, const std::string& call_id,
+                                  const std::string& name) {
+  if (call_indexes_.size() <= call) call_indexes_.resize(call + 1, -1);
+  if (call_indexes_[call] >= 0) return;
+  // Items go one after another: the answer so far ends here.
+  CloseReasoningLocked();
+  CloseMessageLocked();
+  call_indexes_[call] = next_index_++;
+  EmitLocked("response.output_item.added", {{"output_index", call_indexes_[call]},
+                                            {"item",
+                                             {{"id", absl::StrCat("fc_", id_, "_", call)},
+                                              {"type", "function_call"},
+                                              {"status", "in_progress"},
+                                              {"call_id", call_id},
+                                              {"name", name},
+                                              {"arguments", ""}}}});
+}
+
 void ResponsesJob::OnDelta(int, GenerationDelta delta) {
   absl::MutexLock lock(&mutex_);
   if (finished_) return;
@@ -156,25 +207,26 @@ void ResponsesJob::OnDelta(int, GenerationDelta delta) {
                                                  {"content_index", 0},
                                                  {"delta", delta.reasoning}});
   }
-  if (delta.text.empty()) return;
-  OpenStreamLocked();
-  CloseReasoningLocked();  // no reasoning follows an answer
-  const std::string item_id = absl::StrCat("msg_", id_);
-  if (message_index_ < 0) {
-    message_index_ = next_index_++;
-    EmitLocked("response.output_item.added",
-               {{"output_index", message_index_}, {"item", MessageItemLocked("in_progress")}});
-    EmitLocked("response.content_part.added",
-               {{"item_id", item_id},
-                {"output_index", message_index_},
-                {"content_index", 0},
-                {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", Json::array()}}}});
+  // Text after a call (rare) is in the final message only: its item ended when the call began.
+  if (!delta.text.empty() && !message_closed_) {
+    OpenStreamLocked();
+    OpenMessageLocked();
+    EmitLocked("response.output_text.delta", {{"item_id", absl::StrCat("msg_", id_)},
+                                              {"output_index", message_index_},
+                                              {"content_index", 0},
+                                              {"delta", delta.text},
+                                              {"logprobs", Json::array()}});
   }
-  EmitLocked("response.output_text.delta", {{"item_id", item_id},
-                                            {"output_index", message_index_},
-                                            {"content_index", 0},
-                                            {"delta", delta.text},
-                                            {"logprobs", Json::array()}});
+  for (const tool_calls::ToolCallDelta& call : delta.tool_calls) {
+    OpenStreamLocked();
+    const size_t index = static_cast<size_t>(call.index);
+    OpenCallLocked(index, call.id, call.name);
+    if (call.arguments.empty()) continue;
+    EmitLocked("response.function_call_arguments.delta",
+               {{"item_id", absl::StrCat("fc_", id_, "_", index)},
+                {"output_index", call_indexes_[index]},
+                {"delta", call.arguments}});
+  }
 }
 
 void ResponsesJob::OnChoiceEnd(int, const GenerationResult* result, const absl::Status& error) {
@@ -213,41 +265,18 @@ void ResponsesJob::OnCompleted(const absl::Status&) {
                                                 {"item", ReasoningItemLocked("in_progress")}});
     }
     CloseReasoningLocked();
-    const bool wants_message = !text_.empty() || (calls_.empty() && !reasoned_);
-    if (wants_message && message_index_ < 0) {
-      message_index_ = next_index_++;
-      EmitLocked("response.output_item.added",
-                 {{"output_index", message_index_}, {"item", MessageItemLocked("in_progress")}});
-      EmitLocked(
-          "response.content_part.added",
-          {{"item_id", absl::StrCat("msg_", id_)},
-           {"output_index", message_index_},
-           {"content_index", 0},
-           {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", Json::array()}}}});
-    }
-    if (message_index_ >= 0) {
-      const std::string item_id = absl::StrCat("msg_", id_);
-      const Json part = {{"type", "output_text"}, {"text", text_}, {"annotations", Json::array()}};
-      EmitLocked("response.output_text.done", {{"item_id", item_id},
-                                               {"output_index", message_index_},
-                                               {"content_index", 0},
-                                               {"text", text_},
-                                               {"logprobs", Json::array()}});
-      EmitLocked("response.content_part.done", {{"item_id", item_id},
-                                                {"output_index", message_index_},
-                                                {"content_index", 0},
-                                                {"part", part}});
-      EmitLocked("response.output_item.done",
-                 {{"output_index", message_index_},
-                  {"item", MessageItemLocked(length_cut_ ? "incomplete" : "completed")}});
-    }
+    if (!text_.empty() || (calls_.empty() && !reasoned_)) OpenMessageLocked();
+    CloseMessageLocked();
     for (size_t i = 0; i < calls_.size(); ++i) {
-      const int index = next_index_++;
+      const bool streamed = i < call_indexes_.size() && call_indexes_[i] >= 0;
+      OpenCallLocked(i, calls_[i].id(), calls_[i].name());
+      const int index = call_indexes_[i];
       const std::string item_id = absl::StrCat("fc_", id_, "_", i);
-      EmitLocked("response.output_item.added",
-                 {{"output_index", index}, {"item", CallItem(i, "in_progress")}});
-      EmitLocked("response.function_call_arguments.delta",
-                 {{"item_id", item_id}, {"output_index", index}, {"delta", calls_[i].arguments()}});
+      if (!streamed) {
+        EmitLocked(
+            "response.function_call_arguments.delta",
+            {{"item_id", item_id}, {"output_index", index}, {"delta", calls_[i].arguments()}});
+      }
       EmitLocked("response.function_call_arguments.done", {{"item_id", item_id},
                                                            {"output_index", index},
                                                            {"name", calls_[i].name()},

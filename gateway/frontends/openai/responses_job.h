@@ -14,9 +14,11 @@
 // response.reasoning_text.delta..., response.reasoning_text.done, response.output_item.done; for
 // the answer response.output_item.added, response.content_part.added,
 // response.output_text.delta..., response.output_text.done, response.content_part.done,
-// response.output_item.done; for each call (when the generation ends, whole)
-// response.output_item.added, response.function_call_arguments.delta,
-// response.function_call_arguments.done, response.output_item.done; then response.completed (or
+// response.output_item.done; for each call, as the tool-call parser finds it,
+// response.output_item.added and response.function_call_arguments.delta..., and when the
+// generation ends response.function_call_arguments.done, response.output_item.done (an item ends
+// before the next begins: text after a call is in the final message only); then
+// response.completed (or
 // response.incomplete). A failure before the first event is the HTTP error; after it,
 // response.failed with the response's error {code, message}.
 //
@@ -68,6 +70,11 @@ class ResponsesJob final : public RequestSink {
   // Streamed: sends the headers and response.created / in_progress unless done already.
   void OpenStreamLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void CloseReasoningLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void OpenMessageLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void CloseMessageLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Streamed: the item of call number `call` (added once; the message and reasoning end first).
+  void OpenCallLocked(size_t call, const std::string& call_id, const std::string& name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   std::shared_ptr<http::ResponseWriter> writer_;
   const int64_t created_;
@@ -93,6 +100,9 @@ class ResponsesJob final : public RequestSink {
   int reasoning_index_ ABSL_GUARDED_BY(mutex_) = -1;
   bool reasoning_closed_ ABSL_GUARDED_BY(mutex_) = false;
   int message_index_ ABSL_GUARDED_BY(mutex_) = -1;
+  bool message_closed_ ABSL_GUARDED_BY(mutex_) = false;
+  // Output index of each call's item (-1: not added yet).
+  std::vector<int> call_indexes_ ABSL_GUARDED_BY(mutex_);
   int next_index_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 

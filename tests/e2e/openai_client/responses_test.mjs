@@ -1,7 +1,8 @@
 // The official `openai` npm client's Responses API (client.responses.create) against the gateway:
 // a text answer whole and streamed (the deltas add up to the final text, events in order), a
-// function call forced by tool_choice whose arguments fit the tool's schema, sent back with its
-// output for a second turn, reasoning items from a gateway with --reasoning_parser, and a field we
+// function call forced by tool_choice whose arguments fit the tool's schema, both rebuilt from the
+// events by the client's own stream helper (responses.stream), the call sent back with its output
+// for a second turn, reasoning items from a gateway with --reasoning_parser, and a field we
 // do not support refused by name.
 // Usage: node responses_test.mjs BASE_URL REASONING_BASE_URL MODEL
 import OpenAI from 'openai';
@@ -61,6 +62,31 @@ const call = called.output.find((item) => item.type === 'function_call');
 assert.ok(call, JSON.stringify(called.output));
 assert.equal(call.name, 'get_weather');
 assert.equal(typeof JSON.parse(call.arguments).city, 'string');
+// The client's stream helper rebuilds the response from the events (it throws on an event that
+// names an item or part not added before): greedy, it must be the call above.
+const callStream = client.responses.stream({
+  model, input, tools, tool_choice: { type: 'function', name: 'get_weather' },
+  max_output_tokens: 200, temperature: 0,
+});
+let argumentDeltas = '';
+callStream.on('response.function_call_arguments.delta', (event) => {
+  argumentDeltas += event.delta;
+});
+const rebuilt = await callStream.finalResponse();
+const rebuiltCall = rebuilt.output.find((item) => item.type === 'function_call');
+assert.equal(rebuiltCall.arguments, call.arguments);
+assert.equal(argumentDeltas, call.arguments);
+assert.equal(rebuiltCall.call_id.startsWith('call_'), true);
+
+const textStream = client.responses.stream({
+  model, input: 'What is 1+1?', instructions: 'Answer briefly.', max_output_tokens: 12,
+  temperature: 0,
+});
+const rebuiltText = (await textStream.finalResponse()).output
+  .filter((item) => item.type === 'message').flatMap((item) => item.content)
+  .map((part) => part.text).join('');
+assert.equal(rebuiltText, whole.output_text);
+
 const second = await client.responses.create({
   model, tools, max_output_tokens: 6, temperature: 0,
   input: [...input, call, { type: 'function_call_output', call_id: call.call_id, output: '22 C' }],

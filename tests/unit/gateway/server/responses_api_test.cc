@@ -204,19 +204,36 @@ TEST_F(ResponsesApiTest, AFunctionCallRoundTrip) {
   EXPECT_TRUE(absl::StrContains(rendered, "22 C, sunny")) << rendered;
   EXPECT_TRUE(absl::StrContains(rendered, "get_weather")) << rendered;
 
-  // Streamed, the call is an item with its arguments' events.
+  // Streamed, the call is an item whose arguments come as the tool-call parser releases them.
   const std::string streamed =
       Exchange(absl::StrCat(R"({"model": "tiny", "stream": true, "input": "Weather?", "tools": )",
                             kTools, "}"),
                2, kCall);
-  std::string arguments;
-  bool added = false;
+  std::vector<std::string> types;
+  std::string deltas, arguments;
+  int delta_events = 0;
   for (const Event& event : ParseEvents(streamed)) {
-    if (event.name == "response.output_item.added" && event.data["item"]["type"] == "function_call")
-      added = true;
+    if (event.name == "response.function_call_arguments.delta") {
+      deltas += event.data["delta"].get<std::string>();
+      ++delta_events;
+      if (types.back() == event.name) continue;
+    }
     if (event.name == "response.function_call_arguments.done") arguments = event.data["arguments"];
+    if (event.name == "response.output_item.added") {
+      EXPECT_EQ(event.data["item"]["type"], "function_call");
+      EXPECT_EQ(event.data["item"]["name"], "get_weather");
+      EXPECT_EQ(event.data["item"]["call_id"].get<std::string>().rfind("call_", 0), 0u);
+    }
+    types.push_back(event.name);
   }
-  EXPECT_TRUE(added) << streamed;
+  EXPECT_EQ(types,
+            (std::vector<std::string>{
+                "response.created", "response.in_progress", "response.output_item.added",
+                "response.function_call_arguments.delta", "response.function_call_arguments.done",
+                "response.output_item.done", "response.completed"}))
+      << streamed;
+  EXPECT_GE(delta_events, 1);
+  EXPECT_EQ(deltas, arguments);
   EXPECT_EQ(nlohmann::json::parse(arguments), nlohmann::json({{"city", "Paris"}}));
 }
 
