@@ -8,7 +8,8 @@
 #       [--only NAME,NAME...]
 #
 # What it does, in WORK:
-#   1. builds read_bandwidth.c and measures one thread's read bandwidth (the decode roofline);
+#   1. builds read_bandwidth.c and measures the read bandwidth of THREADS threads (the decode
+#      roofline);
 #   2. writes the models once (kept between runs): small-f16 (llmserve-make-model --dtype f16)
 #      and small-awq (--quantize awq, 4-bit, group 64); converts small-f16 to GGUF F16 with
 #      safetensors_to_gguf.py and quantizes it to Q8_0 and Q4_0 with llama-quantize (whose
@@ -16,13 +17,16 @@
 #   3. runs ROUNDS alternating rounds; each round runs every configuration once:
 #        llama.cpp (llama-bench, one repetition): prefill `-p 512 -n 0`, decode `-p 0 -n 64 -d 128`
 #          (64 tokens after a 128-token context, as llmserve's decode run) for F16, Q8_0, Q4_0;
+#          a llama-bench without `-d` (before llama.cpp added it, e.g. c392e50) decodes with
+#          llama-batched-bench `-npp 128 -ntg 64 -npl 1` instead, the same measurement;
 #        llmserve (llmserve-bench-engine): decode `--batch 1 --prompt-len 128 --gen-len 64`,
 #          prefill `--batch 1 --prompt-len 512 --gen-len 1`, for f16, int8 with the LM head,
 #          AWQ (head f16) and AWQ with an int8 head, and the last two of those with
 #          --quantized-activations (integer dot products at batches up to 16, "+qa");
 #        with --batched also batch 4 and 32 decode: llmserve `--batch 4,32 --prompt-len 128
 #          --gen-len 32` and llama-batched-bench `-npp 128 -ntg 32 -npl 1,4,32`.
-#   4. prints medians over the rounds.
+#   4. prints medians over the rounds; a decode median also carries roofline_fraction, its gb_s
+#      over the measured read bandwidth.
 # --only runs just the named configurations (llama.cpp's F16, Q8_0, Q4_0; llmserve's f16,
 # int8+head, int8+head+qa, awq, awq+int8 head, awq+int8 head+qa).
 #
@@ -40,7 +44,7 @@
 # script goes on.
 #
 # The machine should be otherwise idle for figures worth quoting; decode at batch 1 is memory-
-# bound, so compare gb_s with read_bandwidth's best_gb_s.
+# bound: roofline_fraction says how close to the memory it runs.
 set -euo pipefail
 
 usage() {
@@ -89,6 +93,15 @@ for bin in "$LLMSERVE_BIN/llmserve-make-model" "$LLMSERVE_BIN/llmserve-bench-eng
 done
 if [[ "$BATCHED" == 1 && ! -x "$LLAMA_BIN/llama-batched-bench" ]]; then
     echo "--batched needs $LLAMA_BIN/llama-batched-bench" >&2
+    exit 1
+fi
+# llama-bench's -d (decode after a context of that depth) is newer than some llama.cpp builds.
+LLAMA_DEPTH_FLAG=0
+if "$LLAMA_BIN/llama-bench" --help 2>&1 | grep -q -- '--n-depth'; then
+    LLAMA_DEPTH_FLAG=1
+elif [[ ! -x "$LLAMA_BIN/llama-batched-bench" ]]; then
+    echo "this llama-bench has no -d; decode after a context then needs" \
+        "$LLAMA_BIN/llama-batched-bench" >&2
     exit 1
 fi
 
@@ -208,7 +221,7 @@ def llama_bench(config, rnd, bytes_per_step):
                     int(bytes_per_step), tool="llama-bench", model_type=r["model_type"])
 
 
-def batched_bench(config, rnd, bytes_per_step, threads):
+def batched_bench(config, rnd, bytes_per_step, threads, tool="llama-batched-bench"):
     for raw in sys.stdin:
         raw = raw.strip()
         if not raw.startswith('{"n_kv_max"'):
@@ -216,7 +229,7 @@ def batched_bench(config, rnd, bytes_per_step, threads):
         r = json.loads(raw)
         measurement("llama.cpp", config, int(rnd), "decode_b%d" % r["pl"], r["speed_tg"],
                     int(threads), r["pl"], r["pp"], r["tg"], int(bytes_per_step),
-                    tool="llama-batched-bench", prefill_tok_s=round(r["speed_pp"], 2))
+                    tool=tool, prefill_tok_s=round(r["speed_pp"], 2))
 
 
 def llmserve(config, rnd, model_dir, kind):
@@ -243,8 +256,11 @@ def llmserve(config, rnd, model_dir, kind):
 
 def summary(path):
     groups = {}
+    bandwidth = None
     for raw in open(path):
         r = json.loads(raw)
+        if r.get("engine") == "read_bandwidth":
+            bandwidth = r["best_gb_s"]
         if "tok_s" not in r:
             continue
         key = (r["engine"], r["config"], r["test"], r.get("tool", ""))
@@ -258,6 +274,8 @@ def summary(path):
             per_step = rows[0]["weight_bytes_per_step"]
             line["weight_bytes_per_step"] = per_step
             line["gb_s"] = round(tok_s / rows[0]["batch"] * per_step / 1e9, 2)
+            if bandwidth:
+                line["roofline_fraction"] = round(line["gb_s"] / bandwidth, 3)
         print(json.dumps(line))
 
 
@@ -280,8 +298,8 @@ emit_error() {  # engine config round test log
 }
 
 # --- 1. Read bandwidth. ---
-gcc -O2 -march=native -o "$WORK/read_bandwidth" "$SCRIPT_DIR/read_bandwidth.c"
-"$WORK/read_bandwidth" 1024 5 | emit
+gcc -O2 -march=native -pthread -o "$WORK/read_bandwidth" "$SCRIPT_DIR/read_bandwidth.c"
+"$WORK/read_bandwidth" 1024 5 "$THREADS" | emit
 
 # --- 2. Models. ---
 F16_DIR="$WORK/small-f16"
@@ -331,6 +349,19 @@ run_llama() {  # config round
     for t in prefill decode; do
         log="$LOGS/llama-bench-$c-$t-r$r.log"
         local args=(-p 512 -n 0)
+        if [[ "$t" == decode && "$LLAMA_DEPTH_FLAG" == 0 ]]; then
+            log="$LOGS/llama-batched-$c-decode-r$r.log"
+            if "$LLAMA_BIN/llama-batched-bench" -m "${GGUF[$c]}" -t "$THREADS" -tb "$THREADS" \
+                    -c 256 -b 512 -ub 512 -npp 128 -ntg 64 -npl 1 --output-format jsonl \
+                    > "$log" 2>&1; then
+                # Its own tool name: --batched's decode_b1 (32 tokens) is a separate median.
+                python3 "$HELPER" batched-bench "$c" "$r" "${LLAMA_BYTES[$c]}" "$THREADS" \
+                    "llama-batched-bench, no llama-bench -d" < "$log" | emit
+            else
+                emit_error llama.cpp "$c" "$r" "$t" "$log"
+            fi
+            continue
+        fi
         [[ "$t" == decode ]] && args=(-p 0 -n 64 -d 128)
         if "$LLAMA_BIN/llama-bench" -m "${GGUF[$c]}" -t "$THREADS" "${args[@]}" -r 1 -o jsonl \
                 > "$log" 2> "$log.err"; then
