@@ -339,7 +339,7 @@ LLMSERVE_CONFIGS=(
     "f16|$F16_DIR|--dtype f16"
     "int8+head|$F16_DIR|--dtype f16 --quantization int8 --quantize-lm-head"
     "int8+head+qa|$F16_DIR|--dtype f16 --quantization int8 --quantize-lm-head --quantized-activations"
-    "awq|$AWQ_DIR|--dtype f16"
+    "awq|$AWQ_DIR|--dtype f16 --quantize-lm-head=false"
     "awq+int8 head|$AWQ_DIR|--dtype f16 --quantize-lm-head"
     "awq+int8 head+qa|$AWQ_DIR|--dtype f16 --quantize-lm-head --quantized-activations"
 )

@@ -580,6 +580,12 @@ check('ci files turn on what they promise', () => {
   }
   assert.ok(!workloads(rendered['default values']).some((w) => flag(mainContainer(w).args, 'otlp_traces_endpoint')),
     'no tracing by default');
+  // quantizeLmHead: auto (the default) leaves the flag to the worker, which then quantizes the
+  // head exactly when the projections are; everything-on says true.
+  const defaultWorker = mainContainer(workloads(rendered['default values']).find((o) => component(o) === 'worker'));
+  assert.equal(flag(defaultWorker.args, 'quantize_lm_head'), undefined, 'auto: no --quantize_lm_head');
+  const allWorker = mainContainer(workloads(all).find((o) => component(o) === 'worker'));
+  assert.equal(flag(allWorker.args, 'quantize_lm_head'), 'true', 'everything-on: --quantize_lm_head=true');
   const demo = mainContainer(workloads(rendered['ci/cpu-demo-values.yaml']).find((o) => component(o) === 'gateway'));
   assert.equal(flag(demo.args, 'request_log'), '/var/log/llmserve/requests.jsonl', 'cpu-demo: a JSON-lines request log');
 });

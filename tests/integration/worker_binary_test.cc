@@ -6,8 +6,11 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "llmserve/worker/v1/worker.grpc.pb.h"
@@ -44,6 +47,27 @@ class WorkerBinaryTest : public ::testing::Test {
 
   ::llmserve::testing::ScopedTempDir dir_{"worker_binary_test"};
 };
+
+// The binary tells an unset --quantize_lm_head (int8 with quantized projections) from an explicit
+// false, in both spellings.
+TEST_F(WorkerBinaryTest, TheLmHeadFollowsTheProjectionsUnlessTheFlagSaysOtherwise) {
+  for (const auto& [flags, int8_head] :
+       {std::pair<std::vector<std::string>, bool>{{"--quantization=int8"}, true},
+        {{"--quantization=int8", "--quantize-lm-head=false"}, false},
+        {{"--quantization=int8", "--noquantize_lm_head"}, false},
+        {{}, false}}) {
+    Subprocess worker(Args(flags));
+    ASSERT_TRUE(worker.WaitForOutput("/metrics", kPatience)) << worker.output();
+    const int metrics_port = NumberAfter(worker.output(), "metrics on http://127.0.0.1:");
+    const std::string metrics = ::llmserve::testing::HttpGet(metrics_port, "/metrics");
+    EXPECT_NE(metrics.find(absl::StrCat("lm_head_quantized=\"", int8_head ? "true" : "false")),
+              std::string::npos)
+        << absl::StrJoin(flags, " ") << "\n"
+        << metrics;
+    EXPECT_EQ(worker.output().find("LM head in int8") != std::string::npos, int8_head)
+        << worker.output();
+  }
+}
 
 TEST_F(WorkerBinaryTest, ServesScrapesAndDrainsOnSigterm) {
   Subprocess worker(Args({"--max-num-seqs=1"}));

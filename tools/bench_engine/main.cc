@@ -22,7 +22,8 @@
 // embedding table), which over decode_forward_s / gen_len gives the bandwidth roofline.
 //
 // --quantization=int8 quantizes every projection to int8 at load (both backends),
-// --quantize_lm_head the LM head too (CPU only), --quantized_activations the integer-dot decode
+// the LM head with quantized projections unless --quantize_lm_head=false (CPU only),
+// --quantized_activations the integer-dot decode
 // path (CPU only, quantized_dot.h); AWQ/GPTQ checkpoints run their 4-bit projections on both
 // backends. The JSON lines say which ran.
 
@@ -31,6 +32,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -70,7 +72,8 @@ ABSL_FLAG(std::string, quantization, "none",
           "none, int8 (quantize at load, per output channel, weights only), or awq / gptq (the "
           "checkpoint's own 4-bit format, which also runs with none); CPU only");
 ABSL_FLAG(bool, quantize_lm_head, false,
-          "with int8 or a 4-bit checkpoint, also quantize the LM head to int8");
+          "the LM head in int8. Unset: on exactly when the projections are quantized (int8 or a "
+          "4-bit checkpoint); false turns that off");
 ABSL_FLAG(bool, quantized_activations, false,
           "with int8 or a 4-bit checkpoint: batches of up to 16 tokens quantize activations to "
           "int8 per block and multiply with integer dot products; CPU only");
@@ -172,6 +175,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "engine throughput: --model DIR|FILE.gguf [--dtype] [--batch 1,4,16] ...");
   llmserve::common::NormalizeFlagNames(argc, argv);
+  const bool lm_head_set = llmserve::common::CommandLineSetsFlag(argc, argv, "quantize_lm_head");
   absl::ParseCommandLine(argc, argv);
   const std::string model = absl::GetFlag(FLAGS_model);
   if (model.empty()) return Fail("--model DIR is required");
@@ -182,8 +186,9 @@ int main(int argc, char** argv) {
   if (!quantization.ok()) {
     return Fail("--quantization: " + std::string(quantization.status().message()));
   }
-  const bool quantize_lm_head = absl::GetFlag(FLAGS_quantize_lm_head);
-  if (quantize_lm_head && absl::GetFlag(FLAGS_backend) != "cpu") {
+  const std::optional<bool> quantize_lm_head =
+      lm_head_set ? std::optional<bool>(absl::GetFlag(FLAGS_quantize_lm_head)) : std::nullopt;
+  if (quantize_lm_head.value_or(false) && absl::GetFlag(FLAGS_backend) != "cpu") {
     return Fail(
         "--quantize_lm_head runs on the CPU backend only (the CUDA backend keeps the LM head in "
         "--dtype)");
@@ -292,8 +297,8 @@ int main(int argc, char** argv) {
         "\"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f}\n",
         batch, prompt_len, gen_len, std::string(llmserve::worker::DTypeName(*dtype)).c_str(),
         llmserve::worker::RunningQuantizationName(*resolved, config->quantization).c_str(),
-        quantize_lm_head ? "true" : "false", quantized_activations ? "true" : "false", threads,
-        backend_name.c_str(), static_cast<long long>(weight_bytes),
+        backend->lm_head_quantized() ? "true" : "false", quantized_activations ? "true" : "false",
+        threads, backend_name.c_str(), static_cast<long long>(weight_bytes),
         static_cast<long long>(step_read_bytes), r.prefill_s, r.decode_s, r.decode_forward_s,
         prefill_tok_s, decode_tok_s);
     std::fflush(stdout);

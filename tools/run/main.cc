@@ -13,6 +13,7 @@
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,7 +40,8 @@ ABSL_FLAG(std::string, quantization, "none",
           "none, int8 (quantize at load, per output channel, weights only), or awq / gptq (the "
           "checkpoint's own 4-bit format, which also runs with none)");
 ABSL_FLAG(bool, quantize_lm_head, false,
-          "with int8 or a 4-bit checkpoint, also quantize the LM head to int8");
+          "the LM head in int8. Unset: on exactly when the projections are quantized (int8 or a "
+          "4-bit checkpoint); false turns that off");
 ABSL_FLAG(bool, quantized_activations, false,
           "with int8 or a 4-bit checkpoint: batches of up to 16 tokens quantize activations to "
           "int8 per block and multiply with integer dot products (different numerics)");
@@ -178,6 +180,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "offline generation: --model DIR|FILE.gguf (--prompt TEXT | --bench) ...");
   llmserve::common::NormalizeFlagNames(argc, argv);
+  const bool lm_head_set = llmserve::common::CommandLineSetsFlag(argc, argv, "quantize_lm_head");
   absl::ParseCommandLine(argc, argv);
   if (absl::GetFlag(FLAGS_model).empty()) return Fail("--model DIR is required");
   const auto dtype = llmserve::worker::ResolveDTypeFlag(absl::GetFlag(FLAGS_dtype),
@@ -195,7 +198,8 @@ int main(int argc, char** argv) {
       .model_dir = absl::GetFlag(FLAGS_model),
       .dtype = *dtype,
       .quantization = *quantization,
-      .quantize_lm_head = absl::GetFlag(FLAGS_quantize_lm_head),
+      .quantize_lm_head =
+          lm_head_set ? std::optional<bool>(absl::GetFlag(FLAGS_quantize_lm_head)) : std::nullopt,
       .quantized_activations = absl::GetFlag(FLAGS_quantized_activations),
       .num_threads = absl::GetFlag(FLAGS_threads),
       .kv_cache_bytes = static_cast<int64_t>(kv_gb * (1 << 30)),

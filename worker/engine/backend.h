@@ -67,6 +67,8 @@ class Backend {
   virtual int32_t num_kv_blocks() const = 0;
   // "cpu" or "cuda".
   virtual absl::string_view name() const = 0;
+  // Whether the LM head runs in int8 (what GetModelInfo and the metrics report).
+  virtual bool lm_head_quantized() const { return false; }
 
   // Runs the batch. INVALID_ARGUMENT when it is malformed (see ValidateForwardBatch): the engine
   // never sends one, but a bad index would corrupt memory, so every backend checks.

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -23,9 +24,10 @@ struct CpuEngineOptions {
   // A Hugging Face model directory or a GGUF file (model_loader.h).
   std::string model_dir;
   DType dtype = DType::kF32;
-  // Projections quantized at load (CpuBackendOptions), and the LM head with them.
+  // Projections quantized at load (CpuBackendOptions), and the LM head with them (unset: exactly
+  // when the projections are quantized).
   Quantization quantization = Quantization::kNone;
-  bool quantize_lm_head = false;
+  std::optional<bool> quantize_lm_head;
   // Integer dot products on activations quantized per token (CpuBackendOptions).
   bool quantized_activations = false;
   // Kernel threads, 0 = one per hardware thread.

@@ -42,8 +42,9 @@ ABSL_FLAG(std::string, quantization, "none",
           "weights only; embeddings and norms keep --dtype); or awq / gptq, which AWQ and GPTQ "
           "checkpoints run as with none too (their own 4-bit weights); both backends");
 ABSL_FLAG(bool, quantize_lm_head, false,
-          "with int8 or an AWQ/GPTQ checkpoint, also quantize the LM head to int8 (--backend=cpu "
-          "only)");
+          "the LM head in int8 (--backend=cpu only). Unset: on exactly when the projections are "
+          "quantized (int8, or an AWQ/GPTQ/GGUF 4-bit checkpoint); false turns that off, true "
+          "asks for it and refuses an unquantized model");
 ABSL_FLAG(bool, quantized_activations, false,
           "with int8 or an AWQ/GPTQ checkpoint: at batches of up to 16 tokens, quantize each "
           "token's activations to int8 per block of 32 (or the 4-bit group) and multiply with "
@@ -125,7 +126,7 @@ absl::Status ParseKvCacheMemory(const std::string& text,
   return absl::OkStatus();
 }
 
-absl::StatusOr<llmserve::worker::WorkerServerOptions> OptionsFromFlags() {
+absl::StatusOr<llmserve::worker::WorkerServerOptions> OptionsFromFlags(bool lm_head_set) {
   llmserve::worker::WorkerServerOptions options;
   options.model_dir = absl::GetFlag(FLAGS_model);
   options.served_model_name = absl::GetFlag(FLAGS_served_model_name);
@@ -155,7 +156,7 @@ absl::StatusOr<llmserve::worker::WorkerServerOptions> OptionsFromFlags() {
         absl::StrCat("--quantization: ", quantization.status().message()));
   }
   options.quantization = *quantization;
-  options.quantize_lm_head = absl::GetFlag(FLAGS_quantize_lm_head);
+  if (lm_head_set) options.quantize_lm_head = absl::GetFlag(FLAGS_quantize_lm_head);
   options.quantized_activations = absl::GetFlag(FLAGS_quantized_activations);
   options.host = absl::GetFlag(FLAGS_host);
   options.port = absl::GetFlag(FLAGS_port);
@@ -198,8 +199,9 @@ int main(int argc, char** argv) {
   // Before any thread parses a request: a client can provoke a libprotobuf log line per request.
   llmserve::common::InstallThrottledProtobufLogHandler();
   llmserve::common::NormalizeFlagNames(argc, argv);
+  const bool lm_head_set = llmserve::common::CommandLineSetsFlag(argc, argv, "quantize_lm_head");
   absl::ParseCommandLine(argc, argv);
-  return llmserve::common::ServeUntilShutdownSignal("llmserve-worker", OptionsFromFlags(),
-                                                    &llmserve::worker::WorkerServer::Start,
-                                                    /*invalid_start_is_usage_error=*/false);
+  return llmserve::common::ServeUntilShutdownSignal(
+      "llmserve-worker", OptionsFromFlags(lm_head_set), &llmserve::worker::WorkerServer::Start,
+      /*invalid_start_is_usage_error=*/false);
 }

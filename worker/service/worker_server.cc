@@ -174,7 +174,7 @@ absl::Status ValidateWorkerServerOptions(const WorkerServerOptions& o) {
   // int8 and AWQ/GPTQ projections run on both backends; whether the model is quantized (int8, or
   // an AWQ/GPTQ checkpoint) is known once it is read. The CUDA backend keeps the LM head in
   // --dtype: it has no int8 LM head.
-  if (o.quantize_lm_head && o.backend != "cpu") {
+  if (o.quantize_lm_head.value_or(false) && o.backend != "cpu") {
     return absl::InvalidArgumentError(
         absl::StrCat("--quantize_lm_head runs on --backend=cpu only (the ", o.backend,
                      " backend keeps the LM head in --dtype; it has no int8 LM head)"));
@@ -236,17 +236,16 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
 
 absl::Status WorkerServer::LoadEngine() {
   const WorkerServerOptions& options = options_;
-  LLMSERVE_LOG(INFO) << "loading " << options.model_dir << " (" << DTypeName(options.dtype)
-                     << " weights"
-                     << (options.quantization == Quantization::kNone
-                             ? ""
-                             : absl::StrCat(", quantized to ",
-                                            QuantizationName(options.quantization),
-                                            options.quantize_lm_head ? " with the LM head" : "",
-                                            options.quantized_activations
-                                                ? ", activations quantized at small batches"
-                                                : ""))
-                     << ", " << options.backend << " backend)";
+  LLMSERVE_LOG(INFO)
+      << "loading " << options.model_dir << " (" << DTypeName(options.dtype) << " weights"
+      << (options.quantization == Quantization::kNone
+              ? ""
+              : absl::StrCat(", quantized to ", QuantizationName(options.quantization),
+                             options.quantize_lm_head.value_or(false) ? " with the LM head" : "",
+                             options.quantized_activations
+                                 ? ", activations quantized at small batches"
+                                 : ""))
+      << ", " << options.backend << " backend)";
   const absl::Time load_start = absl::Now();
   absl::Time last_progress = load_start;
   CpuEngineOptions engine_options{
@@ -307,6 +306,10 @@ absl::Status WorkerServer::LoadEngine() {
                      << config.vocab_size << ") in "
                      << absl::FormatDuration(
                             absl::Trunc(absl::Now() - load_start, absl::Milliseconds(1)));
+  if (engine_->backend().lm_head_quantized() && !options.quantize_lm_head.has_value()) {
+    LLMSERVE_LOG(INFO) << "LM head in int8, as the quantized projections "
+                          "(--quantize_lm_head=false keeps it in --dtype)";
+  }
   const int32_t kv_blocks = engine_->num_kv_blocks();
   LLMSERVE_LOG(INFO) << "KV cache: " << kv_blocks << " blocks of " << options.block_size
                      << " tokens = " << int64_t{kv_blocks} * options.block_size
@@ -345,7 +348,7 @@ absl::Status WorkerServer::DescribeModel() {
   info.set_backend(std::string(engine_->backend().name()));
   info.set_dtype(std::string(DTypeName(options_.dtype)));
   info.set_quantization(RunningQuantizationName(quantization_, config.quantization));
-  info.set_lm_head_quantized(options_.quantize_lm_head);
+  info.set_lm_head_quantized(engine_->backend().lm_head_quantized());
   info.set_worker_id(WorkerId());
   info.set_prefix_caching(options_.enable_prefix_caching);
   return AddTokenizerFiles(options_.model_dir, &info);
@@ -359,7 +362,7 @@ absl::Status WorkerServer::StartMetrics() {
                           .backend = model_info_.backend(),
                           .dtype = model_info_.dtype(),
                           .quantization = model_info_.quantization(),
-                          .lm_head_quantized = options_.quantize_lm_head,
+                          .lm_head_quantized = model_info_.lm_head_quantized(),
                           .vllm_names = options_.vllm_metric_names},
       [this] { return load_.Load(); });
   if (options_.metrics_port < 0) return absl::OkStatus();

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,9 +43,10 @@ struct WorkerServerOptions {
   std::string backend = "cpu";
   int device = 0;
   DType dtype = DType::kF32;
-  // Weights quantized at load (both backends), and the LM head with them (cpu backend only).
+  // Weights quantized at load (both backends), and the LM head with them (cpu backend only; unset:
+  // exactly when the projections are quantized, CpuBackendOptions).
   Quantization quantization = Quantization::kNone;
-  bool quantize_lm_head = false;
+  std::optional<bool> quantize_lm_head;
   // Integer dot products on activations quantized per token (cpu backend, quantized models only).
   bool quantized_activations = false;
   std::string host = "0.0.0.0";

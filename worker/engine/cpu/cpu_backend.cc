@@ -47,7 +47,7 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
   LLMSERVE_ASSIGN_OR_RETURN(resolved.quantization,
                             ResolveQuantization(options.quantization, c.quantization));
   const bool quantized = resolved.quantization != Quantization::kNone || c.quantization.quantized();
-  if (options.quantize_lm_head && !quantized) {
+  if (options.quantize_lm_head.value_or(false) && !quantized) {
     return absl::InvalidArgumentError(
         "quantize_lm_head needs a quantized model (int8, an AWQ or GPTQ checkpoint, or a GGUF file "
         "with Q4 projections)");
@@ -72,9 +72,11 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
       }
     }
   }
-  if (options.quantize_lm_head) {
+  if (options.quantize_lm_head.value_or(false)) {
     LLMSERVE_RETURN_IF_ERROR(CheckQuantizable(weights->LmHead(), "lm_head"));
   }
+  resolved.quantize_lm_head = options.quantize_lm_head.value_or(
+      quantized && CheckQuantizable(weights->LmHead(), "lm_head").ok());
   if (c.quantization.quantized()) {
     const int64_t h = c.hidden_size, inter = c.intermediate_size, q = c.num_heads * c.head_dim;
     const int64_t qkv = q + 2 * c.num_kv_heads * c.head_dim;
@@ -149,7 +151,7 @@ CpuBackend::CpuBackend(std::unique_ptr<ModelWeights> weights, const CpuBackendOp
                             PrepareProjection(layer.up_weight, layer.up_int4),
                             PrepareProjection(layer.down_weight, layer.down_int4)});
   }
-  const bool quantize_head = options.quantize_lm_head;
+  const bool quantize_head = options.quantize_lm_head.value_or(false);
   if (weights_->lm_head.empty() && quantize_head) {
     lm_head_ = cpu::ProjectionWeight::QuantizedInt8(weights_->token_embedding, &pool_);
   } else {

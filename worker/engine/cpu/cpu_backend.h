@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -40,9 +41,11 @@ struct CpuBackendOptions {
   // projections with kNone or its own method (ResolveQuantization); a GGUF file's 4-bit
   // projections run as such with kNone or kInt8, which then quantizes its other projections.
   Quantization quantization = Quantization::kNone;
-  // With kInt8 or a 4-bit checkpoint, the LM head quantized to int8 (a tied head is quantized as a
-  // copy: the embedding lookup keeps the unquantized table).
-  bool quantize_lm_head = false;
+  // The LM head quantized to int8 per row (a tied head is quantized as a copy: the embedding lookup
+  // keeps the unquantized table). true: with kInt8 or a 4-bit checkpoint only (INVALID_ARGUMENT
+  // otherwise); unset: exactly when the projections are quantized and the head's shape allows it
+  // (measured to cost little: docs/engine.md, "Quality of each quantization mode").
+  std::optional<bool> quantize_lm_head;
   // With kInt8 or a 4-bit checkpoint: the int8 and int4 projections at batches of up to
   // cpu::kQuantizedDotMaxRows tokens multiply activations quantized per token to int8 with integer
   // dot products (quantized_dot.h). Changes the numerics, so off by default.
@@ -68,7 +71,7 @@ class CpuBackend final : public Backend {
   std::shared_ptr<cpu::ParallelForPool> thread_pool() const { return pool_owner_; }
   // What runs: ResolveQuantization of the options and the checkpoint.
   Quantization quantization() const { return quantization_; }
-  bool lm_head_quantized() const { return lm_head_.is_int8(); }
+  bool lm_head_quantized() const override { return lm_head_.is_int8(); }
   bool quantized_activations() const { return quantized_activations_; }
   // Bytes of the weights as the backend holds them (packed, quantized): what a decode step reads.
   int64_t weight_bytes() const { return weight_bytes_; }

@@ -23,6 +23,23 @@ TEST(FlagNamesTest, DashesInFlagNamesBecomeUnderscores) {
                                       "--text=a-b", "-x", "pos-arg", "--", "--not-a-flag"}));
 }
 
+bool Sets(std::vector<std::string> args, absl::string_view name) {
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  return CommandLineSetsFlag(static_cast<int>(argv.size()), argv.data(), name);
+}
+
+TEST(FlagNamesTest, TellsAFlagTheCommandLineSetFromOneAtItsDefault) {
+  EXPECT_TRUE(Sets({"prog", "--quantize_lm_head"}, "quantize_lm_head"));
+  EXPECT_TRUE(Sets({"prog", "--x=1", "--quantize_lm_head=false"}, "quantize_lm_head"));
+  EXPECT_TRUE(Sets({"prog", "--noquantize_lm_head"}, "quantize_lm_head"));
+  EXPECT_TRUE(Sets({"prog", "-quantize_lm_head=true"}, "quantize_lm_head"));
+  EXPECT_FALSE(Sets({"prog", "--quantize_lm_head_x", "--xquantize_lm_head"}, "quantize_lm_head"));
+  EXPECT_FALSE(Sets({"prog", "quantize_lm_head", "--", "--quantize_lm_head"}, "quantize_lm_head"))
+      << "positional arguments, and what follows a bare --, set no flag";
+  EXPECT_FALSE(Sets({"prog"}, "quantize_lm_head"));
+}
+
 TEST(LoggingTest, CheckPassesAndFatalAborts) {
   LLMSERVE_CHECK(1 + 1 == 2) << "never printed";
   EXPECT_DEATH({ LLMSERVE_CHECK(1 + 1 == 3) << "arithmetic"; },

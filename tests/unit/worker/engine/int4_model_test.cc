@@ -127,6 +127,8 @@ void PlayInt4Case(int param, bool quantized_activations, double relative, double
       CpuBackend::Create(*std::move(weights), {.kv_cache_bytes = 8 << 20,
                                                .block_size = block_size,
                                                .num_threads = 1 + param % 3,
+                                               // The reference dequantizes the projections only.
+                                               .quantize_lm_head = false,
                                                .quantized_activations = quantized_activations});
   ASSERT_TRUE(backend.ok()) << backend.status();
   EXPECT_EQ((*backend)->quantization(),
@@ -209,6 +211,19 @@ TEST(Int4ModelTest, GeneratesTheTwinsGreedyTokensThroughTheEngine) {
   EXPECT_NE(unquantized.status().message().find("quantize_lm_head needs a quantized model"),
             std::string::npos)
       << unquantized.status();
+  // Unset, the head follows the projections: int8 on the AWQ checkpoint, f32 on its twin.
+  for (const auto& [model, int8_head] :
+       {std::pair<std::string, bool>{"/q", true}, {"/twin", false}}) {
+    auto files = ModelFiles::Open(temp.path() + model);
+    ASSERT_TRUE(files.ok());
+    auto config = ParseModelConfig((*files)->config_json(), "");
+    ASSERT_TRUE(config.ok());
+    auto weights = LoadModelWeights(**files, *config, DType::kF32);
+    ASSERT_TRUE(weights.ok());
+    auto backend = CpuBackend::Create(*std::move(weights), {.kv_cache_bytes = 1 << 20});
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    EXPECT_EQ((*backend)->lm_head_quantized(), int8_head) << model;
+  }
 }
 
 }  // namespace

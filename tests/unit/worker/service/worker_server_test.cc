@@ -219,6 +219,28 @@ TEST_F(WorkerServerTest, Int8WorkerSaysSoInModelInfoAndMetricsAndGenerates) {
             1);
 }
 
+// Unset, the LM head goes int8 exactly when the projections are quantized (measured to cost
+// little: docs/engine.md); false keeps it in --dtype, and an unquantized model is no error.
+TEST_F(WorkerServerTest, TheLmHeadFollowsQuantizedProjectionsUnlessToldOtherwise) {
+  const auto lm_head_quantized = [this](WorkerServerOptions options) {
+    StartServer(std::move(options));
+    grpc::ClientContext context;
+    v1::ModelInfo info;
+    EXPECT_TRUE(stub_->GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok());
+    server_.reset();
+    return info.lm_head_quantized();
+  };
+  EXPECT_TRUE(lm_head_quantized({.quantization = Quantization::kInt8}));
+  EXPECT_FALSE(lm_head_quantized({.quantization = Quantization::kInt8, .quantize_lm_head = false}));
+  EXPECT_FALSE(lm_head_quantized({})) << "an unquantized model keeps its head, without an error";
+  const ::llmserve::testing::ScopedTempDir dir("worker_server_awq_head");
+  ASSERT_TRUE(
+      ::llmserve::testing::WriteTinyModel(
+          dir.path(), 9, false, {.method = CheckpointQuantization::Method::kAwq, .group_size = 32})
+          .ok());
+  EXPECT_TRUE(lm_head_quantized({.model_dir = dir.path()}));
+}
+
 // AWQ and GPTQ checkpoints run as such with the default --quantization=none, and say so.
 TEST_F(WorkerServerTest, FourBitCheckpointsSayWhatTheyAreAndGenerate) {
   using Method = CheckpointQuantization::Method;

@@ -175,8 +175,11 @@ TEST_P(CudaQuantizedVsCpuTest, RandomPackedBatchesGiveTheCpuLogits) {
   EXPECT_EQ((*cuda)->quantization(), expected);
   EXPECT_EQ((*cuda)->weight_bytes(),
             *cuda::DeviceWeightBytes(*model.Weights(), dtype, c.load == Quantization::kInt8));
-  auto cpu = CpuBackend::Create(
-      model.Weights(), {.kv_cache_bytes = 32 << 20, .block_size = 16, .quantization = c.load});
+  // The CUDA backend keeps the LM head in its dtype: so does the CPU one here.
+  auto cpu = CpuBackend::Create(model.Weights(), {.kv_cache_bytes = 32 << 20,
+                                                  .block_size = 16,
+                                                  .quantization = c.load,
+                                                  .quantize_lm_head = false});
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   ExpectTheCpuLogits(**cuda, **cpu, c.config.vocab_size, index * 100 + (dtype == DType::kBF16),
                      max_nmse, c.name);
@@ -205,9 +208,10 @@ TEST(CudaGgufVsCpuTest, AMixedQ4KMFileGivesTheCpuLogits) {
     const int64_t vocab = (*for_cuda)->config.vocab_size;
     auto cuda = CudaBackend::Create(*std::move(for_cuda), Options(DType::kBF16, quantization));
     ASSERT_TRUE(cuda.ok()) << cuda.status();
-    auto cpu = CpuBackend::Create(
-        *std::move(for_cpu),
-        {.kv_cache_bytes = 32 << 20, .block_size = 16, .quantization = quantization});
+    auto cpu = CpuBackend::Create(*std::move(for_cpu), {.kv_cache_bytes = 32 << 20,
+                                                        .block_size = 16,
+                                                        .quantization = quantization,
+                                                        .quantize_lm_head = false});
     ASSERT_TRUE(cpu.ok()) << cpu.status();
     // Fewer and shorter requests than above: the emulator runs this model's kernels slowly.
     ExpectTheCpuLogits(**cuda, **cpu, vocab, 7, 1e-3,
