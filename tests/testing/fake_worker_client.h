@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
@@ -50,6 +51,15 @@ inline ::llmserve::worker::v1::ModelInfo FakeModelInfo(const std::string& name) 
   return info;
 }
 
+// FakeModelInfo with the worker's chat_template set from its tokenizer config, as a worker that
+// read the template sends it (chats, tool calls and reasoning render with it).
+inline ::llmserve::worker::v1::ModelInfo FakeModelInfoWithTemplate(const std::string& name) {
+  ::llmserve::worker::v1::ModelInfo info = FakeModelInfo(name);
+  info.set_chat_template(
+      nlohmann::json::parse(info.tokenizer_config_json()).at("chat_template").get<std::string>());
+  return info;
+}
+
 // One Generate call as the fake worker sees it.
 class FakeCall {
  public:
@@ -70,6 +80,20 @@ class FakeCall {
     return Deliver(std::move(message), finish != ::llmserve::v1::FINISH_REASON_UNSPECIFIED
                                            ? std::optional<absl::Status>(absl::OkStatus())
                                            : std::nullopt);
+  }
+  // The worker's whole answer: `ids` in messages of `piece` tokens, the last one with `finish`.
+  // False when the call ended before.
+  bool SendInPieces(const std::vector<int32_t>& ids, size_t piece,
+                    ::llmserve::v1::FinishReason finish = ::llmserve::v1::FINISH_REASON_STOP) {
+    for (size_t i = 0; i < ids.size(); i += piece) {
+      const std::vector<int32_t> part(ids.begin() + i,
+                                      ids.begin() + std::min(ids.size(), i + piece));
+      if (!Send(part,
+                i + piece >= ids.size() ? finish : ::llmserve::v1::FINISH_REASON_UNSPECIFIED)) {
+        return false;
+      }
+    }
+    return true;
   }
   // The call ends with `status` (a worker refusing or failing it). False when it ended already.
   bool Finish(const absl::Status& status) { return Deliver(std::nullopt, status); }

@@ -20,7 +20,7 @@ namespace llmserve::gateway {
 namespace {
 
 using ::llmserve::testing::FakeCall;
-using ::llmserve::testing::FakeModelInfo;
+using ::llmserve::testing::FakeModelInfoWithTemplate;
 using ::llmserve::testing::FakeWorkerClient;
 using ::llmserve::v1::FINISH_REASON_LENGTH;
 using ::llmserve::v1::FINISH_REASON_STOP;
@@ -68,15 +68,6 @@ class RecordingObserver final : public GenerationObserver {
   absl::Status error_ ABSL_GUARDED_BY(mutex_);
 };
 
-// The tiny model's worker description with its chat template (ChatML with Hermes-style tools,
-// as tools/make_model writes it).
-::llmserve::worker::v1::ModelInfo InfoWithTemplate() {
-  ::llmserve::worker::v1::ModelInfo info = FakeModelInfo("tiny");
-  const nlohmann::json config = nlohmann::json::parse(info.tokenizer_config_json());
-  info.set_chat_template(config.at("chat_template").get<std::string>());
-  return info;
-}
-
 ::llmserve::v1::GenerateRequest ChatWithTools(const std::string& tool_choice) {
   ::llmserve::v1::GenerateRequest request;
   request.set_model("tiny");
@@ -100,8 +91,8 @@ class RecordingObserver final : public GenerationObserver {
 class ToolCallingTest : public ::testing::Test {
  protected:
   ToolCallingTest() {
-    fake_.AddWorker("a:1", InfoWithTemplate());
-    model_ = *ServedModel::Create(InfoWithTemplate());
+    fake_.AddWorker("a:1", FakeModelInfoWithTemplate("tiny"));
+    model_ = *ServedModel::Create(FakeModelInfoWithTemplate("tiny"));
   }
 
   absl::StatusOr<PreparedRequest> Prepare(const ::llmserve::v1::GenerateRequest& request) {

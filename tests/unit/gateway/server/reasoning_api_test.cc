@@ -114,11 +114,7 @@ class GatewayReasoningTest : public ::testing::Test {
               ::llmserve::v1::FinishReason finish = ::llmserve::v1::FINISH_REASON_STOP) {
     std::shared_ptr<FakeCall> call = fake_.WaitForCall(index);
     ASSERT_NE(call, nullptr);
-    const std::vector<int32_t> ids = Encode(text);
-    for (size_t i = 0; i < ids.size(); ++i) {
-      ASSERT_TRUE(call->Send(
-          {ids[i]}, i + 1 == ids.size() ? finish : ::llmserve::v1::FINISH_REASON_UNSPECIFIED));
-    }
+    ASSERT_TRUE(call->SendInPieces(Encode(text), 1, finish));
   }
 
   // The tokens of `text` up to the one whose text completes </think>: the reasoning's count.

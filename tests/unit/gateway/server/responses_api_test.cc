@@ -21,7 +21,7 @@ namespace llmserve::gateway {
 namespace {
 
 using ::llmserve::testing::FakeCall;
-using ::llmserve::testing::FakeModelInfo;
+using ::llmserve::testing::FakeModelInfoWithTemplate;
 using ::llmserve::testing::FakeWorkerClient;
 using ::llmserve::testing::HttpExchange;
 using ::llmserve::testing::HttpPostRequest;
@@ -31,13 +31,6 @@ constexpr char kCall[] =
     R"(<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>)";
 constexpr char kTools[] = R"([{"type": "function", "name": "get_weather",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}])";
-
-::llmserve::worker::v1::ModelInfo InfoWithTemplate() {
-  ::llmserve::worker::v1::ModelInfo info = FakeModelInfo("tiny");
-  info.set_chat_template(
-      nlohmann::json::parse(info.tokenizer_config_json()).at("chat_template").get<std::string>());
-  return info;
-}
 
 struct Event {
   std::string name;  // the SSE `event:` line
@@ -63,7 +56,7 @@ nlohmann::json Body(const std::string& response) {
 class ResponsesApiTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    fake_.AddWorker("w:1", InfoWithTemplate());
+    fake_.AddWorker("w:1", FakeModelInfoWithTemplate("tiny"));
     GatewayServerOptions options;
     options.host = "127.0.0.1";
     options.grpc_port = 0;
@@ -79,12 +72,7 @@ class ResponsesApiTest : public ::testing::Test {
               ::llmserve::v1::FinishReason finish = ::llmserve::v1::FINISH_REASON_STOP) {
     std::shared_ptr<FakeCall> call = fake_.WaitForCall(index);
     ASSERT_NE(call, nullptr);
-    const std::vector<int32_t> ids = *model_->tokenizer()->Encode(text, false);
-    for (size_t i = 0; i < ids.size(); i += 3) {
-      const std::vector<int32_t> piece(ids.begin() + i, ids.begin() + std::min(ids.size(), i + 3));
-      ASSERT_TRUE(call->Send(
-          piece, i + 3 >= ids.size() ? finish : ::llmserve::v1::FINISH_REASON_UNSPECIFIED));
-    }
+    ASSERT_TRUE(call->SendInPieces(*model_->tokenizer()->Encode(text, false), 3, finish));
   }
 
   std::string Post(const std::string& body) {
@@ -102,7 +90,8 @@ class ResponsesApiTest : public ::testing::Test {
   }
 
   FakeWorkerClient fake_;
-  std::shared_ptr<const ServedModel> model_ = *ServedModel::Create(InfoWithTemplate());
+  std::shared_ptr<const ServedModel> model_ =
+      *ServedModel::Create(FakeModelInfoWithTemplate("tiny"));
   std::unique_ptr<GatewayServer> gateway_;
 };
 

@@ -24,7 +24,7 @@ namespace llmserve::gateway {
 namespace {
 
 using ::llmserve::testing::FakeCall;
-using ::llmserve::testing::FakeModelInfo;
+using ::llmserve::testing::FakeModelInfoWithTemplate;
 using ::llmserve::testing::FakeWorkerClient;
 using ::llmserve::testing::HttpExchange;
 
@@ -33,17 +33,10 @@ constexpr char kCall[] =
 constexpr char kTools[] = R"([{"type": "function", "function": {"name": "get_weather",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}])";
 
-::llmserve::worker::v1::ModelInfo InfoWithTemplate() {
-  ::llmserve::worker::v1::ModelInfo info = FakeModelInfo("tiny");
-  info.set_chat_template(
-      nlohmann::json::parse(info.tokenizer_config_json()).at("chat_template").get<std::string>());
-  return info;
-}
-
 class GatewayToolCallsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    fake_.AddWorker("w:1", InfoWithTemplate());
+    fake_.AddWorker("w:1", FakeModelInfoWithTemplate("tiny"));
     GatewayServerOptions options;
     options.host = "127.0.0.1";
     options.grpc_port = 0;
@@ -61,12 +54,7 @@ class GatewayToolCallsTest : public ::testing::Test {
               ::llmserve::v1::FinishReason finish = ::llmserve::v1::FINISH_REASON_STOP) {
     std::shared_ptr<FakeCall> call = fake_.WaitForCall(index);
     ASSERT_NE(call, nullptr);
-    const std::vector<int32_t> ids = *model_->tokenizer()->Encode(text, false);
-    for (size_t i = 0; i < ids.size(); i += 4) {
-      const std::vector<int32_t> piece(ids.begin() + i, ids.begin() + std::min(ids.size(), i + 4));
-      ASSERT_TRUE(call->Send(
-          piece, i + 4 >= ids.size() ? finish : ::llmserve::v1::FINISH_REASON_UNSPECIFIED));
-    }
+    ASSERT_TRUE(call->SendInPieces(*model_->tokenizer()->Encode(text, false), 4, finish));
   }
 
   ::llmserve::v1::GenerateRequest GrpcRequest() {
@@ -97,7 +85,8 @@ class GatewayToolCallsTest : public ::testing::Test {
   }
 
   FakeWorkerClient fake_;
-  std::shared_ptr<const ServedModel> model_ = *ServedModel::Create(InfoWithTemplate());
+  std::shared_ptr<const ServedModel> model_ =
+      *ServedModel::Create(FakeModelInfoWithTemplate("tiny"));
   std::unique_ptr<GatewayServer> gateway_;
   std::unique_ptr<::llmserve::v1::Inference::Stub> stub_;
 };
