@@ -172,7 +172,7 @@ TEST(EngineTest, ReportsEveryIterationAndTheStateItLeaves) {
     EXPECT_GT(step.num_seqs, 0);
     // The prefill pass computes both prompts; every later one a token per request.
     EXPECT_EQ(step.num_tokens, step.prompt_tokens > 0 ? step.prompt_tokens : step.num_seqs);
-    EXPECT_DOUBLE_EQ(step.duration_s, step.forward_s + step.overhead_s);
+    EXPECT_NEAR(step.duration_s, step.forward_s + step.overhead_s, 1e-9);
     prompt += step.prompt_tokens;
     generated += step.generated_tokens;
     queries += step.prefix_cache_queries;
