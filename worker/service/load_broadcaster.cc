@@ -177,8 +177,8 @@ class LoadBroadcaster::Watcher final : public grpc::ServerWriteReactor<grpc::Byt
   grpc::ByteBuffer in_flight_bytes_;
 };
 
-LoadBroadcaster::LoadBroadcaster(LoadAccountant* load, bool prefix_caching)
-    : load_(load), prefix_caching_(prefix_caching), thread_([this] { Loop(); }) {}
+LoadBroadcaster::LoadBroadcaster(LoadAccountant* load, const Engine* engine, bool prefix_caching)
+    : load_(load), engine_(engine), prefix_caching_(prefix_caching), thread_([this] { Loop(); }) {}
 
 LoadBroadcaster::~LoadBroadcaster() { Stop(); }
 
@@ -242,7 +242,11 @@ void LoadBroadcaster::Loop() {
     // Taken even with nobody watching, so the accountant's queue never overflows for nothing.
     LoadAccountant::CacheEvents events;
     if (prefix_caching_) events = load_->TakePrefixCacheEvents();
-    const EngineLoad load = load_->Load();
+    EngineLoad load = load_->Load();
+    const EngineCounts counts = engine_->Counts();
+    load.running = counts.running;
+    load.waiting = counts.waiting;
+    load.kv_blocks_free = counts.kv_blocks_free;
     const absl::Time now = absl::Now();
     std::vector<Watcher*> ready;
     {

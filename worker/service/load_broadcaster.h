@@ -31,8 +31,11 @@ namespace llmserve::worker {
 
 class LoadBroadcaster {
  public:
-  // `load` outlives this. Without prefix caching, reports carry no events.
-  LoadBroadcaster(LoadAccountant* load, bool prefix_caching);
+  // `load` and `engine` outlive this. The running / waiting / free-block counts come from the
+  // engine itself (waiting counts a request from the moment it is added, not from the engine's
+  // next iteration: a gateway routing on it sees it at once); the rest from `load`. Without prefix
+  // caching, reports carry no events.
+  LoadBroadcaster(LoadAccountant* load, const Engine* engine, bool prefix_caching);
   // Every watcher must be done (the gRPC server shut down) before this runs.
   ~LoadBroadcaster();
 
@@ -58,6 +61,7 @@ class LoadBroadcaster {
   void Remove(Watcher* watcher);
 
   LoadAccountant* const load_;
+  const Engine* const engine_;
   const bool prefix_caching_;
   absl::Mutex mutex_;
   absl::flat_hash_set<Watcher*> watchers_ ABSL_GUARDED_BY(mutex_);

@@ -34,7 +34,7 @@ WorkerService::WorkerService(Engine* engine, LoadAccountant* load, WorkerMetrics
       model_info_(std::move(model_info)),
       structured_(structured),
       structured_error_(std::move(structured_error)),
-      broadcaster_(load, model_info_.prefix_caching()) {}
+      broadcaster_(load, engine, model_info_.prefix_caching()) {}
 
 WorkerService::~WorkerService() = default;
 

@@ -168,6 +168,26 @@ class WorkerServiceTest : public ::testing::Test {
   std::unique_ptr<v1::Worker::Stub> stub_;
 };
 
+// The load stream counts a request as waiting from the moment the engine took it in its queue,
+// not from the engine's next iteration (here: none runs), so a gateway routes on it at once.
+TEST_F(WorkerServiceTest, TheLoadStreamCountsAQueuedRequestBeforeTheEngineSteps) {
+  std::unique_ptr<GenerateStream> queued = Generate("queued", 4);
+  ASSERT_TRUE(WaitForLiveRequestsOrEnd(1, queued.get()));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kPatience));
+  v1::WatchLoadRequest watch;
+  watch.set_interval_ms(50);
+  std::unique_ptr<grpc::ClientReader<v1::LoadReport>> reader = stub_->WatchLoad(&context, watch);
+  v1::LoadReport report;
+  ASSERT_TRUE(reader->Read(&report));
+  EXPECT_EQ(report.waiting(), 1u);
+  EXPECT_EQ(report.running(), 0u);
+  EXPECT_EQ(load_.Load().waiting, 0) << "no iteration has reported it yet";
+  context.TryCancel();
+  queued->Cancel();
+  queued->WaitDone();
+}
+
 TEST_F(WorkerServiceTest, ACancelledCallGivesItsIdUpBeforeTheEngineReleasesItsRequest) {
   // The first call is in the engine's queue and stays there: nothing steps the engine yet.
   std::unique_ptr<GenerateStream> first = Generate("reused", 4);
