@@ -72,6 +72,14 @@ EngineLoad LoadAccountant::Load() const {
   return load_;
 }
 
+EngineLoad LoadAccountant::Load(const EngineCounts& live) const {
+  EngineLoad load = Load();
+  load.running = live.running;
+  load.waiting = live.waiting;
+  load.kv_blocks_free = live.kv_blocks_free;
+  return load;
+}
+
 LoadAccountant::CacheEvents LoadAccountant::TakePrefixCacheEvents() {
   absl::MutexLock lock(&mutex_);
   CacheEvents taken{.overflowed = events_overflowed_};

@@ -65,6 +65,10 @@ class LoadAccountant {
   void Record(const StepStats& step);
 
   EngineLoad Load() const;
+  // Load() with the running / waiting / free-block counts the engine holds now (Engine::Counts):
+  // what the load stream and /metrics serve, so that a request counts as waiting from the moment
+  // it is added rather than from the engine's next report.
+  EngineLoad Load(const EngineCounts& live) const;
 
   // Prefix-cache changes since the last call, oldest first, for the worker's load stream (one
   // consumer). `overflowed`: changes were dropped because nobody took them for a long time.

@@ -242,11 +242,7 @@ void LoadBroadcaster::Loop() {
     // Taken even with nobody watching, so the accountant's queue never overflows for nothing.
     LoadAccountant::CacheEvents events;
     if (prefix_caching_) events = load_->TakePrefixCacheEvents();
-    EngineLoad load = load_->Load();
-    const EngineCounts counts = engine_->Counts();
-    load.running = counts.running;
-    load.waiting = counts.waiting;
-    load.kv_blocks_free = counts.kv_blocks_free;
+    const EngineLoad load = load_->Load(engine_->Counts());
     const absl::Time now = absl::Now();
     std::vector<Watcher*> ready;
     {

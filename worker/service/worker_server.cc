@@ -364,7 +364,7 @@ absl::Status WorkerServer::StartMetrics() {
                           .quantization = model_info_.quantization(),
                           .lm_head_quantized = model_info_.lm_head_quantized(),
                           .vllm_names = options_.vllm_metric_names},
-      [this] { return load_.Load(); });
+      [this] { return load_.Load(engine_->Counts()); });
   if (options_.metrics_port < 0) return absl::OkStatus();
   LLMSERVE_ASSIGN_OR_RETURN(exposer_,
                             common::MetricsExposer::Start(options_.host, options_.metrics_port));

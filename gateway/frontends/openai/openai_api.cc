@@ -428,6 +428,22 @@ absl::Status NameConstraintField(const absl::Status& status, const std::string& 
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", message));
 }
 
+// What every OpenAI endpoint does with its parsed request on the prepare stage: the lifecycle
+// learns its input and model, the model is resolved, and the request is prepared as `n` choices
+// (a constraint's error named by the field the client wrote).
+absl::StatusOr<PreparedRun> PrepareParsed(const RequestRunner& runner, RequestLifecycle& lifecycle,
+                                          const OpenAiRequest& parsed) {
+  lifecycle.set_input_content(parsed.request);
+  absl::StatusOr<std::shared_ptr<const ServedModel>> model =
+      runner.catalog().Resolve(parsed.request.model());
+  lifecycle.set_model(model.ok() ? (*model)->name() : parsed.request.model());
+  if (!model.ok()) return model.status();
+  absl::StatusOr<std::vector<PreparedRequest>> choices = PrepareChoices(
+      parsed.request, *model, parsed.n, runner.prepare().limits(), runner.prepare().render_chat());
+  if (!choices.ok()) return NameConstraintField(choices.status(), parsed.constraint_field);
+  return PreparedRun{.model = *std::move(model), .choices = *std::move(choices)};
+}
+
 }  // namespace
 
 std::shared_ptr<RequestLifecycle> OpenAiApi::BeginLifecycle(const http::HttpRequest& request,
@@ -477,22 +493,15 @@ void OpenAiApi::HandleGeneration(OpenAiEndpoint endpoint, http::HttpRequest requ
                       RequestLifecycle& lifecycle) -> absl::StatusOr<PreparedRun> {
     absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(endpoint, body);
     if (!parsed.ok()) return parsed.status();
-    lifecycle.set_input_content(parsed->request);
-    absl::StatusOr<std::shared_ptr<const ServedModel>> model =
-        runner->catalog().Resolve(parsed->request.model());
-    lifecycle.set_model(model.ok() ? (*model)->name() : parsed->request.model());
-    if (!model.ok()) return model.status();
-    absl::StatusOr<std::vector<PreparedRequest>> choices =
-        PrepareChoices(parsed->request, *model, parsed->n, runner->prepare().limits(),
-                       runner->prepare().render_chat());
-    if (!choices.ok()) return NameConstraintField(choices.status(), parsed->constraint_field);
+    absl::StatusOr<PreparedRun> run = PrepareParsed(*runner, lifecycle, *parsed);
+    if (!run.ok()) return run.status();
     std::string id =
         absl::StrCat(endpoint == OpenAiEndpoint::kChatCompletions ? "chatcmpl-" : "cmpl-",
-                     (*choices)[0].request_id);
+                     run->choices[0].request_id);
     lifecycle.set_request_id(id);
     parsed->request.Clear();
-    job->SetPrepared(*std::move(parsed), *model, std::move(id));
-    return PreparedRun{.model = *std::move(model), .choices = *std::move(choices)};
+    job->SetPrepared(*std::move(parsed), run->model, std::move(id));
+    return run;
   };
   run->Start(std::move(input));
 }
@@ -508,20 +517,13 @@ void OpenAiApi::HandleResponses(http::HttpRequest request,
                       RequestLifecycle& lifecycle) -> absl::StatusOr<PreparedRun> {
     absl::StatusOr<ResponsesRequest> parsed = ParseResponsesRequest(body);
     if (!parsed.ok()) return parsed.status();
-    lifecycle.set_input_content(parsed->chat.request);
-    absl::StatusOr<std::shared_ptr<const ServedModel>> model =
-        runner->catalog().Resolve(parsed->chat.request.model());
-    lifecycle.set_model(model.ok() ? (*model)->name() : parsed->chat.request.model());
-    if (!model.ok()) return model.status();
-    absl::StatusOr<std::vector<PreparedRequest>> choices =
-        PrepareChoices(parsed->chat.request, *model, /*n=*/1, runner->prepare().limits(),
-                       runner->prepare().render_chat());
-    if (!choices.ok()) return NameConstraintField(choices.status(), parsed->chat.constraint_field);
-    std::string id = (*choices)[0].request_id;
+    absl::StatusOr<PreparedRun> run = PrepareParsed(*runner, lifecycle, parsed->chat);
+    if (!run.ok()) return run.status();
+    std::string id = run->choices[0].request_id;
     lifecycle.set_request_id(absl::StrCat("resp_", id));
     parsed->chat.request.Clear();
-    job->SetPrepared(*std::move(parsed), *model, std::move(id));
-    return PreparedRun{.model = *std::move(model), .choices = *std::move(choices)};
+    job->SetPrepared(*std::move(parsed), run->model, std::move(id));
+    return run;
   };
   run->Start(std::move(input));
 }

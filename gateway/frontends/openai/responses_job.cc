@@ -16,6 +16,11 @@ std::string ResponsesJsonText(const openai_json::Json& json) {
   return json.dump(-1, ' ', false, openai_json::Json::error_handler_t::replace);
 }
 
+// A message item's one content part.
+openai_json::Json OutputTextPart(const std::string& text) {
+  return {{"type", "output_text"}, {"text", text}, {"annotations", openai_json::Json::array()}};
+}
+
 openai_json::Json ResponsesErrorJson(const absl::Status& status) {
   return {{"code", absl::AsciiStrToLower(absl::StatusCodeToString(status.code()))},
           {"message", std::string(status.message())}};
@@ -54,7 +59,7 @@ ResponsesJob::Json ResponsesJob::ReasoningItemLocked(const char* status) const {
 ResponsesJob::Json ResponsesJob::MessageItemLocked(const char* status) const {
   Json content = Json::array();
   if (std::string(status) != "in_progress") {
-    content.push_back({{"type", "output_text"}, {"text", text_}, {"annotations", Json::array()}});
+    content.push_back(OutputTextPart(text_));
   }
   return {{"id", absl::StrCat("msg_", id_)},
           {"type", "message"},
@@ -143,18 +148,16 @@ void ResponsesJob::OpenMessageLocked() {
   message_index_ = next_index_++;
   EmitLocked("response.output_item.added",
              {{"output_index", message_index_}, {"item", MessageItemLocked("in_progress")}});
-  EmitLocked("response.content_part.added",
-             {{"item_id", absl::StrCat("msg_", id_)},
-              {"output_index", message_index_},
-              {"content_index", 0},
-              {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", Json::array()}}}});
+  EmitLocked("response.content_part.added", {{"item_id", absl::StrCat("msg_", id_)},
+                                             {"output_index", message_index_},
+                                             {"content_index", 0},
+                                             {"part", OutputTextPart("")}});
 }
 
 void ResponsesJob::CloseMessageLocked() {
   if (message_index_ < 0 || message_closed_) return;
   message_closed_ = true;
   const std::string item_id = absl::StrCat("msg_", id_);
-  const Json part = {{"type", "output_text"}, {"text", text_}, {"annotations", Json::array()}};
   EmitLocked("response.output_text.done", {{"item_id", item_id},
                                            {"output_index", message_index_},
                                            {"content_index", 0},
@@ -163,7 +166,7 @@ void ResponsesJob::CloseMessageLocked() {
   EmitLocked("response.content_part.done", {{"item_id", item_id},
                                             {"output_index", message_index_},
                                             {"content_index", 0},
-                                            {"part", part}});
+                                            {"part", OutputTextPart(text_)}});
   EmitLocked("response.output_item.done",
              {{"output_index", message_index_},
               {"item", MessageItemLocked(length_cut_ ? "incomplete" : "completed")}});

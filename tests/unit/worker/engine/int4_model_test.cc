@@ -26,6 +26,7 @@
 #include "worker/engine/cpu/cpu_backend.h"
 #include "worker/engine/cpu_engine_builder.h"
 #include "worker/model/model_files.h"
+#include "worker/model/model_loader.h"
 #include "worker/model/model_weights.h"
 #include "worker/model/model_writer.h"
 #include "worker/model/quantization.h"
@@ -214,12 +215,8 @@ TEST(Int4ModelTest, GeneratesTheTwinsGreedyTokensThroughTheEngine) {
   // Unset, the head follows the projections: int8 on the AWQ checkpoint, f32 on its twin.
   for (const auto& [model, int8_head] :
        {std::pair<std::string, bool>{"/q", true}, {"/twin", false}}) {
-    auto files = ModelFiles::Open(temp.path() + model);
-    ASSERT_TRUE(files.ok());
-    auto config = ParseModelConfig((*files)->config_json(), "");
-    ASSERT_TRUE(config.ok());
-    auto weights = LoadModelWeights(**files, *config, DType::kF32);
-    ASSERT_TRUE(weights.ok());
+    auto weights = LoadModel(temp.path() + model, /*max_model_len=*/0, DType::kF32);
+    ASSERT_TRUE(weights.ok()) << weights.status();
     auto backend = CpuBackend::Create(*std::move(weights), {.kv_cache_bytes = 1 << 20});
     ASSERT_TRUE(backend.ok()) << backend.status();
     EXPECT_EQ((*backend)->lm_head_quantized(), int8_head) << model;

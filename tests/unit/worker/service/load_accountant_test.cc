@@ -73,6 +73,24 @@ TEST(LoadAccountantTest, CountsComeFromTheLatestReportAndTotalsFromAllOfThem) {
   EXPECT_EQ(load.spec_accepted_per_position, (std::vector<int64_t>{2, 1}));
 }
 
+TEST(LoadAccountantTest, LiveCountsReplaceTheReportedOnesAndNothingElse) {
+  LoadAccountant accountant;
+  StepStats pass = Pass(1, 20, 2);
+  pass.running = 1;
+  pass.waiting = 0;
+  pass.kv_blocks_total = 10;
+  pass.kv_blocks_free = 8;
+  accountant.Record(pass);
+  // A request added since: the engine counts it, no report has said so yet.
+  const EngineLoad load = accountant.Load({.running = 1, .waiting = 1, .kv_blocks_free = 8});
+  EXPECT_EQ(load.waiting, 1);
+  EXPECT_EQ(load.running, 1);
+  EXPECT_EQ(load.kv_blocks_free, 8);
+  EXPECT_EQ(load.kv_blocks_total, 10);
+  EXPECT_EQ(load.steps, 1);
+  EXPECT_EQ(accountant.Load().waiting, 0);
+}
+
 TEST(LoadAccountantTest, NothingReportedIsAnIdleEmptyLoad) {
   const EngineLoad load = LoadAccountant().Load();
   EXPECT_EQ(load.steps, 0);
