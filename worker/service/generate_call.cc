@@ -116,13 +116,9 @@ void GenerateCall::OnEngineOutput(const EngineOutput& output) {
       finish = grpc::Status::OK;
     }
   }
-  if (num_tokens > 0 || final_output.has_value()) {
-    stream_.Add([&](v1::GenerateResponse& message) {
-      if (num_tokens > 0) AppendTokens(output, &message);
-      if (final_output.has_value()) SetFinal(*final_output, &message);
-    });
-  }
-  if (finish.has_value()) stream_.FinishAfterPending(*std::move(finish));
+  // Counted before the last message is handed to the stream, which may deliver it at once on
+  // another thread: a client that saw its request end finds it in /metrics (dns_scaling_test read
+  // a success counter that had not moved yet).
   if (last && metrics_ != nullptr) {
     if (output.finish == FinishReason::kError) {
       metrics_->OnFailed(output.error.ok() ? absl::StatusCode::kInternal : output.error.code());
@@ -130,6 +126,13 @@ void GenerateCall::OnEngineOutput(const EngineOutput& output) {
       metrics_->OnFinished(output, prompt_tokens_, generated_tokens_);
     }
   }
+  if (num_tokens > 0 || final_output.has_value()) {
+    stream_.Add([&](v1::GenerateResponse& message) {
+      if (num_tokens > 0) AppendTokens(output, &message);
+      if (final_output.has_value()) SetFinal(*final_output, &message);
+    });
+  }
+  if (finish.has_value()) stream_.FinishAfterPending(*std::move(finish));
   if (last) EndSpan(output);
   if (last) {
     on_engine_done_(this);
