@@ -24,6 +24,8 @@ build_packages=(
 )
 test_packages=(
   python3 python3-jinja2
+  # the independent reference that embeddings are checked against
+  python3-numpy
   # real peers in end-to-end tests (a Python gRPC client)
   python3-grpcio python3-grpc-tools curl openssl
   # deployment checks: docker-compose validates deploy/docker-compose.yml (no engine needed)

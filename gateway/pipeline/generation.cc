@@ -241,6 +241,7 @@ void Generation::OnWorkerMessage(Attempt* attempt, const worker::v1::GenerateRes
   result.finish_reason = message.finish_reason();
   result.usage.set_cached_prompt_tokens(message.usage().cached_prompt_tokens());
   result.timing.set_queue_s(message.timing().queue_s());
+  result.embedding.assign(message.embedding().begin(), message.embedding().end());
   if (result.finish_reason == ::llmserve::v1::FINISH_REASON_STOP && message.tokens_size() > 0) {
     const int32_t last = message.tokens(message.tokens_size() - 1).token_id();
     for (int32_t stop_id : request_.worker_request.stop_token_ids()) {

@@ -68,6 +68,8 @@ struct GenerationResult {
   // whether it had a think block (then it has reasoning, perhaps empty).
   bool reasoning_parsed = false;
   bool reasoned = false;
+  // Embedding requests: the worker's embedding (empty if it gave up, finish_reason ABORT).
+  std::vector<float> embedding;
 };
 
 class GenerationObserver {

@@ -200,6 +200,11 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const ::llmserve::v1::GenerateReq
   absl::StatusOr<std::string> id = ResolveRequestId(request.request_id());
   if (!id.ok()) return id.status();
   prepared.request_id = *std::move(id);
+  if (model->embeds()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model: \"", model->name(),
+                     "\" serves embeddings (POST /v1/embeddings); it does not generate text"));
+  }
   // Before the prompt's work (tokenizing, templates): cheap, and what a client most often gets
   // wrong.
   if (absl::Status sampling = ValidateSamplingParams(request.sampling(), model->vocab_size());

@@ -21,6 +21,16 @@ class RequestRun::ChoiceObserver final : public GenerationObserver {
   const int choice_;
 };
 
+int64_t PromptTokens(const PreparedRun& run) {
+  if (run.choices.empty()) return 0;
+  if (!run.separate_prompts) return run.choices[0].worker_request.prompt_token_ids_size();
+  int64_t tokens = 0;
+  for (const PreparedRequest& choice : run.choices) {
+    tokens += choice.worker_request.prompt_token_ids_size();
+  }
+  return tokens;
+}
+
 std::shared_ptr<RequestRun> RequestRunner::NewRun(std::shared_ptr<RequestLifecycle> lifecycle,
                                                   std::shared_ptr<RequestSink> sink) const {
   return std::make_shared<RequestRun>(this, std::move(lifecycle), std::move(sink));
@@ -93,8 +103,7 @@ void RequestRun::Prepare(RunInput input) {
           span.End();
           return run->Refuse(prepared.status());
         }
-        span.SetAttribute("gen_ai.usage.input_tokens",
-                          int64_t{prepared->choices[0].worker_request.prompt_token_ids_size()});
+        span.SetAttribute("gen_ai.usage.input_tokens", PromptTokens(*prepared));
         span.End();
         run->Admit(*std::move(prepared));
       });
@@ -111,7 +120,7 @@ void RequestRun::Admit(PreparedRun prepared) {
   lifecycle_->set_request_parameters(first, n);
   // The rate limits reserve the prompt and every choice's whole budget, and charge what was used.
   const int64_t reserved =
-      first.prompt_token_ids_size() + int64_t{n} * static_cast<int64_t>(first.max_tokens());
+      PromptTokens(prepared) + int64_t{n} * static_cast<int64_t>(first.max_tokens());
   // Its own reference: a refusal inside Admit (the callback may run at once) lets go of lifecycle_.
   const std::shared_ptr<RequestLifecycle> lifecycle = lifecycle_;
   lifecycle->Admit(principal_, reserved,
@@ -139,25 +148,51 @@ void RequestRun::StartGenerations(PreparedRun prepared) {
   generation.clock = options.clock;
   if (options.isolate_cache_per_principal) generation.cache_salt = principal_.name;
   const int n = static_cast<int>(prepared.choices.size());
+  const int first = prepared.max_concurrent > 0 ? std::min(n, prepared.max_concurrent) : n;
+  sink_->OnStarted(prepared);
+  std::vector<PreparedRequest> starting;
   {
     absl::MutexLock lock(&mutex_);
     choices_ = n;
     completion_tokens_.assign(n, 0);
-    prompt_tokens_ = prepared.choices[0].worker_request.prompt_token_ids_size();
+    prompt_tokens_ = PromptTokens(prepared);
+    generation_options_ = std::move(generation);
+    separate_prompts_ = prepared.separate_prompts;
+    pending_ = std::move(prepared.choices);
+    next_choice_ = first;
+    // Taken out now: a choice that ends at once lets go of those not started.
+    for (int i = 0; i < first; ++i) starting.push_back(std::move(pending_[i]));
   }
-  sink_->OnStarted(prepared);
-  for (int i = 0; i < n; ++i) {
-    std::shared_ptr<Generation> started =
-        Generation::Start(runner_->workers_, std::move(prepared.choices[i]), generation,
-                          std::make_shared<ChoiceObserver>(shared_from_this(), i));
+  for (int i = 0; i < first; ++i) StartChoice(i, std::move(starting[i]));
+  // The client may have left while the generations started: Cancel copied only those before.
+  if (cancelled()) Cancel();
+}
+
+void RequestRun::StartChoice(int choice, PreparedRequest request) {
+  GenerationOptions options;
+  absl::Status failed;
+  {
+    absl::MutexLock lock(&mutex_);
+    options = generation_options_;
+    // Separate prompts fail as a whole: once one failed, one not started yet never starts.
+    if (separate_prompts_) failed = first_error_;
+  }
+  if (!failed.ok()) return OnChoiceEnd(choice, nullptr, failed);
+  std::shared_ptr<Generation> started =
+      Generation::Start(runner_->workers_, std::move(request), options,
+                        std::make_shared<ChoiceObserver>(shared_from_this(), choice));
+  bool stop = false;
+  {
     absl::MutexLock lock(&mutex_);
     // Every choice may already have ended (at once, with no worker to route to, or faster than
     // this loop): keeping its generation then would hold this run forever through the cycle that
     // the end breaks, and a drain would wait for a request that is over.
-    if (!ended_) generations_.push_back(std::move(started));
+    if (!ended_) generations_.push_back(started);
+    // A cancel, or (separate prompts) another choice's failure, that came while this one started
+    // did not see it.
+    stop = cancelled_ || (separate_prompts_ && !first_error_.ok());
   }
-  // The client may have left while the generations started: Cancel copied only those before.
-  if (cancelled()) Cancel();
+  if (stop) started->Cancel();
 }
 
 void RequestRun::Cancel() {
@@ -204,16 +239,51 @@ void RequestRun::OnChoiceEnd(int choice, const GenerationResult* result,
                              const absl::Status& error) {
   if (result != nullptr) lifecycle_->AddResult(choice, *result);
   sink_->OnChoiceEnd(choice, result, error);
-  absl::Status first_error;
-  int64_t used_tokens = 0;
+  int next = -1;
+  PreparedRequest next_request;
+  // Separate prompts (embeddings) fail as a whole: the others still running are cancelled.
+  std::vector<std::shared_ptr<Generation>> to_cancel;
+  int skipped_from = 0, skipped_to = 0;
+  absl::Status skip;
   {
     absl::MutexLock lock(&mutex_);
     if (result != nullptr) {
       completion_tokens_[choice] = result->usage.completion_tokens();
     } else if (first_error_.ok()) {
       first_error_ = error;
+      if (separate_prompts_) to_cancel = generations_;
     }
-    if (++finished_ < choices_) return;
+    ++finished_;
+    if (next_choice_ < choices_) {
+      if (!cancelled_ && first_error_.ok()) {
+        next = next_choice_++;
+        next_request = std::move(pending_[next]);
+      } else {
+        // Not started, and never will be: they end with the reason, before the run's end (they
+        // are counted as finished only after their sink events).
+        skip = cancelled_ ? absl::CancelledError("the client left") : first_error_;
+        skipped_from = next_choice_;
+        skipped_to = next_choice_ = choices_;
+        pending_.clear();
+      }
+    }
+  }
+  for (const std::shared_ptr<Generation>& generation : to_cancel) generation->Cancel();
+  for (int i = skipped_from; i < skipped_to; ++i) sink_->OnChoiceEnd(i, nullptr, skip);
+  if (skipped_to > skipped_from) {
+    absl::MutexLock lock(&mutex_);
+    finished_ += skipped_to - skipped_from;
+  }
+  if (next >= 0) StartChoice(next, std::move(next_request));
+  CompleteIfDone();
+}
+
+void RequestRun::CompleteIfDone() {
+  absl::Status first_error;
+  int64_t used_tokens = 0;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (ended_ || finished_ < choices_) return;
     ended_ = true;
     // The generations hold observers that hold this run: let go of them to break the cycle.
     generations_.clear();

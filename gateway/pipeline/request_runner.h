@@ -38,7 +38,17 @@ namespace llmserve::gateway {
 struct PreparedRun {
   std::shared_ptr<const ServedModel> model;
   std::vector<PreparedRequest> choices;
+  // Embeddings: each choice is one input with a prompt of its own (the rate limits reserve and
+  // charge every one; otherwise the choices share the first's), and at most max_concurrent of
+  // them run at once (0: all), the next starting as one ends, so that a request of many inputs
+  // neither floods a worker's queue nor takes the whole fleet. When one fails the request fails:
+  // those still running are cancelled, and those not started end with its error.
+  bool separate_prompts = false;
+  int max_concurrent = 0;
 };
+
+// The prompt tokens of a run, as the rate limits count them.
+int64_t PromptTokens(const PreparedRun& run);
 
 // What a frontend read off the wire.
 struct RunInput {
@@ -148,6 +158,10 @@ class RequestRun : public std::enable_shared_from_this<RequestRun> {
   void Prepare(RunInput input);
   void Admit(PreparedRun prepared);
   void StartGenerations(PreparedRun prepared);
+  // Starts choice `choice` (taken out of pending_).
+  void StartChoice(int choice, PreparedRequest request);
+  // Ends the run once every choice ended (only the first call that sees it counts).
+  void CompleteIfDone();
   // Ends the run before any generation: the lifecycle is finished and let go (the request is no
   // longer in flight, as when a frontend refuses it outright), then the sink hears of it. Only
   // the first call counts.
@@ -170,6 +184,11 @@ class RequestRun : public std::enable_shared_from_this<RequestRun> {
   bool ended_ ABSL_GUARDED_BY(mutex_) = false;
   int choices_ ABSL_GUARDED_BY(mutex_) = 0;
   int finished_ ABSL_GUARDED_BY(mutex_) = 0;
+  // The choices not started yet are pending_[next_choice_..]; each is moved out as it starts.
+  std::vector<PreparedRequest> pending_ ABSL_GUARDED_BY(mutex_);
+  int next_choice_ ABSL_GUARDED_BY(mutex_) = 0;
+  GenerationOptions generation_options_ ABSL_GUARDED_BY(mutex_);
+  bool separate_prompts_ ABSL_GUARDED_BY(mutex_) = false;
   int64_t prompt_tokens_ ABSL_GUARDED_BY(mutex_) = 0;
   // Each choice's, as its deltas came, then as its result says.
   std::vector<int64_t> completion_tokens_ ABSL_GUARDED_BY(mutex_);

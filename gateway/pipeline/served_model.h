@@ -42,6 +42,8 @@ class ServedModel {
   const std::string& chat_template() const { return info_.chat_template(); }
   uint32_t max_model_len() const { return info_.max_model_len(); }
   uint32_t vocab_size() const { return info_.vocab_size(); }
+  // Whether its workers serve it as embeddings (--task=embed) rather than text generation.
+  bool embeds() const { return info_.task() == "embed"; }
   // How the model writes tool calls (kNone: unknown, and "auto" tool calls are not parsed).
   tool_calls::ToolCallFormat tool_call_format() const { return tool_call_format_; }
   // How the model's chat replies mark their reasoning (kNone: not parsed, all content).

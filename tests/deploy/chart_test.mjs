@@ -553,7 +553,12 @@ check('ci files turn on what they promise', () => {
   const w = workloads(gpu).find((o) => component(o) === 'worker');
   assert.equal(Number(mainContainer(w).resources.limits['nvidia.com/gpu']), 1, 'GPU group: nvidia.com/gpu 1');
   assert.equal(flag(mainContainer(w).args, 'backend'), 'cuda');
-  assert.equal(workloads(rendered['ci/two-models-values.yaml']).filter((o) => component(o) === 'worker').length, 2);
+  const groups = workloads(rendered['ci/two-models-values.yaml']).filter((o) => component(o) === 'worker');
+  assert.equal(groups.length, 3);
+  // The embedding group gets its task and pooling; the others generate.
+  const tasks = groups.map((g) => [flag(mainContainer(g).args, 'task'), flag(mainContainer(g).args, 'pooling')]);
+  assert.deepEqual(tasks.filter(([task]) => task === 'embed'), [['embed', 'last']]);
+  assert.equal(tasks.filter(([task, pooling]) => task === 'generate' && pooling === undefined).length, 2);
   const all = rendered['ci/everything-on-values.yaml'];
   for (const kind of ['ServiceMonitor', 'ScaledObject', 'Ingress', 'HTTPRoute', 'HorizontalPodAutoscaler',
     'NetworkPolicy', 'PodDisruptionBudget']) {

@@ -60,6 +60,21 @@ inline ::llmserve::worker::v1::ModelInfo FakeModelInfoWithTemplate(const std::st
   return info;
 }
 
+// FakeModelInfo served as embeddings (--task=embed) of `size` dimensions, mean-pooled and
+// normalized; `matryoshka_dimensions` the lengths it may be cut to (empty: none).
+inline ::llmserve::worker::v1::ModelInfo FakeEmbeddingModelInfo(
+    const std::string& name, uint32_t size,
+    const std::vector<uint32_t>& matryoshka_dimensions = {}) {
+  ::llmserve::worker::v1::ModelInfo info = FakeModelInfo(name);
+  info.set_task("embed");
+  info.set_embedding_size(size);
+  info.set_pooling("mean");
+  info.set_normalize_embeddings(true);
+  info.set_matryoshka(!matryoshka_dimensions.empty());
+  for (uint32_t d : matryoshka_dimensions) info.add_matryoshka_dimensions(d);
+  return info;
+}
+
 // One Generate call as the fake worker sees it.
 class FakeCall {
  public:
@@ -94,6 +109,14 @@ class FakeCall {
       }
     }
     return true;
+  }
+  // An embedding worker's answer: `values` on its one message, finish STOP.
+  bool SendEmbedding(const std::vector<float>& values) {
+    ::llmserve::worker::v1::GenerateResponse message;
+    message.mutable_embedding()->Assign(values.begin(), values.end());
+    message.set_finish_reason(::llmserve::v1::FINISH_REASON_STOP);
+    message.mutable_usage()->set_prompt_tokens(request_.prompt_token_ids_size());
+    return Deliver(std::move(message), absl::OkStatus());
   }
   // The call ends with `status` (a worker refusing or failing it). False when it ended already.
   bool Finish(const absl::Status& status) { return Deliver(std::nullopt, status); }

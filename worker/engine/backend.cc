@@ -11,10 +11,12 @@ void ForwardBatch::Clear() {
   block_table_start.assign(1, 0);
   block_ids.clear();
   all_logits.clear();
+  hidden_states.clear();
 }
 
 void ForwardBatch::AddSequence(const std::vector<int32_t>& tokens, int32_t computed,
-                               const std::vector<int32_t>& blocks, bool want_all_logits) {
+                               const std::vector<int32_t>& blocks, bool want_all_logits,
+                               bool want_hidden_states) {
   if (query_start.empty()) query_start.push_back(0);
   if (block_table_start.empty()) block_table_start.push_back(0);
   token_ids.insert(token_ids.end(), tokens.begin(), tokens.end());
@@ -23,6 +25,7 @@ void ForwardBatch::AddSequence(const std::vector<int32_t>& tokens, int32_t compu
   block_ids.insert(block_ids.end(), blocks.begin(), blocks.end());
   block_table_start.push_back(static_cast<int32_t>(block_ids.size()));
   all_logits.push_back(want_all_logits ? 1 : 0);
+  hidden_states.push_back(want_hidden_states ? 1 : 0);
 }
 
 absl::Status ValidateForwardBatch(const ForwardBatch& batch, const ModelConfig& config,
@@ -40,6 +43,9 @@ absl::Status ValidateForwardBatch(const ForwardBatch& batch, const ModelConfig& 
   }
   if (!batch.all_logits.empty() && batch.all_logits.size() != static_cast<size_t>(num_seqs)) {
     return absl::InvalidArgumentError("forward batch: all_logits needs one entry per sequence");
+  }
+  if (!batch.hidden_states.empty() && batch.hidden_states.size() != static_cast<size_t>(num_seqs)) {
+    return absl::InvalidArgumentError("forward batch: hidden_states needs one entry per sequence");
   }
   for (int32_t s = 0; s < num_seqs; ++s) {
     const int32_t new_tokens = batch.query_start[s + 1] - batch.query_start[s];

@@ -34,22 +34,35 @@ struct ForwardBatch {
   // Per sequence: 1 to get logits for every new token (prompt logprobs), 0 for the last token
   // only. Empty: last token only for all.
   std::vector<uint8_t> all_logits;
+  // Per sequence: 1 for an embedding request's chunk, which wants the hidden state (after the
+  // final norm) of every new token and no logits. Empty: none.
+  std::vector<uint8_t> hidden_states;
 
   int32_t num_seqs() const { return static_cast<int32_t>(num_computed.size()); }
   int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
   void Clear();
   // Appends one sequence's chunk: `tokens` at positions num_computed.., with its block table.
   void AddSequence(const std::vector<int32_t>& tokens, int32_t computed,
-                   const std::vector<int32_t>& blocks, bool want_all_logits = false);
+                   const std::vector<int32_t>& blocks, bool want_all_logits = false,
+                   bool want_hidden_states = false);
+  bool wants_hidden_states(int32_t seq) const {
+    return !hidden_states.empty() && hidden_states[seq] != 0;
+  }
 };
 
 struct ForwardOutput {
   // [num_rows, vocab_size] row-major.
   std::vector<float> logits;
   // [num_seqs + 1]: sequence i's logit rows are [row_start[i], row_start[i+1]); one row (its
-  // last token) unless all_logits asked for every new token.
+  // last token) unless all_logits asked for every new token, none when it wants hidden states.
   std::vector<int32_t> row_start;
   int64_t vocab_size = 0;
+  // [num_hidden_rows, hidden_size] row-major: the final-norm hidden states of every new token of
+  // the sequences that asked for them (ForwardBatch::hidden_states); sequence i's are rows
+  // [hidden_row_start[i], hidden_row_start[i+1]).
+  std::vector<float> hidden;
+  std::vector<int32_t> hidden_row_start;
+  int64_t hidden_size = 0;
 
   const float* Row(int32_t row) const { return logits.data() + row * vocab_size; }
   // The logits of sequence i's last new token.
@@ -69,6 +82,9 @@ class Backend {
   virtual absl::string_view name() const = 0;
   // Whether the LM head runs in int8 (what GetModelInfo and the metrics report).
   virtual bool lm_head_quantized() const { return false; }
+  // Whether Forward returns hidden states (ForwardBatch::hidden_states): embedding requests need
+  // it.
+  virtual bool supports_hidden_states() const { return false; }
 
   // Runs the batch. INVALID_ARGUMENT when it is malformed (see ValidateForwardBatch): the engine
   // never sends one, but a bad index would corrupt memory, so every backend checks.

@@ -104,7 +104,16 @@ absl::StatusOr<RequestId> Engine::AddRequest(EngineRequest request) {
   auto scheduled = std::make_unique<Request>();
   scheduled->num_prompt_tokens = static_cast<int32_t>(request.prompt.size());
   scheduled->stopping = std::move(request.stopping);
-  if (scheduled->stopping.max_tokens <= 0) {
+  scheduled->pooling = request.pooling.has_value();
+  if (scheduled->pooling) {
+    if (!backend_->supports_hidden_states()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the ", backend_->name(), " backend cannot compute embeddings (no hidden states)"));
+    }
+    if (request.grammar != nullptr) {
+      return absl::InvalidArgumentError("an embedding request cannot have structured_output");
+    }
+  } else if (scheduled->stopping.max_tokens <= 0) {
     scheduled->stopping.max_tokens = scheduler_config_.max_model_len - scheduled->num_prompt_tokens;
   }
   scheduled->priority = request.priority;
@@ -120,6 +129,9 @@ absl::StatusOr<RequestId> Engine::AddRequest(EngineRequest request) {
                    .draft_length = DraftLengthController(speculative_.num_speculative_tokens),
                    .on_output = std::move(request.on_output),
                    .arrival = clock_->Now()});
+  if (request.pooling.has_value()) {
+    live->pooler = std::make_unique<Pooler>(*request.pooling, backend_->config().hidden_size);
+  }
   if (request.grammar != nullptr) {
     if (scheduled->stopping.ignore_eos || scheduled->stopping.min_tokens > 0) {
       return absl::InvalidArgumentError(
@@ -245,7 +257,8 @@ int64_t Engine::BuildBatch(const SchedulerOutput& plan) {
   int64_t prompt_tokens = 0;
   for (const ScheduledRequest& step : plan.scheduled) {
     batch_.AddSequence(step.new_token_ids, step.num_computed_tokens, step.block_table,
-                       /*want_all_logits=*/step.num_draft_tokens > 0);
+                       /*want_all_logits=*/step.num_draft_tokens > 0,
+                       /*want_hidden_states=*/live_.at(step.id)->pooler != nullptr);
     prompt_tokens += step.num_new_prompt_tokens;
   }
   return prompt_tokens;
@@ -258,6 +271,7 @@ std::vector<std::vector<SampleResult>> Engine::SampleAll(const SchedulerOutput& 
     const ScheduledRequest& step = plan.scheduled[i];
     if (!step.samples) continue;
     RequestState& live = *live_.at(step.id);
+    if (live.pooler != nullptr) continue;
     const int32_t drafts = step.num_draft_tokens;
     // The rows of the last known token and of each draft: row j predicts the token after them.
     const int32_t first_row = forward_output_.row_start[i + 1] - (drafts + 1);
@@ -296,6 +310,22 @@ std::vector<std::vector<SampleResult>> Engine::SampleAll(const SchedulerOutput& 
     }
   }
   return results;
+}
+
+void Engine::Pool(const SchedulerOutput& plan) {
+  for (RequestId id : plan.preempted) {
+    const auto it = live_.find(id);
+    if (it != live_.end() && it->second->pooler != nullptr) it->second->pooler->Reset();
+  }
+  const int64_t h = forward_output_.hidden_size;
+  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+    Pooler* pooler = live_.at(plan.scheduled[i].id)->pooler.get();
+    if (pooler == nullptr) continue;
+    const int32_t first = forward_output_.hidden_row_start[i];
+    pooler->Add(forward_output_.hidden.data() + first * h,
+                forward_output_.hidden_row_start[i + 1] - first,
+                plan.scheduled[i].num_computed_tokens);
+  }
 }
 
 void Engine::CountVerification(int32_t drafts, int32_t accepted) {
@@ -392,6 +422,7 @@ void Engine::RunStep() {
   const absl::Status forward = backend_->Forward(batch_, &forward_output_);
   const absl::Time forward_end = clock_->Now();
   if (!forward.ok()) return FailStep(plan, forward);
+  Pool(plan);
 
   std::vector<std::vector<SampleResult>> results = SampleAll(plan);
   std::vector<std::vector<int32_t>> emitted(results.size());
@@ -422,6 +453,10 @@ void Engine::RunStep() {
     }
     output.finish =
         out.status == RequestStatus::kFinishedStopped ? FinishReason::kStop : FinishReason::kLength;
+    if (live.pooler != nullptr) {
+      live.first_token = forward_end;
+      output.embedding = live.pooler->Finish(out.num_prompt_tokens);
+    }
     if (!live.constraint_error.ok()) {
       // The EOS that ended it was forced, not generated.
       output.tokens.clear();

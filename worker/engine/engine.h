@@ -41,6 +41,7 @@
 #include "absl/time/time.h"
 #include "common/base/clock.h"
 #include "worker/engine/backend.h"
+#include "worker/engine/pooler.h"
 #include "worker/kv/kv_cache_manager.h"
 #include "worker/sampling/sampler.h"
 #include "worker/sampling/sampling_state.h"
@@ -134,6 +135,8 @@ struct EngineOutput {
   FinishReason finish = FinishReason::kNone;
   // With kError: what went wrong (the backend failed).
   absl::Status error;
+  // Embedding requests, on their last message (kStop): the pooled embedding.
+  std::vector<float> embedding;
   // Set on the last message.
   int32_t prompt_tokens = 0;
   int32_t cached_prompt_tokens = 0;
@@ -158,6 +161,11 @@ struct EngineRequest {
   // constrained request may not set ignore_eos or min_tokens (INVALID_ARGUMENT from AddRequest):
   // the grammar alone decides where the output may end.
   std::shared_ptr<const structured::CompiledGrammar> grammar;
+  // Set: an embedding request. Its prompt is computed (it may fill the whole context) and pooled
+  // into EngineOutput::embedding, and it finishes (kStop) without generating; stopping.max_tokens
+  // must be 0, and sampling, grammar and the prefix cache are not used. FAILED_PRECONDITION from
+  // AddRequest when the backend cannot return hidden states.
+  std::optional<PoolingParams> pooling;
   // Called on the engine thread with every output, the last one with finish != kNone. It must
   // not block; it may call AbortRequest.
   OutputCallback on_output;
@@ -216,6 +224,8 @@ class Engine {
     SamplingState sampling;
     // Constrained requests only: the grammar's state, and the mask it fills every step.
     std::unique_ptr<structured::GrammarMatcher> matcher;
+    // Embedding requests only.
+    std::unique_ptr<Pooler> pooler;
     std::vector<uint32_t> bitmask;
     // Set when the matcher ran out of work budget: the request ends with it this step.
     absl::Status constraint_error;
@@ -246,6 +256,9 @@ class Engine {
   // the request's sampling state and grammar as it goes, since each position's sample depends on
   // the ones before.
   std::vector<std::vector<SampleResult>> SampleAll(const SchedulerOutput& plan);
+  // Hands each embedding request's hidden states of this step to its pooler (after resetting
+  // those of requests the plan preempted).
+  void Pool(const SchedulerOutput& plan);
   // Gives the requests that just decoded (and still run) drafts for their next step.
   void ProposeDrafts(absl::Span<const RequestId> decoded);
   // Constrained decoding: forbids every token the request's grammar does not allow next.

@@ -47,6 +47,10 @@ struct Request {
   std::vector<int32_t> tokens;
   int32_t num_prompt_tokens = 0;
   StoppingParams stopping;
+  // An embedding request: it computes its prompt and finishes (kFinishedStopped) with no output
+  // token (stopping.max_tokens is 0), and never shares or caches blocks through the prefix cache
+  // (its pooling needs the hidden state of every prompt token).
+  bool pooling = false;
   // Lower is served first (priority policy); ties in arrival order.
   int32_t priority = 0;
   std::string cache_salt;

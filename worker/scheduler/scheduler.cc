@@ -25,7 +25,13 @@ absl::Status CheckRequestFits(const Request& request, const SchedulerConfig& con
   if (request.num_prompt_tokens <= 0 || request.num_prompt_tokens != request.num_tokens()) {
     return absl::InvalidArgumentError("the prompt must hold at least one token");
   }
-  if (stop.max_tokens < 1) return absl::InvalidArgumentError("max_tokens must be at least 1");
+  if (request.pooling) {
+    if (stop.max_tokens != 0) {
+      return absl::InvalidArgumentError("an embedding request generates no tokens: max_tokens 0");
+    }
+  } else if (stop.max_tokens < 1) {
+    return absl::InvalidArgumentError("max_tokens must be at least 1");
+  }
   if (stop.min_tokens < 0 || stop.min_tokens > stop.max_tokens) {
     return absl::InvalidArgumentError(
         absl::StrCat("min_tokens ", stop.min_tokens, " is outside [0, max_tokens]"));
@@ -51,7 +57,7 @@ absl::Status Scheduler::AddRequest(std::unique_ptr<Request> request) {
     return absl::AlreadyExistsError(absl::StrCat("request ", request->id, " is already live"));
   }
   request->block_hashes.clear();
-  if (kv_->prefix_caching()) {
+  if (kv_->prefix_caching() && !request->pooling) {
     request->block_hashes =
         common::HashFullBlocks(request->tokens, kv_->block_size(), request->cache_salt);
   }
@@ -251,6 +257,13 @@ std::vector<RequestOutput> Scheduler::Update(const SchedulerOutput& output,
     const int32_t num_known = step.num_new_tokens - step.num_draft_tokens;
     request.num_computed_tokens += num_known;
     if (!step.samples) continue;
+    if (request.pooling) {
+      // Its prompt is computed: the engine pooled it.
+      RequestOutput out{.id = step.id, .status = RequestStatus::kFinishedStopped};
+      Finish(step.id, out.status, &out);
+      outputs.push_back(std::move(out));
+      continue;
+    }
     const std::vector<int32_t>& run = emitted[i];
     LLMSERVE_CHECK(!run.empty() && static_cast<int32_t>(run.size()) <= step.num_draft_tokens + 1)
         << "request " << step.id << " emitted " << run.size() << " tokens with "

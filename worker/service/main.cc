@@ -69,6 +69,14 @@ ABSL_FLAG(int, threads, 0,
 ABSL_FLAG(
     int, max_queue, 256,
     "requests allowed to wait for a slot before new ones get RESOURCE_EXHAUSTED (0: no limit)");
+ABSL_FLAG(std::string, task, "generate",
+          "generate: text generation; embed: serve the model as embeddings (/v1/embeddings), "
+          "prompt only, one vector per request");
+ABSL_FLAG(std::string, pooling, "auto",
+          "--task=embed: which hidden states make the embedding: last (token), mean, cls, or auto "
+          "(the model's sentence-transformers Pooling module, else last)");
+ABSL_FLAG(bool, normalize_embeddings, true,
+          "--task=embed: scale every embedding to unit length (L2)");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: serve gRPC over TLS");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
 ABSL_FLAG(std::string, tls_client_ca, "",
@@ -171,6 +179,17 @@ absl::StatusOr<llmserve::worker::WorkerServerOptions> OptionsFromFlags(bool lm_h
   options.max_queue = absl::GetFlag(FLAGS_max_queue);
   options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
   options.vllm_metric_names = absl::GetFlag(FLAGS_vllm_metric_names);
+  options.task = absl::GetFlag(FLAGS_task);
+  if (const std::string pooling = absl::GetFlag(FLAGS_pooling); pooling != "auto") {
+    absl::StatusOr<llmserve::worker::PoolingMethod> method =
+        llmserve::worker::ParsePoolingMethod(pooling);
+    if (!method.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--pooling=", pooling, " is not one of auto, last, mean, cls"));
+    }
+    options.pooling = *method;
+  }
+  options.normalize_embeddings = absl::GetFlag(FLAGS_normalize_embeddings);
   absl::StatusOr<llmserve::worker::SpeculativeConfig> speculative =
       llmserve::worker::SpeculativeConfigFromFlags();
   if (!speculative.ok()) return speculative.status();

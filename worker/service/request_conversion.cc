@@ -1,8 +1,10 @@
 #include "worker/service/request_conversion.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/base/worker_api_limits.h"
 
 namespace llmserve::worker {
@@ -48,7 +50,65 @@ SamplingParams ToSamplingParams(const ::llmserve::v1::SamplingParams& proto) {
   return ::llmserve::v1::FINISH_REASON_UNSPECIFIED;
 }
 
+// The part of ToEngineRequest that is particular to embedding requests.
+absl::StatusOr<EngineRequest> ToEmbeddingRequest(const v1::GenerateRequest& request,
+                                                 const EmbeddingTask& task,
+                                                 const RequestLimits& limits) {
+  const int prompt_len = request.prompt_token_ids_size();
+  if (prompt_len > limits.max_model_len) {
+    return Invalid("prompt_token_ids",
+                   absl::StrCat(prompt_len, " tokens, but the worker's context (max_model_len) is ",
+                                limits.max_model_len));
+  }
+  const auto unused = [](absl::string_view field) {
+    return Invalid(field, "does not apply to an embedding request; leave it unset");
+  };
+  if (request.has_sampling()) return unused("sampling");
+  if (request.max_tokens() != 0) return unused("max_tokens");
+  if (request.stop_token_ids_size() > 0) return unused("stop_token_ids");
+  if (request.ignore_eos()) return unused("ignore_eos");
+  if (request.min_tokens() != 0) return unused("min_tokens");
+  if (request.has_structured_output()) return unused("structured_output");
+  const int64_t dimensions = request.embedding().dimensions();
+  if (dimensions != 0 && dimensions != task.size) {
+    if (!task.matryoshka) {
+      return Invalid("embedding.dimensions",
+                     absl::StrCat(dimensions, ": this model's embeddings have ", task.size,
+                                  " dimensions and it was not trained to be truncated "
+                                  "(no matryoshka_dimensions or is_matryoshka in its config)"));
+    }
+    const std::vector<int64_t>& allowed = task.matryoshka_dimensions;
+    if (dimensions > task.size || (!allowed.empty() && std::find(allowed.begin(), allowed.end(),
+                                                                 dimensions) == allowed.end())) {
+      return Invalid("embedding.dimensions",
+                     allowed.empty() ? absl::StrCat(dimensions, " is outside [1, ", task.size, "]")
+                                     : absl::StrCat(dimensions,
+                                                    " is not one of the model's matryoshka "
+                                                    "dimensions (",
+                                                    absl::StrJoin(allowed, ", "), ")"));
+    }
+  }
+  EngineRequest out;
+  out.prompt.reserve(prompt_len);
+  for (int i = 0; i < prompt_len; ++i) {
+    const int32_t id = request.prompt_token_ids(i);
+    if (id < 0 || id >= limits.vocab_size) {
+      return Invalid(absl::StrCat("prompt_token_ids[", i, "]"),
+                     absl::StrCat(id, " is outside the vocabulary [0, ", limits.vocab_size, ")"));
+    }
+    out.prompt.push_back(id);
+  }
+  out.stopping.max_tokens = 0;
+  out.pooling = PoolingParams{.method = task.method,
+                              .normalize = task.normalize,
+                              .dimensions = static_cast<int32_t>(dimensions)};
+  return out;
+}
+
 }  // namespace
+
+absl::StatusOr<EngineRequest> CheckPriorityAndSalt(const v1::GenerateRequest& request,
+                                                   EngineRequest out);
 
 absl::Status ValidateRequestId(const std::string& request_id) {
   if (request_id.empty() || request_id.size() > common::kMaxRequestIdLength) {
@@ -67,6 +127,20 @@ absl::StatusOr<EngineRequest> ToEngineRequest(const v1::GenerateRequest& request
                                               const RequestLimits& limits) {
   const int prompt_len = request.prompt_token_ids_size();
   if (prompt_len == 0) return Invalid("prompt_token_ids", "must not be empty");
+  if (request.has_embedding() != limits.embedding.has_value()) {
+    return absl::FailedPreconditionError(
+        request.has_embedding()
+            ? "embedding: this worker serves its model for text generation; embeddings need a "
+              "worker started with --task=embed"
+            : "this worker serves its model as embeddings (--task=embed): a request needs "
+              "`embedding`");
+  }
+  if (limits.embedding.has_value()) {
+    absl::StatusOr<EngineRequest> embedding =
+        ToEmbeddingRequest(request, *limits.embedding, limits);
+    if (!embedding.ok()) return embedding.status();
+    return CheckPriorityAndSalt(request, *std::move(embedding));
+  }
   if (prompt_len > limits.max_model_len - 1) {
     return Invalid("prompt_token_ids",
                    absl::StrCat(prompt_len, " tokens, but the worker's context (max_model_len) is ",
@@ -116,6 +190,11 @@ absl::StatusOr<EngineRequest> ToEngineRequest(const v1::GenerateRequest& request
     }
     out.stopping.stop_token_ids.push_back(id);
   }
+  return CheckPriorityAndSalt(request, std::move(out));
+}
+
+absl::StatusOr<EngineRequest> CheckPriorityAndSalt(const v1::GenerateRequest& request,
+                                                   EngineRequest out) {
   if (request.priority() < -common::kMaxPriority || request.priority() > common::kMaxPriority) {
     return Invalid("priority",
                    absl::StrCat(request.priority(), " is outside [", -common::kMaxPriority, ", ",
@@ -145,6 +224,7 @@ void AppendTokens(const EngineOutput& output, v1::GenerateResponse* response) {
 
 void SetFinal(const EngineOutput& output, v1::GenerateResponse* response) {
   response->set_finish_reason(ToProtoFinish(output.finish));
+  response->mutable_embedding()->Assign(output.embedding.begin(), output.embedding.end());
   ::llmserve::v1::Usage* usage = response->mutable_usage();
   usage->set_prompt_tokens(output.prompt_tokens);
   usage->set_completion_tokens(output.output_tokens);

@@ -9,6 +9,8 @@
 #define LLMSERVE_WORKER_SERVICE_REQUEST_CONVERSION_H_
 
 #include <cstdint>
+#include <optional>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -17,10 +19,24 @@
 
 namespace llmserve::worker {
 
+// How a worker serving embeddings (--task embed) makes them.
+struct EmbeddingTask {
+  PoolingMethod method = PoolingMethod::kLast;
+  bool normalize = true;
+  // The hidden size.
+  int64_t size = 0;
+  // Matryoshka: lengths a request may truncate to (empty: any in [1, size]).
+  bool matryoshka = false;
+  std::vector<int64_t> matryoshka_dimensions;
+};
+
 // What a request is checked against.
 struct RequestLimits {
   int64_t vocab_size = 0;
   int32_t max_model_len = 0;
+  // Set when the worker serves embeddings: then every request must be an embedding request, and
+  // otherwise none may be.
+  std::optional<EmbeddingTask> embedding;
 };
 
 // Fields the engine does not check itself are checked against common/base/worker_api_limits.h.
@@ -30,7 +46,9 @@ absl::Status ValidateRequestId(const std::string& request_id);
 
 // The engine request for `request` (without its callback): INVALID_ARGUMENT naming the first bad
 // field (prompt_token_ids, sampling.*, max_tokens, stop_token_ids, min_tokens, priority,
-// cache_salt). The engine re-checks what depends on its KV capacity.
+// cache_salt, embedding.dimensions, or a generation field set on an embedding request);
+// FAILED_PRECONDITION for an embedding request to a worker that does not serve embeddings, or the
+// reverse. The engine re-checks what depends on its KV capacity.
 absl::StatusOr<EngineRequest> ToEngineRequest(const v1::GenerateRequest& request,
                                               const RequestLimits& limits);
 
@@ -38,7 +56,8 @@ absl::StatusOr<EngineRequest> ToEngineRequest(const v1::GenerateRequest& request
 // when the client reads slower than the engine produces).
 void AppendTokens(const EngineOutput& output, v1::GenerateResponse* response);
 
-// Sets finish reason, usage and timing from the last output of a request.
+// Sets finish reason, usage, timing and (embedding requests) the embedding from the last output
+// of a request.
 void SetFinal(const EngineOutput& output, v1::GenerateResponse* response);
 
 }  // namespace llmserve::worker

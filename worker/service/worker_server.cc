@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -135,15 +136,20 @@ absl::Status AddTokenizerFiles(const std::string& model_dir, v1::ModelInfo* info
 
 // One short request through the whole engine, so the first client does not pay for cold caches
 // and lazily allocated buffers, and a broken backend fails at start, not on traffic.
-absl::Status WarmUp(Engine& engine) {
+absl::Status WarmUp(Engine& engine, bool embed) {
   absl::Notification done;
   absl::Status result;
   EngineRequest request;
   request.prompt = {engine.model_config().bos_token_id >= 0 ? engine.model_config().bos_token_id
                                                             : 0};
-  request.sampling.temperature = 0;
-  request.stopping.max_tokens = 1;
-  request.stopping.ignore_eos = true;
+  if (embed) {
+    request.stopping.max_tokens = 0;
+    request.pooling = PoolingParams{};
+  } else {
+    request.sampling.temperature = 0;
+    request.stopping.max_tokens = 1;
+    request.stopping.ignore_eos = true;
+  }
   request.on_output = [&](const EngineOutput& output) {
     if (output.finish == FinishReason::kNone) return;
     if (output.finish == FinishReason::kError) result = output.error;
@@ -206,6 +212,24 @@ absl::Status ValidateWorkerServerOptions(const WorkerServerOptions& o) {
         absl::StrCat("--speculative_method=draft runs on --backend=cpu only (the ", o.backend,
                      " backend cannot load a draft model yet); --speculative_method=ngram runs on "
                      "both"));
+  }
+  if (o.task != "generate" && o.task != "embed") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--task=", o.task, " is not one of generate, embed"));
+  }
+  if (o.task == "embed") {
+    if (o.backend != "cpu") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--task=embed runs on --backend=cpu only (the ", o.backend,
+                       " backend does not return hidden states yet)"));
+    }
+    if (o.speculative.enabled()) {
+      return absl::InvalidArgumentError(
+          "--speculative_method does not apply to --task=embed (embeddings generate no tokens)");
+    }
+  } else if (o.pooling.has_value() || !o.normalize_embeddings) {
+    return absl::InvalidArgumentError(
+        "--pooling and --normalize_embeddings apply to --task=embed only");
   }
   if (o.drain_timeout < absl::ZeroDuration() || o.drain_timeout > absl::Hours(24)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -351,7 +375,48 @@ absl::Status WorkerServer::DescribeModel() {
   info.set_lm_head_quantized(engine_->backend().lm_head_quantized());
   info.set_worker_id(WorkerId());
   info.set_prefix_caching(options_.enable_prefix_caching);
+  info.set_task(options_.task);
+  if (options_.task == "embed") LLMSERVE_RETURN_IF_ERROR(DescribeEmbeddings(config, &info));
   return AddTokenizerFiles(options_.model_dir, &info);
+}
+
+absl::Status WorkerServer::DescribeEmbeddings(const ModelConfig& config, v1::ModelInfo* info) {
+  // A GGUF or llama2.c file has no sentence-transformers modules: the flags decide.
+  std::string config_json;
+  std::error_code error;
+  if (std::filesystem::is_directory(options_.model_dir, error)) {
+    absl::StatusOr<std::string> text =
+        ReadTextFile(options_.model_dir + "/config.json", kMaxTokenizerBytes);
+    if (text.ok()) config_json = *std::move(text);
+  }
+  absl::StatusOr<PoolingConfig> pooling =
+      std::filesystem::is_directory(options_.model_dir, error)
+          ? ReadPoolingConfig(options_.model_dir, config_json, config.hidden_size)
+          : absl::StatusOr<PoolingConfig>(PoolingConfig{});
+  if (!pooling.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(options_.model_dir, "/", pooling.status().message()));
+  }
+  const PoolingMethod method =
+      options_.pooling.value_or(pooling->method.value_or(PoolingMethod::kLast));
+  info->set_embedding_size(static_cast<uint32_t>(config.hidden_size));
+  info->set_pooling(std::string(PoolingMethodName(method)));
+  info->set_normalize_embeddings(options_.normalize_embeddings);
+  info->set_matryoshka(pooling->matryoshka);
+  for (int64_t dimensions : pooling->matryoshka_dimensions) {
+    info->add_matryoshka_dimensions(static_cast<uint32_t>(dimensions));
+  }
+  // Embeddings share no blocks (every prompt token's hidden state is pooled): the cache has
+  // nothing to offer, and the gateway should route by load alone.
+  info->set_prefix_caching(false);
+  LLMSERVE_LOG(INFO) << "serving embeddings of " << config.hidden_size << " dimensions, "
+                     << PoolingMethodName(method) << " pooling"
+                     << (options_.pooling.has_value()  ? " (--pooling)"
+                         : pooling->method.has_value() ? " (sentence-transformers config)"
+                                                       : " (the default)")
+                     << (options_.normalize_embeddings ? ", normalized" : ", not normalized")
+                     << (pooling->matryoshka ? ", Matryoshka truncation allowed" : "");
+  return absl::OkStatus();
 }
 
 absl::Status WorkerServer::StartMetrics() {
@@ -375,7 +440,7 @@ absl::Status WorkerServer::StartMetrics() {
 absl::Status WorkerServer::StartEngine() {
   engine_->Start();
   const absl::Time warm_start = absl::Now();
-  LLMSERVE_RETURN_IF_ERROR(WarmUp(*engine_));
+  LLMSERVE_RETURN_IF_ERROR(WarmUp(*engine_, options_.task == "embed"));
   step_metrics_ = metrics_.get();
   LLMSERVE_LOG(INFO) << "warm-up step done in "
                      << absl::FormatDuration(

@@ -28,6 +28,7 @@
 #include "common/tracing/tracer.h"
 #include "worker/engine/engine.h"
 #include "worker/model/dtype.h"
+#include "worker/model/pooling_config.h"
 #include "worker/model/quantization.h"
 #include "worker/service/load_accountant.h"
 #include "worker/service/worker_metrics.h"
@@ -74,6 +75,12 @@ struct WorkerServerOptions {
   bool vllm_metric_names = false;
   // Speculative decoding (EngineConfig::speculative).
   SpeculativeConfig speculative;
+  // "generate", or "embed": serve the model as embeddings (GenerateRequest.embedding), pooled by
+  // `pooling` (unset: the model directory's sentence-transformers Pooling module, else last
+  // token) and normalized to unit length unless normalize_embeddings is false.
+  std::string task = "generate";
+  std::optional<PoolingMethod> pooling;
+  bool normalize_embeddings = true;
   // TLS on the gRPC port (and mutual TLS with a client CA); empty: plaintext.
   common::ServerTlsFiles tls;
   // TEST ONLY (--test_only_crash_on_prompt_tokens): crash on a prompt holding these ids in a row
@@ -116,6 +123,8 @@ class WorkerServer {
   // listener with its health service.
   absl::Status LoadEngine();
   absl::Status DescribeModel();
+  // --task=embed: how embeddings are made (the model's sentence-transformers files and flags).
+  absl::Status DescribeEmbeddings(const ModelConfig& config, v1::ModelInfo* info);
   absl::Status StartMetrics();
   absl::Status StartEngine();
   absl::Status MakeService();

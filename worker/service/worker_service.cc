@@ -26,12 +26,32 @@ class RefusedCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
 }  // namespace
 
+namespace {
+
+RequestLimits LimitsOf(const v1::ModelInfo& info) {
+  RequestLimits limits{.vocab_size = static_cast<int64_t>(info.vocab_size()),
+                       .max_model_len = static_cast<int32_t>(info.max_model_len())};
+  if (info.task() == "embed") {
+    EmbeddingTask task{.method = ParsePoolingMethod(info.pooling()).value_or(PoolingMethod::kLast),
+                       .normalize = info.normalize_embeddings(),
+                       .size = info.embedding_size(),
+                       .matryoshka = info.matryoshka()};
+    task.matryoshka_dimensions.assign(info.matryoshka_dimensions().begin(),
+                                      info.matryoshka_dimensions().end());
+    limits.embedding = std::move(task);
+  }
+  return limits;
+}
+
+}  // namespace
+
 WorkerService::WorkerService(Engine* engine, LoadAccountant* load, WorkerMetrics* metrics,
                              v1::ModelInfo model_info, StructuredOutputCompiler* structured,
                              std::string structured_error)
     : engine_(engine),
       metrics_(metrics),
       model_info_(std::move(model_info)),
+      limits_(LimitsOf(model_info_)),
       structured_(structured),
       structured_error_(std::move(structured_error)),
       broadcaster_(load, engine, model_info_.prefix_caching()) {}
@@ -53,11 +73,12 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WorkerService::Generate(
   // The request's server span, in the trace of the gateway's attempt when it sent one.
   common::tracing::Span span;
   if (tracer_ != nullptr) {
-    span =
-        tracer_->StartSpan(absl::StrCat("text_completion ", model_info_.model_name()),
-                           common::tracing::SpanKind::kServer,
-                           common::tracing::ParseTraceParent(MetadataOf(*context, "traceparent"),
-                                                             MetadataOf(*context, "tracestate")));
+    span = tracer_->StartSpan(
+        absl::StrCat(limits_.embedding.has_value() ? "embeddings " : "text_completion ",
+                     model_info_.model_name()),
+        common::tracing::SpanKind::kServer,
+        common::tracing::ParseTraceParent(MetadataOf(*context, "traceparent"),
+                                          MetadataOf(*context, "tracestate")));
     span.SetAttribute("gen_ai.operation.name", std::string("text_completion"));
     span.SetAttribute("gen_ai.provider.name", std::string("llmserve"));
     span.SetAttribute("gen_ai.request.model", model_info_.model_name());
@@ -91,9 +112,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WorkerService::Generate(
   if (const absl::Status id = ValidateRequestId(request->request_id()); !id.ok()) {
     return refuse(id);
   }
-  absl::StatusOr<EngineRequest> engine_request = ToEngineRequest(
-      *request, {.vocab_size = static_cast<int64_t>(model_info_.vocab_size()),
-                 .max_model_len = static_cast<int32_t>(model_info_.max_model_len())});
+  absl::StatusOr<EngineRequest> engine_request = ToEngineRequest(*request, limits_);
   if (!engine_request.ok()) return refuse(engine_request.status());
   if (request->has_structured_output()) {
     if (structured_ == nullptr) {

@@ -26,6 +26,7 @@
 #include "worker/service/generate_call.h"
 #include "worker/service/load_accountant.h"
 #include "worker/service/load_broadcaster.h"
+#include "worker/service/request_conversion.h"
 #include "worker/service/structured_output.h"
 #include "worker/service/worker_metrics.h"
 
@@ -87,6 +88,8 @@ class WorkerService final : public RawWorkerService {
   Engine* const engine_;
   WorkerMetrics* const metrics_;
   const v1::ModelInfo model_info_;
+  // What every request is checked against (from model_info_).
+  const RequestLimits limits_;
   StructuredOutputCompiler* const structured_;
   const std::string structured_error_;
   LoadBroadcaster broadcaster_;

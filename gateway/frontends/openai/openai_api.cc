@@ -11,6 +11,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/status/http_error.h"
+#include "gateway/frontends/openai/embeddings_job.h"
+#include "gateway/frontends/openai/embeddings_request.h"
 #include "gateway/frontends/openai/openai_logprobs.h"
 #include "gateway/frontends/openai/responses_job.h"
 #include "gateway/frontends/openai/responses_request.h"
@@ -388,11 +390,14 @@ void OpenAiApi::Handle(http::HttpRequest request, std::shared_ptr<http::Response
   }
   if (path == "/v1/responses" && post)
     return HandleResponses(std::move(request), std::move(writer));
+  if (path == "/v1/embeddings" && post) {
+    return HandleEmbeddings(std::move(request), std::move(writer));
+  }
   // Without metrics_text_ (a separate metrics port serves them) /metrics does not exist here.
   const bool known = path == "/healthz" || path == "/readyz" ||
                      (path == "/metrics" && metrics_text_) || path == "/v1/models" ||
                      path == "/v1/completions" || path == "/v1/chat/completions" ||
-                     path == "/v1/responses";
+                     path == "/v1/responses" || path == "/v1/embeddings";
   if (known) {
     return http::SendError(*writer, common::MethodNotAllowed(request.method, path));
   }
@@ -523,6 +528,31 @@ void OpenAiApi::HandleResponses(http::HttpRequest request,
     lifecycle.set_request_id(absl::StrCat("resp_", id));
     parsed->chat.request.Clear();
     job->SetPrepared(*std::move(parsed), run->model, std::move(id));
+    return run;
+  };
+  run->Start(std::move(input));
+}
+
+void OpenAiApi::HandleEmbeddings(http::HttpRequest request,
+                                 std::shared_ptr<http::ResponseWriter> writer) {
+  auto job = std::make_shared<EmbeddingsJob>(writer);
+  std::shared_ptr<RequestRun> run = NewRun(BeginLifecycle(request, "embeddings"), job, *writer);
+  RunInput input;
+  input.authorization = std::string(request.Header("authorization"));
+  input.prompt_bytes = request.body.size();
+  input.prepare = [runner = runner_, job, body = std::move(request.body)](
+                      RequestLifecycle& lifecycle) -> absl::StatusOr<PreparedRun> {
+    absl::StatusOr<EmbeddingsRequest> parsed = ParseEmbeddingsRequest(body);
+    if (!parsed.ok()) return parsed.status();
+    absl::StatusOr<std::shared_ptr<const ServedModel>> model =
+        runner->catalog().Resolve(parsed->model);
+    lifecycle.set_model(model.ok() ? (*model)->name() : parsed->model);
+    if (!model.ok()) return model.status();
+    absl::StatusOr<PreparedRun> run = PrepareEmbeddings(*model, parsed->inputs, parsed->dimensions,
+                                                        "", runner->prepare().limits());
+    if (!run.ok()) return run.status();
+    lifecycle.set_request_id(absl::StrCat("embd-", run->choices[0].request_id));
+    job->SetBase64(parsed->base64);
     return run;
   };
   run->Start(std::move(input));

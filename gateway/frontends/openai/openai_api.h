@@ -1,6 +1,7 @@
 // The OpenAI-compatible HTTP API on the gateway's HTTP server:
 //   POST /v1/completions, POST /v1/chat/completions   (stream: true -> SSE, data: [DONE])
 //   POST /v1/responses   (stateless; responses_request.h, responses_job.h)
+//   POST /v1/embeddings  (embeddings_request.h, embeddings_job.h; workers run with --task=embed)
 //   GET  /v1/models
 //   GET  /healthz (liveness), /readyz (a worker is ready and the gateway is not draining),
 //        /metrics (Prometheus text)
@@ -49,6 +50,7 @@ class OpenAiApi {
   void HandleGeneration(OpenAiEndpoint endpoint, http::HttpRequest request,
                         std::shared_ptr<http::ResponseWriter> writer);
   void HandleResponses(http::HttpRequest request, std::shared_ptr<http::ResponseWriter> writer);
+  void HandleEmbeddings(http::HttpRequest request, std::shared_ptr<http::ResponseWriter> writer);
   // The request's lifecycle (endpoint = its path, a trace continued from its headers).
   std::shared_ptr<RequestLifecycle> BeginLifecycle(const http::HttpRequest& request,
                                                    const char* operation) const;

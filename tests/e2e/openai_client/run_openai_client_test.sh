@@ -2,7 +2,7 @@
 # The official `openai` npm client against a real gateway and worker on loopback; `ajv` checks
 # structured outputs and tool-call arguments against their JSON Schemas. A second gateway in front
 # of the same worker parses reasoning (--reasoning_parser=deepseek_r1) for reasoning_test.mjs and
-# responses_test.mjs.
+# responses_test.mjs; a second worker serves the model as embeddings for embeddings_test.mjs.
 # Usage: run_openai_client_test.sh BIN_DIR WORK_DIR
 # Exit 77 (skipped) when node/npm are missing or the npm registry cannot be reached.
 set -uo pipefail
@@ -43,12 +43,25 @@ for _ in $(seq 1 600); do
 done
 [ -n "$worker_port" ] || { echo "FAIL: worker did not start"; cat "$work/worker.log"; exit 1; }
 
-# start_gateway LOG [FLAGS...]: starts a gateway in front of the worker; sets http_port.
+# The same model served as embeddings by a second worker, as "tiny-embed".
+"$bin/llmserve-worker" --model "$model" --served-model-name tiny-embed --task embed \
+  --host 127.0.0.1 --port 0 --metrics-port -1 --threads 1 --kv-cache-memory 16MiB \
+  >"$work/worker-embed.log" 2>&1 &
+pids+=($!)
+embed_port=""
+for _ in $(seq 1 600); do
+  embed_port="$(grep -o ' on 127.0.0.1:[0-9]*' "$work/worker-embed.log" | head -1 | grep -o '[0-9]*$')"
+  [ -n "$embed_port" ] && break
+  sleep 0.1
+done
+[ -n "$embed_port" ] || { echo "FAIL: embedding worker did not start"; cat "$work/worker-embed.log"; exit 1; }
+
+# start_gateway LOG [FLAGS...]: starts a gateway in front of the workers; sets http_port.
 start_gateway() {
   local log="$1"
   shift
   "$bin/llmserve-gateway" --host 127.0.0.1 --grpc-port 0 --http-port 0 \
-    --workers "127.0.0.1:$worker_port" "$@" >"$log" 2>&1 &
+    --workers "127.0.0.1:$worker_port,127.0.0.1:$embed_port" "$@" >"$log" 2>&1 &
   pids+=($!)
   http_port=""
   for _ in $(seq 1 600); do
@@ -63,12 +76,13 @@ reasoning_port="$http_port"
 start_gateway "$work/gateway.log"
 
 (cd "$work" && cp "$here/openai_client_test.mjs" "$here/structured_outputs_test.mjs" \
-  "$here/reasoning_test.mjs" "$here/responses_test.mjs" . && \
+  "$here/reasoning_test.mjs" "$here/responses_test.mjs" "$here/embeddings_test.mjs" . && \
   timeout 120 node openai_client_test.mjs "http://127.0.0.1:$http_port/v1" tiny && \
   timeout 300 node structured_outputs_test.mjs "http://127.0.0.1:$http_port/v1" tiny && \
   timeout 120 node reasoning_test.mjs "http://127.0.0.1:$reasoning_port/v1" tiny && \
   timeout 120 node responses_test.mjs "http://127.0.0.1:$http_port/v1" \
-    "http://127.0.0.1:$reasoning_port/v1" tiny)
+    "http://127.0.0.1:$reasoning_port/v1" tiny && \
+  timeout 120 node embeddings_test.mjs "http://127.0.0.1:$http_port/v1" tiny-embed tiny)
 status=$?
 for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
 for pid in "${pids[@]}"; do

@@ -307,27 +307,44 @@ void CpuBackend::Mlp(const LayerWeights& w, const LayerProjections& projections,
 void CpuBackend::ComputeLogits(const ForwardBatch& batch, ForwardOutput* output) {
   const ModelConfig& c = config();
   const int64_t h = c.hidden_size;
-  // Only the rows that need logits go through the final norm and the LM head.
-  std::vector<int32_t> rows;
+  // Only the rows that need logits go through the final norm and the LM head; an embedding
+  // request's rows go through the norm into output->hidden instead.
+  std::vector<int32_t> rows, hidden_rows;
   output->row_start.assign(1, 0);
+  output->hidden_row_start.assign(1, 0);
   for (int32_t s = 0; s < batch.num_seqs(); ++s) {
-    const bool all = !batch.all_logits.empty() && batch.all_logits[s];
-    for (int32_t t = all ? batch.query_start[s] : batch.query_start[s + 1] - 1;
-         t < batch.query_start[s + 1]; ++t) {
-      rows.push_back(t);
+    if (batch.wants_hidden_states(s)) {
+      for (int32_t t = batch.query_start[s]; t < batch.query_start[s + 1]; ++t) {
+        hidden_rows.push_back(t);
+      }
+    } else {
+      const bool all = !batch.all_logits.empty() && batch.all_logits[s];
+      for (int32_t t = all ? batch.query_start[s] : batch.query_start[s + 1] - 1;
+           t < batch.query_start[s + 1]; ++t) {
+        rows.push_back(t);
+      }
     }
     output->row_start.push_back(static_cast<int32_t>(rows.size()));
+    output->hidden_row_start.push_back(static_cast<int32_t>(hidden_rows.size()));
   }
+  const auto final_norm = [&](const std::vector<int32_t>& selected, float* out) {
+    pool_.ParallelFor(static_cast<int64_t>(selected.size()), [&](int, int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        cpu::Norm(c.norm, hidden_.data() + selected[r] * h,
+                  weights_->final_norm_weight.data_as<float>(),
+                  BiasOrNull(weights_->final_norm_bias), static_cast<float>(c.norm_eps), 1, h,
+                  out + r * h);
+      }
+    });
+  };
+  output->hidden_size = h;
+  output->hidden.resize(hidden_rows.size() * h);
+  if (!hidden_rows.empty()) final_norm(hidden_rows, output->hidden.data());
   const int64_t num_rows = static_cast<int64_t>(rows.size());
-  pool_.ParallelFor(num_rows, [&](int, int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      cpu::Norm(c.norm, hidden_.data() + rows[r] * h, weights_->final_norm_weight.data_as<float>(),
-                BiasOrNull(weights_->final_norm_bias), static_cast<float>(c.norm_eps), 1, h,
-                normed_.data() + r * h);
-    }
-  });
   output->vocab_size = c.vocab_size;
   output->logits.resize(num_rows * c.vocab_size);
+  if (num_rows == 0) return;
+  final_norm(rows, normed_.data());
   matmul_.Run(normed_.data(), num_rows, lm_head_, output->logits.data());
 }
 

@@ -72,6 +72,7 @@ class CpuBackend final : public Backend {
   // What runs: ResolveQuantization of the options and the checkpoint.
   Quantization quantization() const { return quantization_; }
   bool lm_head_quantized() const override { return lm_head_.is_int8(); }
+  bool supports_hidden_states() const override { return true; }
   bool quantized_activations() const { return quantized_activations_; }
   // Bytes of the weights as the backend holds them (packed, quantized): what a decode step reads.
   int64_t weight_bytes() const { return weight_bytes_; }

@@ -464,6 +464,12 @@ absl::Status CudaBackend::ProfileForward() {
 
 absl::Status CudaBackend::Forward(const ForwardBatch& batch, ForwardOutput* output) {
   LLMSERVE_RETURN_IF_ERROR(ValidateForwardBatch(batch, config_, block_size_, num_blocks_));
+  for (int32_t s = 0; s < batch.num_seqs(); ++s) {
+    if (batch.wants_hidden_states(s)) {
+      return absl::UnimplementedError(
+          "the CUDA backend does not return hidden states: embeddings run on the CPU backend");
+    }
+  }
   if (batch.num_tokens() > options_.max_num_batched_tokens ||
       batch.num_seqs() > options_.max_num_seqs) {
     return absl::InvalidArgumentError(

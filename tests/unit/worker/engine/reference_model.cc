@@ -112,6 +112,18 @@ std::vector<double> ReferenceModel::Get(const std::string& name) const {
 }
 
 std::vector<std::vector<double>> ReferenceModel::Logits(const std::vector<int32_t>& tokens) const {
+  const ModelConfig& c = config_;
+  const bool gpt2 = c.family == ModelFamily::kGpt2;
+  const auto head = c.tied_embeddings ? Get(gpt2 ? "wte.weight" : "model.embed_tokens.weight")
+                                      : Get("lm_head.weight");
+  Matrix logits;
+  for (const std::vector<double>& row : Hidden(tokens)) {
+    logits.push_back(Apply(options_.bf16_matmul_inputs, head, row, c.vocab_size, false));
+  }
+  return logits;
+}
+
+std::vector<std::vector<double>> ReferenceModel::Hidden(const std::vector<int32_t>& tokens) const {
   const bool bf16 = options_.bf16_matmul_inputs;
   const ModelConfig& c = config_;
   const bool gpt2 = c.family == ModelFamily::kGpt2;
@@ -202,12 +214,9 @@ std::vector<std::vector<double>> ReferenceModel::Logits(const std::vector<int32_
   }
   const auto final_w = Get(gpt2 ? "ln_f.weight" : "model.norm.weight");
   const auto final_b = Get(gpt2 ? "ln_f.bias" : "");
-  const auto head = c.tied_embeddings ? embed : Get("lm_head.weight");
-  Matrix logits(n);
-  for (int64_t t = 0; t < n; ++t) {
-    logits[t] = Apply(bf16, head, Normalize(c, x[t], final_w, &final_b), c.vocab_size, false);
-  }
-  return logits;
+  Matrix hidden(n);
+  for (int64_t t = 0; t < n; ++t) hidden[t] = Normalize(c, x[t], final_w, &final_b);
+  return hidden;
 }
 
 }  // namespace llmserve::worker::testing

@@ -28,6 +28,9 @@ class ReferenceModel {
 
   // Logits [tokens.size()][vocab]: row p is the distribution after tokens[0..p].
   std::vector<std::vector<double>> Logits(const std::vector<int32_t>& tokens) const;
+  // The last layer's hidden states after the final norm [tokens.size()][hidden_size] (what
+  // embedding models pool).
+  std::vector<std::vector<double>> Hidden(const std::vector<int32_t>& tokens) const;
 
  private:
   // The checkpoint tensor `name` as doubles (row-major, checkpoint layout).

@@ -1,6 +1,7 @@
 #include "worker/service/request_conversion.h"
 
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -153,6 +154,83 @@ TEST(RequestConversionTest, OutputsBecomeResponses) {
   EXPECT_EQ(response.usage().completion_tokens(), 2u);
   EXPECT_EQ(response.timing().preemptions(), 1u);
   EXPECT_DOUBLE_EQ(response.timing().time_to_first_token_s(), 0.2);
+}
+
+RequestLimits EmbeddingLimits(bool matryoshka, std::vector<int64_t> dimensions = {}) {
+  RequestLimits limits = kLimits;
+  limits.embedding = EmbeddingTask{.method = PoolingMethod::kMean,
+                                   .normalize = false,
+                                   .size = 32,
+                                   .matryoshka = matryoshka,
+                                   .matryoshka_dimensions = std::move(dimensions)};
+  return limits;
+}
+
+TEST(RequestConversionTest, AnEmbeddingRequestCarriesTheWorkersPoolingAndMayFillTheContext) {
+  v1::GenerateRequest request = Valid();
+  request.mutable_prompt_token_ids()->Clear();
+  for (int i = 0; i < 64; ++i) request.add_prompt_token_ids(i);
+  request.mutable_embedding();
+  const absl::StatusOr<EngineRequest> converted = ToEngineRequest(request, EmbeddingLimits(false));
+  ASSERT_TRUE(converted.ok()) << converted.status();
+  ASSERT_TRUE(converted->pooling.has_value());
+  EXPECT_EQ(converted->pooling->method, PoolingMethod::kMean);
+  EXPECT_FALSE(converted->pooling->normalize);
+  EXPECT_EQ(converted->pooling->dimensions, 0);
+  EXPECT_EQ(converted->stopping.max_tokens, 0);
+  EXPECT_EQ(converted->prompt.size(), 64u);
+  request.add_prompt_token_ids(1);
+  EXPECT_TRUE(absl::IsInvalidArgument(ToEngineRequest(request, EmbeddingLimits(false)).status()));
+}
+
+TEST(RequestConversionTest, TheTaskMustMatchTheWorkers) {
+  v1::GenerateRequest embedding = Valid();
+  embedding.mutable_embedding();
+  EXPECT_TRUE(absl::IsFailedPrecondition(ToEngineRequest(embedding, kLimits).status()));
+  EXPECT_TRUE(
+      absl::IsFailedPrecondition(ToEngineRequest(Valid(), EmbeddingLimits(false)).status()));
+}
+
+TEST(RequestConversionTest, AnEmbeddingRequestNamesGenerationFieldsAndBadDimensions) {
+  const auto expect = [](const v1::GenerateRequest& request, const RequestLimits& limits,
+                         const std::string& fragment) {
+    const absl::StatusOr<EngineRequest> converted = ToEngineRequest(request, limits);
+    ASSERT_TRUE(absl::IsInvalidArgument(converted.status())) << fragment;
+    EXPECT_NE(converted.status().message().find(fragment), absl::string_view::npos)
+        << converted.status().message();
+  };
+  v1::GenerateRequest base = Valid();
+  base.mutable_embedding();
+  v1::GenerateRequest r = base;
+  r.set_max_tokens(3);
+  expect(r, EmbeddingLimits(false), "max_tokens");
+  r = base;
+  r.mutable_sampling()->set_temperature(0);
+  expect(r, EmbeddingLimits(false), "sampling");
+  r = base;
+  r.add_stop_token_ids(2);
+  expect(r, EmbeddingLimits(false), "stop_token_ids");
+  r = base;
+  r.mutable_embedding()->set_dimensions(8);
+  expect(r, EmbeddingLimits(false), "not trained to be truncated");
+  expect(r, EmbeddingLimits(true, {16, 24}), "16, 24");
+  r.mutable_embedding()->set_dimensions(33);
+  expect(r, EmbeddingLimits(true), "outside [1, 32]");
+  r.mutable_embedding()->set_dimensions(16);
+  const absl::StatusOr<EngineRequest> cut = ToEngineRequest(r, EmbeddingLimits(true, {16, 24}));
+  ASSERT_TRUE(cut.ok()) << cut.status();
+  EXPECT_EQ(cut->pooling->dimensions, 16);
+  r.mutable_embedding()->set_dimensions(32);  // the whole length is always allowed
+  EXPECT_TRUE(ToEngineRequest(r, EmbeddingLimits(false)).ok());
+}
+
+TEST(RequestConversionTest, TheLastMessageCarriesTheEmbedding) {
+  EngineOutput output{.finish = FinishReason::kStop, .embedding = {0.5f, -0.25f}};
+  v1::GenerateResponse response;
+  SetFinal(output, &response);
+  ASSERT_EQ(response.embedding_size(), 2);
+  EXPECT_EQ(response.embedding(1), -0.25f);
+  EXPECT_EQ(response.finish_reason(), ::llmserve::v1::FINISH_REASON_STOP);
 }
 
 }  // namespace
