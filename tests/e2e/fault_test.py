@@ -20,8 +20,9 @@
    other worker, no request fails, it exits 0; restarted, the gateway admits it again.
 3. SIGTERM the gateway under load: every stream that had started finishes (the gateway logs
    "drained" with nothing cancelled), every request sent once it drains is refused (HTTP 503 with
-   an error message, gRPC UNAVAILABLE, or a refused connection once it has exited), nothing hangs,
-   and it exits 0 in bounded time.
+   an error message, gRPC UNAVAILABLE, a refused connection once it has exited, or an HTTP
+   connection the kernel reset, unread, when the listener closed), nothing hangs, and it exits 0
+   in bounded time.
 4. Overload: a gateway with --max_concurrency=4 --max_queued_requests=4. 4 closed-loop clients
    measure the admitted throughput (completion tokens/s) alone, then with 16 more clients (each
    retrying 100 ms after a refusal): the excess gets 429 with Retry-After (and gRPC
@@ -96,6 +97,9 @@ class Result:
         self.clear = False
         self.refused = False  # refused before it ran: 429 / 503 / RESOURCE_EXHAUSTED / ...
         self.stalled = False  # a gRPC call the client library left waiting (Load.stop)
+        # The connection was reset before any byte of a response came (HTTP): the server never
+        # answered; see sigterm_the_gateway for when that counts as a refusal.
+        self.reset_before_response = False
         self.status = None
         self.detail = ""
         self.tokens = 0
@@ -145,6 +149,8 @@ def run_sse(port, prompt, max_tokens, on_first=None, timeout=PATIENCE_S):
         result.detail = f"connection refused: {error}"
         return result.finish()
     except (OSError, http.client.HTTPException) as error:
+        result.reset_before_response = (isinstance(error, ConnectionResetError)
+                                         and result.status is None and not text)
         result.detail = f"{type(error).__name__}: {error} after {text[-200:]!r}"
         return result.finish()
     finally:
@@ -194,6 +200,7 @@ def run_http(port, prompt, max_tokens, timeout=PATIENCE_S):
         result.detail = f"connection refused: {error}"
         return result.finish()
     except (OSError, http.client.HTTPException) as error:
+        result.reset_before_response = isinstance(error, ConnectionResetError)
         result.detail = f"{type(error).__name__}: {error}"
         return result.finish()
     result.finish()
@@ -572,6 +579,14 @@ def sigterm_the_gateway(cluster, summary):
     # gRPC calls that arrive while the server shuts down (after the drain) end CANCELLED, from
     # gRPC itself, before they run; and the client library may stall a call (Load.stop).
     cut_by_shutdown = [r for r in late if r.status == "CANCELLED" and r.tokens == 0]
+    # An HTTP connection still in the kernel's accept queue when the gateway closes its listener
+    # is reset by the kernel, before the gateway read a byte of it: no server can refuse those
+    # more clearly. The gateway's log above says it cut no request it had taken, so a late request
+    # reset before any response byte was never admitted: it counts as refused.
+    for r in late:
+        if r.reset_before_response:
+            r.clear = r.refused = True
+    reset_by_listener = [r for r in late if r.reset_before_response]
     stalled = [r for r in results if r.stalled]
     admitted_late = [r for r in late if not r.refused and r not in cut_by_shutdown
                      and not r.stalled]
@@ -585,13 +600,15 @@ def sigterm_the_gateway(cluster, summary):
                         str(r.status) if r.status else "connection refused") for r in late})
     log(f"gateway SIGTERM: {draining.group(0)}; {len(in_flight)} started streams all finished; "
         f"{len(late)} requests sent while it drained were refused ({', '.join(refusals)}; "
-        f"{len(cut_by_shutdown)} gRPC calls cut by its shutdown, {len(stalled)} stalled by the "
-        f"client library); exit 0 after {exited:.1f} s")
+        f"{len(cut_by_shutdown)} gRPC calls cut by its shutdown, {len(reset_by_listener)} HTTP "
+        f"connections reset by its closing listener, {len(stalled)} stalled by the client "
+        f"library); exit 0 after {exited:.1f} s")
     summary["gateway_sigterm"] = {
         "draining_grpc": int(draining.group(1)), "draining_http": int(draining.group(2)),
         "streams_in_flight_finished": len(in_flight), "refused_while_draining": len(late),
         "refusals": refusals, "grpc_cancelled_by_shutdown": len(cut_by_shutdown),
-        "client_stalls": len(stalled), "exit_after_s": round(exited, 2),
+        "client_stalls": len(stalled), "reset_by_closing_listener": len(reset_by_listener),
+        "exit_after_s": round(exited, 2),
         "requests": len(results)}
 
 
