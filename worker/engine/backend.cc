@@ -12,11 +12,12 @@ void ForwardBatch::Clear() {
   block_ids.clear();
   all_logits.clear();
   hidden_states.clear();
+  lora_slots.clear();
 }
 
 void ForwardBatch::AddSequence(const std::vector<int32_t>& tokens, int32_t computed,
                                const std::vector<int32_t>& blocks, bool want_all_logits,
-                               bool want_hidden_states) {
+                               bool want_hidden_states, int32_t lora_slot) {
   if (query_start.empty()) query_start.push_back(0);
   if (block_table_start.empty()) block_table_start.push_back(0);
   token_ids.insert(token_ids.end(), tokens.begin(), tokens.end());
@@ -26,6 +27,12 @@ void ForwardBatch::AddSequence(const std::vector<int32_t>& tokens, int32_t compu
   block_table_start.push_back(static_cast<int32_t>(block_ids.size()));
   all_logits.push_back(want_all_logits ? 1 : 0);
   hidden_states.push_back(want_hidden_states ? 1 : 0);
+  lora_slots.push_back(lora_slot);
+}
+
+absl::Status Backend::SetLoraAdapter(int32_t, std::shared_ptr<const LoraAdapter>) {
+  return absl::UnimplementedError(
+      absl::StrCat("the ", name(), " backend does not serve LoRA adapters"));
 }
 
 absl::Status ValidateForwardBatch(const ForwardBatch& batch, const ModelConfig& config,
@@ -46,6 +53,9 @@ absl::Status ValidateForwardBatch(const ForwardBatch& batch, const ModelConfig& 
   }
   if (!batch.hidden_states.empty() && batch.hidden_states.size() != static_cast<size_t>(num_seqs)) {
     return absl::InvalidArgumentError("forward batch: hidden_states needs one entry per sequence");
+  }
+  if (!batch.lora_slots.empty() && batch.lora_slots.size() != static_cast<size_t>(num_seqs)) {
+    return absl::InvalidArgumentError("forward batch: lora_slots needs one entry per sequence");
   }
   for (int32_t s = 0; s < num_seqs; ++s) {
     const int32_t new_tokens = batch.query_start[s + 1] - batch.query_start[s];

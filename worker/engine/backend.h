@@ -17,10 +17,12 @@
 #define LLMSERVE_WORKER_ENGINE_BACKEND_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "worker/model/lora_adapter.h"
 #include "worker/model/model_config.h"
 
 namespace llmserve::worker {
@@ -37,6 +39,9 @@ struct ForwardBatch {
   // Per sequence: 1 for an embedding request's chunk, which wants the hidden state (after the
   // final norm) of every new token and no logits. Empty: none.
   std::vector<uint8_t> hidden_states;
+  // Per sequence: the LoRA adapter slot whose delta its projections add (Backend::SetLoraAdapter),
+  // or -1 for the base model. Empty: the base model for all.
+  std::vector<int32_t> lora_slots;
 
   int32_t num_seqs() const { return static_cast<int32_t>(num_computed.size()); }
   int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
@@ -44,10 +49,11 @@ struct ForwardBatch {
   // Appends one sequence's chunk: `tokens` at positions num_computed.., with its block table.
   void AddSequence(const std::vector<int32_t>& tokens, int32_t computed,
                    const std::vector<int32_t>& blocks, bool want_all_logits = false,
-                   bool want_hidden_states = false);
+                   bool want_hidden_states = false, int32_t lora_slot = -1);
   bool wants_hidden_states(int32_t seq) const {
     return !hidden_states.empty() && hidden_states[seq] != 0;
   }
+  int32_t lora_slot(int32_t seq) const { return lora_slots.empty() ? -1 : lora_slots[seq]; }
 };
 
 struct ForwardOutput {
@@ -85,6 +91,13 @@ class Backend {
   // Whether Forward returns hidden states (ForwardBatch::hidden_states): embedding requests need
   // it.
   virtual bool supports_hidden_states() const { return false; }
+  // LoRA adapter slots (0: the backend serves none) and the largest rank they take.
+  virtual int32_t max_loras() const { return 0; }
+  virtual int64_t max_lora_rank() const { return 0; }
+  // Puts `adapter` in slot [0, max_loras()) (null empties it), for sequences that name the slot
+  // from the next Forward on. INVALID_ARGUMENT for a slot out of range or a rank above
+  // max_lora_rank(); UNIMPLEMENTED on backends without LoRA.
+  virtual absl::Status SetLoraAdapter(int32_t slot, std::shared_ptr<const LoraAdapter> adapter);
 
   // Runs the batch. INVALID_ARGUMENT when it is malformed (see ValidateForwardBatch): the engine
   // never sends one, but a bad index would corrupt memory, so every backend checks.

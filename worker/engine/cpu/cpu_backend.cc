@@ -10,6 +10,7 @@
 #include "common/base/cgroup_limits.h"
 #include "common/status/status_macros.h"
 #include "worker/engine/cpu/kernels.h"
+#include "worker/engine/cpu/lora_kernels.h"
 #include "worker/model/rope.h"
 
 namespace llmserve::worker {
@@ -28,6 +29,14 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
   if (options.block_size < 1 || options.block_size > 1024) {
     return absl::InvalidArgumentError(
         absl::StrCat("block_size ", options.block_size, " is outside [1, 1024]"));
+  }
+  if (options.max_loras < 0 || options.max_loras > 1024) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_loras ", options.max_loras, " is outside [0, 1024]"));
+  }
+  if (options.max_lora_rank < 1 || options.max_lora_rank > kMaxLoraRank) {
+    return absl::InvalidArgumentError(absl::StrCat("max_lora_rank ", options.max_lora_rank,
+                                                   " is outside [1, ", kMaxLoraRank, "]"));
   }
   if (options.num_threads < 0 || options.num_threads > 1024) {
     return absl::InvalidArgumentError(
@@ -127,6 +136,8 @@ CpuBackend::CpuBackend(std::unique_ptr<ModelWeights> weights, const CpuBackendOp
                       : std::make_shared<cpu::ParallelForPool>(num_threads)),
       pool_(*pool_owner_),
       matmul_(&pool_, options.quantized_activations),
+      lora_slots_(options.max_loras),
+      max_lora_rank_(options.max_lora_rank),
       scores_(num_threads) {
   const ModelConfig& c = weights_->config;
   const bool int8 = options.quantization == Quantization::kInt8;
@@ -184,6 +195,22 @@ absl::Status CpuBackend::Forward(const ForwardBatch& batch, ForwardOutput* outpu
       token_pos_[t] = batch.num_computed[s] + (t - batch.query_start[s]);
     }
   }
+  step_has_lora_ = false;
+  token_lora_.assign(tokens, -1);
+  for (int32_t s = 0; s < batch.num_seqs(); ++s) {
+    const int32_t slot = batch.lora_slot(s);
+    if (slot < 0) continue;
+    if (slot >= max_loras() || lora_slots_[slot] == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("forward batch: sequence ", s,
+                                                     " names LoRA slot ", slot,
+                                                     ", which holds no "
+                                                     "adapter (",
+                                                     max_loras(), " slots)"));
+    }
+    step_has_lora_ = true;
+    std::fill(token_lora_.begin() + batch.query_start[s],
+              token_lora_.begin() + batch.query_start[s + 1], slot);
+  }
   hidden_.resize(tokens * c.hidden_size);
   normed_.resize(tokens * c.hidden_size);
   qkv_.resize(tokens * qkv_width);
@@ -230,8 +257,12 @@ void CpuBackend::RunLayer(int layer, const ForwardBatch& batch) {
               BiasOrNull(w.attn_norm_bias), eps, end - begin, h, normed_.data() + begin * h);
   });
   matmul_.Run(normed_.data(), tokens, projections_[layer].qkv, qkv_.data());
+  const int64_t qkv_width = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
+  ApplyLora(layer, LoraTarget::kQkv, normed_.data(), h, qkv_.data(), qkv_width, tokens);
   Attention(layer, batch);
   matmul_.Run(attn_out_.data(), tokens, projections_[layer].o, proj_.data());
+  ApplyLora(layer, LoraTarget::kO, attn_out_.data(), c.num_heads * c.head_dim, proj_.data(), h,
+            tokens);
   pool_.ParallelFor(tokens, [&](int, int64_t begin, int64_t end) {
     if (!w.o_bias.empty())
       cpu::AddBias(proj_.data() + begin * h, BiasOrNull(w.o_bias), end - begin, h);
@@ -239,7 +270,7 @@ void CpuBackend::RunLayer(int layer, const ForwardBatch& batch) {
     cpu::Norm(c.norm, hidden_.data() + begin * h, w.mlp_norm_weight.data_as<float>(),
               BiasOrNull(w.mlp_norm_bias), eps, end - begin, h, normed_.data() + begin * h);
   });
-  Mlp(w, projections_[layer], tokens);
+  Mlp(layer, w, projections_[layer], tokens);
 }
 
 void CpuBackend::Attention(int layer, const ForwardBatch& batch) {
@@ -280,11 +311,13 @@ void CpuBackend::Attention(int layer, const ForwardBatch& batch) {
   });
 }
 
-void CpuBackend::Mlp(const LayerWeights& w, const LayerProjections& projections, int64_t tokens) {
+void CpuBackend::Mlp(int layer, const LayerWeights& w, const LayerProjections& projections,
+                     int64_t tokens) {
   const ModelConfig& c = config();
   const int64_t h = c.hidden_size, inter = c.intermediate_size;
   const int64_t up_width = c.gated_mlp ? 2 * inter : inter;
   matmul_.Run(normed_.data(), tokens, projections.up, mlp_up_.data());
+  ApplyLora(layer, LoraTarget::kUp, normed_.data(), h, mlp_up_.data(), up_width, tokens);
   pool_.ParallelFor(tokens, [&](int, int64_t begin, int64_t end) {
     float* up = mlp_up_.data() + begin * up_width;
     if (!w.up_bias.empty()) cpu::AddBias(up, w.up_bias.data_as<float>(), end - begin, up_width);
@@ -296,11 +329,47 @@ void CpuBackend::Mlp(const LayerWeights& w, const LayerProjections& projections,
     }
   });
   matmul_.Run(mlp_act_.data(), tokens, projections.down, proj_.data());
+  ApplyLora(layer, LoraTarget::kDown, mlp_act_.data(), inter, proj_.data(), h, tokens);
   pool_.ParallelFor(tokens, [&](int, int64_t begin, int64_t end) {
     if (!w.down_bias.empty()) {
       cpu::AddBias(proj_.data() + begin * h, w.down_bias.data_as<float>(), end - begin, h);
     }
     cpu::Add(hidden_.data() + begin * h, proj_.data() + begin * h, (end - begin) * h);
+  });
+}
+
+absl::Status CpuBackend::SetLoraAdapter(int32_t slot, std::shared_ptr<const LoraAdapter> adapter) {
+  if (slot < 0 || slot >= max_loras()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("LoRA slot ", slot, " is outside [0, ", max_loras(), ")"));
+  }
+  if (adapter != nullptr) {
+    if (adapter->rank > max_lora_rank_) {
+      return absl::InvalidArgumentError(absl::StrCat("the adapter's rank ", adapter->rank,
+                                                     " is above max_lora_rank ", max_lora_rank_));
+    }
+    if (static_cast<int64_t>(adapter->layers.size()) != config().num_layers) {
+      return absl::InvalidArgumentError(absl::StrCat("the adapter has ", adapter->layers.size(),
+                                                     " layers; the model ", config().num_layers));
+    }
+  }
+  lora_slots_[slot] = std::move(adapter);
+  return absl::OkStatus();
+}
+
+void CpuBackend::ApplyLora(int layer, LoraTarget target, const float* x, int64_t x_width, float* y,
+                           int64_t y_width, int64_t tokens) {
+  if (!step_has_lora_) return;
+  pool_.ParallelFor(tokens, [&](int, int64_t begin, int64_t end) {
+    float scratch[kMaxLoraRank];
+    for (int64_t t = begin; t < end; ++t) {
+      if (token_lora_[t] < 0) continue;
+      const LoraAdapter& adapter = *lora_slots_[token_lora_[t]];
+      for (const LoraModule& module : adapter.layers[layer]) {
+        if (module.target != target) continue;
+        cpu::AddLoraDelta(module, adapter.rank, x + t * x_width, y + t * y_width, scratch);
+      }
+    }
   });
 }
 

@@ -25,6 +25,9 @@
 
 namespace llmserve::worker {
 
+// The largest LoRA rank a CPU backend takes (max_lora_rank).
+inline constexpr int64_t kMaxLoraRank = 512;
+
 struct CpuBackendOptions {
   // Bytes of KV cache (K and V of every layer); the number of blocks follows from it.
   int64_t kv_cache_bytes = int64_t{1} << 30;
@@ -50,6 +53,9 @@ struct CpuBackendOptions {
   // cpu::kQuantizedDotMaxRows tokens multiply activations quantized per token to int8 with integer
   // dot products (quantized_dot.h). Changes the numerics, so off by default.
   bool quantized_activations = false;
+  // LoRA adapter slots served unmerged (SetLoraAdapter), and the largest rank one may have.
+  int32_t max_loras = 0;
+  int64_t max_lora_rank = 64;
 };
 
 class CpuBackend final : public Backend {
@@ -73,6 +79,9 @@ class CpuBackend final : public Backend {
   Quantization quantization() const { return quantization_; }
   bool lm_head_quantized() const override { return lm_head_.is_int8(); }
   bool supports_hidden_states() const override { return true; }
+  int32_t max_loras() const override { return static_cast<int32_t>(lora_slots_.size()); }
+  int64_t max_lora_rank() const override { return max_lora_rank_; }
+  absl::Status SetLoraAdapter(int32_t slot, std::shared_ptr<const LoraAdapter> adapter) override;
   bool quantized_activations() const { return quantized_activations_; }
   // Bytes of the weights as the backend holds them (packed, quantized): what a decode step reads.
   int64_t weight_bytes() const { return weight_bytes_; }
@@ -91,8 +100,13 @@ class CpuBackend final : public Backend {
   struct LayerProjections {
     cpu::ProjectionWeight qkv, o, up, down;
   };
-  void Mlp(const LayerWeights& weights, const LayerProjections& projections, int64_t tokens);
+  void Mlp(int layer, const LayerWeights& weights, const LayerProjections& projections,
+           int64_t tokens);
   void ComputeLogits(const ForwardBatch& batch, ForwardOutput* output);
+  // Adds the LoRA deltas of layer `layer`'s `target` projection, input rows `x` ([tokens, in]),
+  // to its output rows `y` ([tokens, y_width]), for the tokens whose sequence names an adapter.
+  void ApplyLora(int layer, LoraTarget target, const float* x, int64_t x_width, float* y,
+                 int64_t y_width, int64_t tokens);
 
   // Norms, biases and the untied embedding table; the projections have moved out into
   // projections_ and lm_head_.
@@ -111,6 +125,11 @@ class CpuBackend final : public Backend {
   cpu::MatMul matmul_;
   std::vector<float> k_cache_;  // [layers][num_blocks, num_kv_heads, block_size, head_dim]
   std::vector<float> v_cache_;
+  // LoRA: the adapter in each slot (null: empty), and this step's slot of each token (-1: none).
+  std::vector<std::shared_ptr<const LoraAdapter>> lora_slots_;
+  int64_t max_lora_rank_ = 0;
+  std::vector<int32_t> token_lora_;
+  bool step_has_lora_ = false;
 
   // Per-step scratch, grown to the largest batch seen.
   std::vector<int32_t> token_seq_;          // [tokens] sequence of each token
