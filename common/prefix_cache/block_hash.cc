@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "common/base/logging.h"
 
 namespace llmserve::common {
@@ -55,6 +56,12 @@ std::vector<BlockHash> HashFullBlocks(absl::Span<const int32_t> tokens, int32_t 
                                tokens.subspan(b * block_size, block_size), salt));
   }
   return hashes;
+}
+
+std::string LoraCacheSalt(absl::string_view salt, absl::string_view adapter) {
+  if (adapter.empty()) return std::string(salt);
+  // A NUL cannot occur in an adapter name, so no salt of a base-model request can equal it.
+  return absl::StrCat(salt, absl::string_view("\0lora:", 6), adapter);
 }
 
 }  // namespace llmserve::common

@@ -13,6 +13,7 @@
 #define LLMSERVE_COMMON_PREFIX_CACHE_BLOCK_HASH_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/hash/hash.h"
@@ -46,6 +47,11 @@ BlockHash HashBlock(const BlockHash* parent, absl::Span<const int32_t> tokens,
 // The hashes of every full block of `tokens` (tokens.size() / block_size of them), chained.
 std::vector<BlockHash> HashFullBlocks(absl::Span<const int32_t> tokens, int32_t block_size,
                                       absl::string_view salt);
+
+// The salt of a request that runs LoRA adapter `adapter` (empty: the base model, `salt` as it
+// is): the same tokens under different adapters have different K/V, so their blocks must never be
+// shared. The worker and the gateway's routing both hash with it.
+std::string LoraCacheSalt(absl::string_view salt, absl::string_view adapter);
 
 }  // namespace llmserve::common
 

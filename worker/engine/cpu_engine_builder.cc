@@ -102,7 +102,9 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildCpuEngine(const CpuEngineOptions& o
                                    .num_threads = options.num_threads,
                                    .quantization = options.quantization,
                                    .quantize_lm_head = options.quantize_lm_head,
-                                   .quantized_activations = options.quantized_activations}));
+                                   .quantized_activations = options.quantized_activations,
+                                   .max_loras = options.engine.max_loras,
+                                   .max_lora_rank = options.max_lora_rank}));
   std::unique_ptr<CpuBackend> draft;
   if (options.engine.speculative.method == SpeculativeMethod::kDraft) {
     LLMSERVE_ASSIGN_OR_RETURN(draft, BuildDraftBackend(options, *backend));

@@ -40,6 +40,8 @@ struct CpuEngineOptions {
   // Context length to serve; 0 = the model's. Above the model's is INVALID_ARGUMENT, except for
   // a GGUF file's RoPE model (model_loader.h).
   int64_t max_model_len = 0;
+  // LoRA: engine.max_loras adapter slots, each of rank at most this.
+  int64_t max_lora_rank = 64;
   EngineConfig engine;
   // Reports weight loading, layer by layer.
   LoadProgress load_progress;

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/log_throttle.h"
 #include "common/base/logging.h"
+#include "common/prefix_cache/block_hash.h"
 #include "common/status/status_macros.h"
 #include "worker/sampling/token_bitmask.h"
 #include "worker/speculative/draft_model_proposer.h"
@@ -25,6 +27,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Backend> 
   }
   if (config.max_waiting < 0) return absl::InvalidArgumentError("max_waiting must be >= 0");
   LLMSERVE_RETURN_IF_ERROR(ValidateSpeculativeConfig(config.speculative));
+  if (config.max_loras < 0 || config.max_loras > backend->max_loras()) {
+    return absl::InvalidArgumentError(absl::StrCat("max_loras ", config.max_loras,
+                                                   " is outside [0, the backend's ",
+                                                   backend->max_loras(), " adapter slots]"));
+  }
   if (backend->num_kv_blocks() < 2) {
     return absl::InvalidArgumentError("the backend's KV cache needs at least 2 blocks");
   }
@@ -53,7 +60,8 @@ Engine::Engine(std::unique_ptr<Backend> backend, const EngineConfig& config,
                         .max_num_seqs = config.max_num_seqs,
                         .max_model_len = static_cast<int32_t>(backend_->config().max_model_len),
                         .policy = config.policy,
-                        .eos_token_ids = backend_->config().eos_token_ids},
+                        .eos_token_ids = backend_->config().eos_token_ids,
+                        .max_loras = config.max_loras},
       kv_(backend_->num_kv_blocks(), backend_->block_size(), config.enable_prefix_caching),
       total_kv_blocks_(kv_.Stats().total_blocks),
       scheduler_(scheduler_config_, &kv_),
@@ -61,7 +69,9 @@ Engine::Engine(std::unique_ptr<Backend> backend, const EngineConfig& config,
       clock_(common::Clock::OrReal(config.clock)),
       max_waiting_(config.max_waiting),
       speculative_(config.speculative),
-      proposer_(std::move(proposer)) {
+      proposer_(std::move(proposer)),
+      slot_lora_(config.max_loras, 0),
+      slot_used_at_(config.max_loras, 0) {
   if (speculative_.enabled()) {
     step_.spec_accepted_per_position.assign(speculative_.num_speculative_tokens, 0);
   }
@@ -117,7 +127,7 @@ absl::StatusOr<RequestId> Engine::AddRequest(EngineRequest request) {
     scheduled->stopping.max_tokens = scheduler_config_.max_model_len - scheduled->num_prompt_tokens;
   }
   scheduled->priority = request.priority;
-  scheduled->cache_salt = std::move(request.cache_salt);
+  scheduled->cache_salt = common::LoraCacheSalt(request.cache_salt, request.lora_adapter);
   scheduled->tokens = std::move(request.prompt);
   LLMSERVE_RETURN_IF_ERROR(
       CheckRequestFits(*scheduled, scheduler_config_, total_kv_blocks_, backend_->block_size()));
@@ -151,6 +161,18 @@ absl::StatusOr<RequestId> Engine::AddRequest(EngineRequest request) {
     return absl::ResourceExhaustedError(absl::StrCat("the worker is overloaded: ", counts_.waiting,
                                                      " requests are already waiting (limit ",
                                                      max_waiting_, "); retry later"));
+  }
+  if (!request.lora_adapter.empty()) {
+    const auto entry = loras_.find(request.lora_adapter);
+    if (entry == loras_.end()) {
+      return absl::NotFoundError(
+          absl::StrCat("LoRA adapter \"", request.lora_adapter, "\" is not loaded on this worker"));
+    }
+    ++entry->second.requests;
+    live->lora = entry->second.adapter;
+    live->lora_id = entry->second.id;
+    live->lora_name = request.lora_adapter;
+    scheduled->lora_id = entry->second.id;
   }
   ++counts_.waiting;
   const RequestId id = next_id_++;
@@ -221,6 +243,7 @@ void Engine::TakeInbox(std::vector<QueuedRequest> adds, std::vector<RequestId> a
     const RequestId id = pending.id;
     const absl::Status added = scheduler_.AddRequest(std::move(pending.request));
     if (!added.ok()) {  // cannot happen after AddRequest's checks, but never lose a caller
+      ReleaseLora(*pending.state);
       EngineOutput output{.id = id, .finish = FinishReason::kError, .error = added};
       pending.state->on_output(output);
       continue;
@@ -247,6 +270,7 @@ void Engine::Finish(RequestId id, EngineOutput& output) {
   }
   output.total_s = Seconds(live.arrival, now);
   if (proposer_ != nullptr) proposer_->Release(id);
+  ReleaseLora(live);
   const OutputCallback callback = std::move(live.on_output);
   live_.erase(it);
   callback(output);
@@ -256,9 +280,11 @@ int64_t Engine::BuildBatch(const SchedulerOutput& plan) {
   batch_.Clear();
   int64_t prompt_tokens = 0;
   for (const ScheduledRequest& step : plan.scheduled) {
+    const RequestState& live = *live_.at(step.id);
     batch_.AddSequence(step.new_token_ids, step.num_computed_tokens, step.block_table,
                        /*want_all_logits=*/step.num_draft_tokens > 0,
-                       /*want_hidden_states=*/live_.at(step.id)->pooler != nullptr);
+                       /*want_hidden_states=*/live.pooler != nullptr,
+                       live.lora_id == 0 ? -1 : lora_slot_of_.at(live.lora_id));
     prompt_tokens += step.num_new_prompt_tokens;
   }
   return prompt_tokens;
@@ -310,6 +336,106 @@ std::vector<std::vector<SampleResult>> Engine::SampleAll(const SchedulerOutput& 
     }
   }
   return results;
+}
+
+absl::Status Engine::AddLoraAdapter(const std::string& name,
+                                    std::shared_ptr<const LoraAdapter> adapter) {
+  if (slot_lora_.empty()) {
+    return absl::FailedPreconditionError(
+        "this worker serves no LoRA adapters (it has no adapter slots: --max_loras 0)");
+  }
+  if (name.empty() || name.size() > 128 ||
+      !std::all_of(name.begin(), name.end(), [](char c) { return c > 0x20 && c < 0x7f; })) {
+    return absl::InvalidArgumentError(
+        "a LoRA adapter's name must be 1 to 128 printable ASCII characters without spaces");
+  }
+  if (adapter == nullptr) return absl::InvalidArgumentError("no adapter");
+  if (adapter->rank > backend_->max_lora_rank()) {
+    return absl::InvalidArgumentError(absl::StrCat("LoRA adapter \"", name, "\" has rank ",
+                                                   adapter->rank, ", above --max_lora_rank ",
+                                                   backend_->max_lora_rank()));
+  }
+  if (static_cast<int64_t>(adapter->layers.size()) != backend_->config().num_layers) {
+    return absl::InvalidArgumentError(absl::StrCat("LoRA adapter \"", name, "\" has ",
+                                                   adapter->layers.size(), " layers; the model ",
+                                                   backend_->config().num_layers));
+  }
+  absl::MutexLock lock(&mutex_);
+  if (loras_.contains(name)) {
+    return absl::AlreadyExistsError(absl::StrCat("LoRA adapter \"", name, "\" is already loaded"));
+  }
+  loras_[name] = LoraEntry{.id = next_lora_id_++, .adapter = std::move(adapter)};
+  return absl::OkStatus();
+}
+
+absl::Status Engine::RemoveLoraAdapter(const std::string& name) {
+  absl::MutexLock lock(&mutex_);
+  const auto it = loras_.find(name);
+  if (it == loras_.end()) {
+    return absl::NotFoundError(absl::StrCat("LoRA adapter \"", name, "\" is not loaded"));
+  }
+  if (it->second.requests > 0) {
+    return absl::FailedPreconditionError(absl::StrCat("LoRA adapter \"", name, "\" is in use by ",
+                                                      it->second.requests,
+                                                      " requests; unload it when they have ended"));
+  }
+  // A slot may still hold it until another adapter needs the slot: no request names it now.
+  loras_.erase(it);
+  return absl::OkStatus();
+}
+
+std::vector<std::string> Engine::LoraAdapters() const {
+  std::vector<std::string> names;
+  {
+    absl::MutexLock lock(&mutex_);
+    for (const auto& [name, entry] : loras_) names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+void Engine::ReleaseLora(const RequestState& state) {
+  if (state.lora_id == 0) return;
+  absl::MutexLock lock(&mutex_);
+  const auto it = loras_.find(state.lora_name);
+  if (it != loras_.end() && it->second.id == state.lora_id) --it->second.requests;
+}
+
+absl::Status Engine::AssignLoraSlots(const SchedulerOutput& plan) {
+  if (slot_lora_.empty()) return absl::OkStatus();
+  ++lora_clock_;
+  absl::flat_hash_set<int64_t> needed;
+  for (const ScheduledRequest& step : plan.scheduled) {
+    if (const int64_t id = live_.at(step.id)->lora_id; id != 0) needed.insert(id);
+  }
+  for (const ScheduledRequest& step : plan.scheduled) {
+    const RequestState& live = *live_.at(step.id);
+    if (live.lora_id == 0) continue;
+    if (const auto resident = lora_slot_of_.find(live.lora_id); resident != lora_slot_of_.end()) {
+      slot_used_at_[resident->second] = lora_clock_;
+      continue;
+    }
+    // An empty slot, else the least recently used one no request of this step needs (the
+    // scheduler admits at most max_loras distinct adapters, so there is one).
+    int32_t victim = -1;
+    for (int32_t slot = 0; slot < static_cast<int32_t>(slot_lora_.size()); ++slot) {
+      if (slot_lora_[slot] == 0) {
+        victim = slot;
+        break;
+      }
+      if (needed.contains(slot_lora_[slot])) continue;
+      if (victim < 0 || slot_used_at_[slot] < slot_used_at_[victim]) victim = slot;
+    }
+    if (victim < 0) {
+      return absl::InternalError("a step needs more LoRA adapters than the engine has slots");
+    }
+    LLMSERVE_RETURN_IF_ERROR(backend_->SetLoraAdapter(victim, live.lora));
+    if (slot_lora_[victim] != 0) lora_slot_of_.erase(slot_lora_[victim]);
+    slot_lora_[victim] = live.lora_id;
+    slot_used_at_[victim] = lora_clock_;
+    lora_slot_of_[live.lora_id] = victim;
+  }
+  return absl::OkStatus();
 }
 
 void Engine::Pool(const SchedulerOutput& plan) {
@@ -417,6 +543,7 @@ void Engine::RunStep() {
   // the next one is admitted against max_waiting.
   PublishCounts();
   if (plan.scheduled.empty()) return;
+  if (absl::Status slots = AssignLoraSlots(plan); !slots.ok()) return FailStep(plan, slots);
   const int64_t prompt_tokens = BuildBatch(plan);
   const absl::Time forward_start = clock_->Now();
   const absl::Status forward = backend_->Forward(batch_, &forward_output_);

@@ -19,6 +19,11 @@
 // pushed to each request's callback on the engine thread, and what each iteration did to
 // EngineConfig::on_step (StepStats).
 //
+// LoRA: a request may name a registered adapter (AddLoraAdapter); the scheduler runs at most
+// EngineConfig::max_loras distinct adapters at once, and a step's requests of different adapters
+// and of the base model share one forward pass, each sequence naming its adapter's slot
+// (ForwardBatch::lora_slots).
+//
 // Thread-safe: every public method may be called from any thread (StepOnce only while no engine
 // thread runs).
 
@@ -105,6 +110,9 @@ struct EngineConfig {
   int32_t max_num_seqs = 64;
   SchedulerConfig::Policy policy = SchedulerConfig::Policy::kFcfs;
   bool enable_prefix_caching = true;
+  // LoRA adapters usable at once: the backend's adapter slots (at most Backend::max_loras()); 0:
+  // no LoRA. Adapters are registered with AddLoraAdapter; a request names one.
+  int32_t max_loras = 0;
   // AddRequest answers RESOURCE_EXHAUSTED while this many requests wait (queued, not running);
   // 0 = no limit. Overload is refused at once rather than queued into timeouts.
   int32_t max_waiting = 0;
@@ -166,6 +174,10 @@ struct EngineRequest {
   // must be 0, and sampling, grammar and the prefix cache are not used. FAILED_PRECONDITION from
   // AddRequest when the backend cannot return hidden states.
   std::optional<PoolingParams> pooling;
+  // The LoRA adapter (AddLoraAdapter's name) whose delta the request's projections add; empty:
+  // the base model. NOT_FOUND from AddRequest for a name not registered. Its prefix-cache blocks
+  // are its own: the adapter's name is mixed into cache_salt (LoraCacheSalt).
+  std::string lora_adapter;
   // Called on the engine thread with every output, the last one with finish != kNone. It must
   // not block; it may call AbortRequest.
   OutputCallback on_output;
@@ -204,6 +216,18 @@ class Engine {
   // the next loop iteration. Unknown or finished ids are ignored.
   void AbortRequest(RequestId id);
 
+  // LoRA adapters, by name (1 to 128 printable ASCII characters). Registered adapters stay in
+  // memory; up to EngineConfig::max_loras of them are in the backend's slots at once, each put in
+  // a slot (the least recently used one whose adapter no scheduled request uses) when a request
+  // of it is scheduled. FAILED_PRECONDITION when the engine has no slots; ALREADY_EXISTS for a
+  // name taken; INVALID_ARGUMENT for a rank above the backend's max_lora_rank() or an adapter of
+  // another layer count.
+  absl::Status AddLoraAdapter(const std::string& name, std::shared_ptr<const LoraAdapter> adapter);
+  // NOT_FOUND for an unknown name; FAILED_PRECONDITION while requests that use it are live.
+  absl::Status RemoveLoraAdapter(const std::string& name);
+  // The registered adapters' names, sorted.
+  std::vector<std::string> LoraAdapters() const;
+
   EngineCounts Counts() const;
   // Blocks until Counts().steps reaches `steps` or `deadline` passes, and returns the counts then.
   EngineCounts WaitForSteps(int64_t steps, absl::Time deadline) const;
@@ -231,6 +255,10 @@ class Engine {
     absl::Status constraint_error;
     // How many drafts to propose next (speculation on only).
     DraftLengthController draft_length;
+    // LoRA requests only: the adapter and its engine id.
+    std::shared_ptr<const LoraAdapter> lora;
+    int64_t lora_id = 0;
+    std::string lora_name;
     OutputCallback on_output;
     absl::Time arrival;
     absl::Time first_scheduled = absl::InfinitePast();
@@ -259,6 +287,10 @@ class Engine {
   // Hands each embedding request's hidden states of this step to its pooler (after resetting
   // those of requests the plan preempted).
   void Pool(const SchedulerOutput& plan);
+  // Puts the adapter of every request in the plan in a backend slot (lora_slot_of_).
+  absl::Status AssignLoraSlots(const SchedulerOutput& plan);
+  // A LoRA request ended (or was never taken): its adapter may be removed once no request uses it.
+  void ReleaseLora(const RequestState& state);
   // Gives the requests that just decoded (and still run) drafts for their next step.
   void ProposeDrafts(absl::Span<const RequestId> decoded);
   // Constrained decoding: forbids every token the request's grammar does not allow next.
@@ -295,6 +327,12 @@ class Engine {
   int64_t reported_preemptions_ = 0;
   int64_t reported_prefix_queries_ = 0;
   int64_t reported_prefix_hits_ = 0;
+  // LoRA slots: the adapter id in each (0: empty), when each was last used, and each resident
+  // adapter's slot.
+  std::vector<int64_t> slot_lora_;
+  std::vector<int64_t> slot_used_at_;
+  absl::flat_hash_map<int64_t, int32_t> lora_slot_of_;
+  int64_t lora_clock_ = 0;
 
   mutable absl::Mutex mutex_;
   std::vector<QueuedRequest> inbox_ ABSL_GUARDED_BY(mutex_);
@@ -303,6 +341,14 @@ class Engine {
   bool has_work_ ABSL_GUARDED_BY(mutex_) = false;
   RequestId next_id_ ABSL_GUARDED_BY(mutex_) = 1;
   EngineCounts counts_ ABSL_GUARDED_BY(mutex_);
+  struct LoraEntry {
+    int64_t id = 0;
+    std::shared_ptr<const LoraAdapter> adapter;
+    // Live requests (queued, waiting or running) that use it.
+    int32_t requests = 0;
+  };
+  absl::flat_hash_map<std::string, LoraEntry> loras_ ABSL_GUARDED_BY(mutex_);
+  int64_t next_lora_id_ ABSL_GUARDED_BY(mutex_) = 1;
   std::thread thread_;
 };
 

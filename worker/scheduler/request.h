@@ -51,6 +51,9 @@ struct Request {
   // token (stopping.max_tokens is 0), and never shares or caches blocks through the prefix cache
   // (its pooling needs the hidden state of every prompt token).
   bool pooling = false;
+  // The LoRA adapter whose delta the request's projections add (the engine's id for it), or 0
+  // for the base model.
+  int64_t lora_id = 0;
   // Lower is served first (priority policy); ties in arrival order.
   int32_t priority = 0;
   std::string cache_salt;

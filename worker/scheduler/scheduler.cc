@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "common/base/logging.h"
@@ -150,14 +151,29 @@ bool Scheduler::ScheduleRunning(int32_t* budget, SchedulerOutput* output) {
 }
 
 void Scheduler::AdmitWaiting(int32_t* budget, SchedulerOutput* output) {
-  while (!waiting_.empty() && *budget > 0 &&
+  // The adapters the running requests use (only with a LoRA limit).
+  absl::flat_hash_set<int64_t> loras;
+  if (config_.max_loras > 0) {
+    for (RequestId id : running_) {
+      if (const int64_t lora = requests_.at(id)->lora_id; lora != 0) loras.insert(lora);
+    }
+  }
+  auto next = waiting_.begin();
+  while (next != waiting_.end() && *budget > 0 &&
          static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
-    const WaitingKey key = *waiting_.begin();
+    const WaitingKey key = *next;
     Request& request = *requests_.at(key.id);
+    if (config_.max_loras > 0 && request.lora_id != 0 && !loras.contains(request.lora_id)) {
+      if (static_cast<int32_t>(loras.size()) >= config_.max_loras) {
+        ++next;  // every adapter slot is taken: this one waits, later ones may run
+        continue;
+      }
+    }
     const PrefixHit hit = kv_->FindCachedPrefix(request.block_hashes, request.num_tokens());
     const int32_t num_new = std::min(request.num_tokens() - hit.num_tokens, *budget);
     if (!kv_->AllocateSlots(request.id, num_new, &hit)) break;
-    waiting_.erase(waiting_.begin());
+    if (request.lora_id != 0) loras.insert(request.lora_id);
+    next = waiting_.erase(next);
     request.status = RequestStatus::kRunning;
     request.num_computed_tokens = hit.num_tokens;
     if (!request.ever_scheduled) {

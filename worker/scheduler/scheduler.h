@@ -53,6 +53,10 @@ struct SchedulerConfig {
   Policy policy = Policy::kFcfs;
   // The model's EOS ids.
   std::vector<int32_t> eos_token_ids;
+  // Distinct LoRA adapters the running requests may use at once (the backend's adapter slots): a
+  // waiting request of another adapter is passed over, and later ones admitted, while that many
+  // are in use. 0: no limit (no LoRA).
+  int32_t max_loras = 0;
 };
 
 // One request in a step's batch.

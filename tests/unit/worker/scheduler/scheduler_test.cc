@@ -46,8 +46,8 @@ std::string Plan(const SchedulerOutput& out) {
 class SchedulerTest : public ::testing::Test {
  protected:
   void Init(int32_t num_blocks, int32_t block_size, int32_t budget, int32_t max_seqs,
-            int32_t max_model_len,
-            SchedulerConfig::Policy policy = SchedulerConfig::Policy::kFcfs) {
+            int32_t max_model_len, SchedulerConfig::Policy policy = SchedulerConfig::Policy::kFcfs,
+            int32_t max_loras = 0) {
     kv_ = std::make_unique<KvCacheManager>(num_blocks, block_size, true);
     SchedulerConfig config;
     config.max_num_batched_tokens = budget;
@@ -55,6 +55,7 @@ class SchedulerTest : public ::testing::Test {
     config.max_model_len = max_model_len;
     config.policy = policy;
     config.eos_token_ids = {kEos};
+    config.max_loras = max_loras;
     scheduler_ = std::make_unique<Scheduler>(config, kv_.get());
   }
 
@@ -71,6 +72,26 @@ class SchedulerTest : public ::testing::Test {
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<Scheduler> scheduler_;
 };
+
+TEST_F(SchedulerTest, AtMostMaxLorasAdaptersRunAndTheOthersWaitWithoutBlockingTheQueue) {
+  Init(64, 4, 64, 8, 64, SchedulerConfig::Policy::kFcfs, /*max_loras=*/1);
+  const auto add = [this](RequestId id, int64_t lora, int32_t max_tokens) {
+    std::unique_ptr<Request> request = MakeRequest(id, 3, max_tokens);
+    request->lora_id = lora;
+    ASSERT_TRUE(scheduler_->AddRequest(std::move(request)).ok());
+  };
+  add(1, 7, 2);  // adapter 7 takes the one slot
+  add(2, 8, 1);  // adapter 8 must wait...
+  add(3, 7, 1);  // ... but the same adapter, and the base model, pass it
+  add(4, 0, 1);
+  std::vector<RequestId> finished;
+  EXPECT_EQ(Step(7, &finished), "1:0+3* 3:0+3* 4:0+3*");
+  EXPECT_EQ(finished, (std::vector<RequestId>{3, 4}));
+  EXPECT_EQ(Step(7, &finished), "1:3+1*");  // 7 still runs: 8 waits
+  // Adapter 7 is gone: 8 runs.
+  EXPECT_EQ(Step(7, &finished), "2:0+3*");
+  EXPECT_EQ(finished, (std::vector<RequestId>{3, 4, 1, 2}));
+}
 
 TEST_F(SchedulerTest, ChunkedPrefillThenDecodeUnderOneTokenBudget) {
   Init(20, 4, 8, 4, 64);
