@@ -1,6 +1,7 @@
 #include "worker/service/load_broadcaster.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -42,7 +43,7 @@ class LoadBroadcaster::Watcher final : public grpc::ServerWriteReactor<grpc::Byt
   // written (the caller calls Write after releasing its locks).
   bool Offer(absl::Time now, const EngineLoad& load, bool draining,
              const std::vector<PrefixCacheEvent>& events, bool reset,
-             const std::vector<uint64_t>* snapshot) {
+             const std::vector<uint64_t>* snapshot, const std::vector<std::string>& loras) {
     absl::MutexLock lock(&mutex_);
     if (finish_called_ || cancelled_) return false;
     // A stream being finished still gets the report that says the worker drains.
@@ -68,7 +69,7 @@ class LoadBroadcaster::Watcher final : public grpc::ServerWriteReactor<grpc::Byt
     if (writing_) return false;
     const bool counts_changed = load.running != last_.running || load.waiting != last_.waiting ||
                                 load.kv_blocks_free != last_.kv_blocks_free;
-    const bool changed = counts_changed || !pending_events_.empty();
+    const bool changed = counts_changed || !pending_events_.empty() || loras != last_loras_;
     const absl::Duration since = now - last_sent_;
     const bool send = needs_reset_ || (draining && !last_draining_) ||
                       (since >= interval_ && changed) ||
@@ -88,6 +89,7 @@ class LoadBroadcaster::Watcher final : public grpc::ServerWriteReactor<grpc::Byt
     in_flight_.set_generated_tokens_per_s(load.generated_tokens_per_s);
     in_flight_.set_draining(draining);
     in_flight_.set_sequence(++sequence_);
+    for (const std::string& name : loras) in_flight_.add_lora_adapters(name);
     if (needs_reset_) {
       in_flight_.set_reset(true);
       if (snapshot != nullptr && !snapshot->empty()) {
@@ -105,6 +107,7 @@ class LoadBroadcaster::Watcher final : public grpc::ServerWriteReactor<grpc::Byt
     pending_hashes_ = 0;
     last_ = load;
     last_draining_ = draining;
+    last_loras_ = loras;
     last_sent_ = now;
     writing_ = true;
     return true;
@@ -171,6 +174,7 @@ class LoadBroadcaster::Watcher final : public grpc::ServerWriteReactor<grpc::Byt
   bool finish_called_ ABSL_GUARDED_BY(mutex_) = false;
   EngineLoad last_ ABSL_GUARDED_BY(mutex_);
   bool last_draining_ ABSL_GUARDED_BY(mutex_) = false;
+  std::vector<std::string> last_loras_ ABSL_GUARDED_BY(mutex_);
   absl::Time last_sent_ ABSL_GUARDED_BY(mutex_) = absl::InfinitePast();
   uint64_t sequence_ ABSL_GUARDED_BY(mutex_) = 0;
   v1::LoadReport in_flight_;
@@ -243,6 +247,7 @@ void LoadBroadcaster::Loop() {
     LoadAccountant::CacheEvents events;
     if (prefix_caching_) events = load_->TakePrefixCacheEvents();
     const EngineLoad load = load_->Load(engine_->Counts());
+    const std::vector<std::string> loras = engine_->LoraAdapters();
     const absl::Time now = absl::Now();
     std::vector<Watcher*> ready;
     {
@@ -255,7 +260,7 @@ void LoadBroadcaster::Loop() {
       if (prefix_caching_ && wants_snapshot) snapshot = load_->CachedBlockHashes();
       for (Watcher* watcher : watchers_) {
         if (watcher->Offer(now, load, draining_, events.events, events.overflowed,
-                           wants_snapshot ? &snapshot : nullptr)) {
+                           wants_snapshot ? &snapshot : nullptr, loras)) {
           ready.push_back(watcher);
         }
       }

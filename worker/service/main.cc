@@ -69,6 +69,16 @@ ABSL_FLAG(int, threads, 0,
 ABSL_FLAG(
     int, max_queue, 256,
     "requests allowed to wait for a slot before new ones get RESOURCE_EXHAUSTED (0: no limit)");
+ABSL_FLAG(std::string, lora_modules, "",
+          "LoRA adapters to load at start: NAME=DIRECTORY,... (PEFT adapter_config.json and "
+          "adapter_model.safetensors); requests name them as their model");
+ABSL_FLAG(int, max_loras, -1,
+          "LoRA adapters that can run at once (adapter slots); -1: 4 with --lora_modules or "
+          "--allow_runtime_lora_updating, else 0 (no LoRA)");
+ABSL_FLAG(int64_t, max_lora_rank, 64, "the largest LoRA rank an adapter may have");
+ABSL_FLAG(bool, allow_runtime_lora_updating, false,
+          "let LoadLoraAdapter / UnloadLoraAdapter (the gateway's /v1/load_lora_adapter) change "
+          "the adapters at run time");
 ABSL_FLAG(std::string, task, "generate",
           "generate: text generation; embed: serve the model as embeddings (/v1/embeddings), "
           "prompt only, one vector per request");
@@ -179,6 +189,25 @@ absl::StatusOr<llmserve::worker::WorkerServerOptions> OptionsFromFlags(bool lm_h
   options.max_queue = absl::GetFlag(FLAGS_max_queue);
   options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
   options.vllm_metric_names = absl::GetFlag(FLAGS_vllm_metric_names);
+  for (absl::string_view module :
+       absl::StrSplit(absl::GetFlag(FLAGS_lora_modules), ',', absl::SkipWhitespace())) {
+    const std::pair<absl::string_view, absl::string_view> pair =
+        absl::StrSplit(module, absl::MaxSplits('=', 1));
+    const absl::string_view name = absl::StripAsciiWhitespace(pair.first);
+    const absl::string_view path = absl::StripAsciiWhitespace(pair.second);
+    if (name.empty() || path.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--lora_modules: \"", module, "\" is not NAME=DIRECTORY (entries separated by commas)"));
+    }
+    options.lora_modules.emplace_back(std::string(name), std::string(path));
+  }
+  options.allow_runtime_lora_updating = absl::GetFlag(FLAGS_allow_runtime_lora_updating);
+  options.max_lora_rank = absl::GetFlag(FLAGS_max_lora_rank);
+  options.max_loras = absl::GetFlag(FLAGS_max_loras);
+  if (options.max_loras == -1) {
+    options.max_loras =
+        !options.lora_modules.empty() || options.allow_runtime_lora_updating ? 4 : 0;
+  }
   options.task = absl::GetFlag(FLAGS_task);
   if (const std::string pooling = absl::GetFlag(FLAGS_pooling); pooling != "auto") {
     absl::StatusOr<llmserve::worker::PoolingMethod> method =

@@ -206,6 +206,13 @@ absl::StatusOr<EngineRequest> CheckPriorityAndSalt(const v1::GenerateRequest& re
                                               common::kMaxCacheSaltBytes));
   }
   out.cache_salt = request.cache_salt();
+  if (const std::string& lora = request.lora_adapter(); !lora.empty()) {
+    if (lora.size() > 128 ||
+        !std::all_of(lora.begin(), lora.end(), [](char c) { return c > 0x20 && c < 0x7f; })) {
+      return Invalid("lora_adapter", "must be 1 to 128 printable ASCII characters without spaces");
+    }
+    out.lora_adapter = lora;
+  }
   return out;
 }
 

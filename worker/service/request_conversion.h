@@ -46,7 +46,8 @@ absl::Status ValidateRequestId(const std::string& request_id);
 
 // The engine request for `request` (without its callback): INVALID_ARGUMENT naming the first bad
 // field (prompt_token_ids, sampling.*, max_tokens, stop_token_ids, min_tokens, priority,
-// cache_salt, embedding.dimensions, or a generation field set on an embedding request);
+// cache_salt, lora_adapter (its spelling; whether it is loaded is the engine's NOT_FOUND),
+// embedding.dimensions, or a generation field set on an embedding request);
 // FAILED_PRECONDITION for an embedding request to a worker that does not serve embeddings, or the
 // reverse. The engine re-checks what depends on its KV capacity.
 absl::StatusOr<EngineRequest> ToEngineRequest(const v1::GenerateRequest& request,

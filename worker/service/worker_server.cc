@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/base/host_name.h"
@@ -18,9 +19,11 @@
 #include "common/chat_template/tokenizer_config_template.h"
 #include "common/status/status_macros.h"
 #include "common/tokenizer/sentencepiece_model.h"
+#include "worker/engine/cpu/cpu_backend.h"
 #include "worker/engine/cpu_engine_builder.h"
 #include "worker/engine/cuda/cuda_engine_builder.h"
 #include "worker/model/gguf_tokenizer.h"
+#include "worker/model/lora_adapter.h"
 #include "worker/model/model_files.h"
 #include "worker/model/model_loader.h"
 
@@ -213,6 +216,17 @@ absl::Status ValidateWorkerServerOptions(const WorkerServerOptions& o) {
                      " backend cannot load a draft model yet); --speculative_method=ngram runs on "
                      "both"));
   }
+  LLMSERVE_RETURN_IF_ERROR(CheckRange("max_loras", o.max_loras, 0, 1024));
+  LLMSERVE_RETURN_IF_ERROR(CheckRange("max_lora_rank", o.max_lora_rank, 1, kMaxLoraRank));
+  if (o.max_loras > 0 && o.backend != "cpu") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("LoRA adapters (--max_loras, --lora_modules) run on --backend=cpu only (the ",
+                     o.backend, " backend has no LoRA kernels yet)"));
+  }
+  if ((!o.lora_modules.empty() || o.allow_runtime_lora_updating) && o.max_loras == 0) {
+    return absl::InvalidArgumentError(
+        "--lora_modules and --allow_runtime_lora_updating need --max_loras of at least 1");
+  }
   if (o.task != "generate" && o.task != "embed") {
     return absl::InvalidArgumentError(
         absl::StrCat("--task=", o.task, " is not one of generate, embed"));
@@ -283,9 +297,11 @@ absl::Status WorkerServer::LoadEngine() {
       .kv_cache_fraction = options.kv_cache_fraction,
       .block_size = options.block_size,
       .max_model_len = options.max_model_len,
+      .max_lora_rank = options.max_lora_rank,
       .engine = {.max_num_batched_tokens = options.max_num_batched_tokens,
                  .max_num_seqs = options.max_num_seqs,
                  .enable_prefix_caching = options.enable_prefix_caching,
+                 .max_loras = options.max_loras,
                  .max_waiting = options.max_queue,
                  .speculative = options.speculative,
                  // Metrics are null until after the warm-up, which is not traffic.
@@ -340,6 +356,28 @@ absl::Status WorkerServer::LoadEngine() {
                      << " tokens; context " << engine_->max_model_len()
                      << " tokens, prefix caching "
                      << (options.enable_prefix_caching ? "on" : "off");
+  for (const auto& [name, path] : options.lora_modules) {
+    absl::StatusOr<std::unique_ptr<LoraAdapter>> adapter =
+        LoadLoraAdapter(path, config, options.max_lora_rank);
+    if (!adapter.ok()) {
+      return absl::Status(adapter.status().code(), absl::StrCat("--lora_modules: ", name, "=", path,
+                                                                ": ", adapter.status().message()));
+    }
+    const int64_t rank = (*adapter)->rank;
+    const std::string modules = absl::StrJoin((*adapter)->target_modules, ",");
+    if (absl::Status added = engine_->AddLoraAdapter(name, *std::move(adapter)); !added.ok()) {
+      return absl::Status(added.code(), absl::StrCat("--lora_modules: ", added.message()));
+    }
+    LLMSERVE_LOG(INFO) << "LoRA adapter " << name << ": rank " << rank << " on " << modules
+                       << ", from " << path;
+  }
+  if (options.max_loras > 0) {
+    LLMSERVE_LOG(INFO) << "LoRA: " << options.max_loras << " adapters at once, rank up to "
+                       << options.max_lora_rank
+                       << (options.allow_runtime_lora_updating
+                               ? "; adapters may be loaded and unloaded at run time"
+                               : "");
+  }
   if (options.speculative.enabled()) {
     const SpeculativeConfig& spec = options.speculative;
     LLMSERVE_LOG(INFO) << "speculative decoding: " << SpeculativeMethodName(spec.method)
@@ -376,6 +414,9 @@ absl::Status WorkerServer::DescribeModel() {
   info.set_worker_id(WorkerId());
   info.set_prefix_caching(options_.enable_prefix_caching);
   info.set_task(options_.task);
+  info.set_max_loras(static_cast<uint32_t>(options_.max_loras));
+  info.set_max_lora_rank(options_.max_loras > 0 ? static_cast<uint32_t>(options_.max_lora_rank)
+                                                : 0);
   if (options_.task == "embed") LLMSERVE_RETURN_IF_ERROR(DescribeEmbeddings(config, &info));
   return AddTokenizerFiles(options_.model_dir, &info);
 }
@@ -467,6 +508,7 @@ absl::Status WorkerServer::MakeService() {
   }
   service_ = std::make_unique<WorkerService>(engine_.get(), &load_, metrics_.get(), model_info_,
                                              structured_.get(), std::move(structured_error));
+  service_->set_allow_runtime_lora_updating(options_.allow_runtime_lora_updating);
   if (!options_.tracing.endpoint.empty()) {
     LLMSERVE_ASSIGN_OR_RETURN(tracer_, common::tracing::Tracer::Create(
                                            options_.tracing, "llmserve-worker", LLMSERVE_VERSION));

@@ -78,6 +78,12 @@ struct WorkerServerOptions {
   // "generate", or "embed": serve the model as embeddings (GenerateRequest.embedding), pooled by
   // `pooling` (unset: the model directory's sentence-transformers Pooling module, else last
   // token) and normalized to unit length unless normalize_embeddings is false.
+  // LoRA adapters loaded at start (name, directory), adapters that can run at once (0: no LoRA),
+  // the largest rank, and whether Load/UnloadLoraAdapter may change them at run time. cpu only.
+  std::vector<std::pair<std::string, std::string>> lora_modules;
+  int32_t max_loras = 0;
+  int64_t max_lora_rank = 64;
+  bool allow_runtime_lora_updating = false;
   std::string task = "generate";
   std::optional<PoolingMethod> pooling;
   bool normalize_embeddings = true;

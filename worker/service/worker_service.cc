@@ -170,9 +170,77 @@ grpc::ServerUnaryReactor* WorkerService::GetModelInfo(grpc::CallbackServerContex
     reactor->Finish(common::ToGrpcStatus(status));
     return reactor;
   }
-  common::SerializeRawResponse(model_info_, response);
+  v1::ModelInfo info = model_info_;
+  for (const std::string& name : engine_->LoraAdapters()) info.add_lora_adapters(name);
+  common::SerializeRawResponse(info, response);
   reactor->Finish(grpc::Status::OK);
   return reactor;
+}
+
+grpc::ServerUnaryReactor* WorkerService::LoadLoraAdapter(grpc::CallbackServerContext* context,
+                                                         const grpc::ByteBuffer* bytes,
+                                                         grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const auto finish = [reactor](const absl::Status& status) {
+    reactor->Finish(common::ToGrpcStatus(status));
+    return reactor;
+  };
+  v1::LoadLoraAdapterRequest request;
+  if (absl::Status status = common::ParseRawRequest(*bytes, &request); !status.ok()) {
+    return finish(status);
+  }
+  if (!allow_runtime_lora_updating_) {
+    return finish(absl::PermissionDeniedError(
+        "this worker's LoRA adapters are fixed at start (--lora_modules); run it with "
+        "--allow_runtime_lora_updating to load and unload them at run time"));
+  }
+  if (request.lora_path().empty()) {
+    return finish(absl::InvalidArgumentError("lora_path: the adapter's directory is required"));
+  }
+  absl::StatusOr<std::unique_ptr<LoraAdapter>> adapter = worker::LoadLoraAdapter(
+      request.lora_path(), engine_->model_config(), engine_->backend().max_lora_rank());
+  if (!adapter.ok()) {
+    return finish(
+        absl::Status(adapter.status().code(),
+                     absl::StrCat("LoRA adapter \"", request.lora_name(), "\" at ",
+                                  request.lora_path(), ": ", adapter.status().message())));
+  }
+  const int64_t rank = (*adapter)->rank;
+  if (absl::Status added = engine_->AddLoraAdapter(request.lora_name(), *std::move(adapter));
+      !added.ok()) {
+    return finish(added);
+  }
+  LLMSERVE_LOG(INFO) << "loaded LoRA adapter " << request.lora_name() << " (rank " << rank
+                     << ") from " << request.lora_path();
+  v1::LoadLoraAdapterResponse answer;
+  answer.set_rank(static_cast<uint32_t>(rank));
+  common::SerializeRawResponse(answer, response);
+  return finish(absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* WorkerService::UnloadLoraAdapter(grpc::CallbackServerContext* context,
+                                                           const grpc::ByteBuffer* bytes,
+                                                           grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const auto finish = [reactor](const absl::Status& status) {
+    reactor->Finish(common::ToGrpcStatus(status));
+    return reactor;
+  };
+  v1::UnloadLoraAdapterRequest request;
+  if (absl::Status status = common::ParseRawRequest(*bytes, &request); !status.ok()) {
+    return finish(status);
+  }
+  if (!allow_runtime_lora_updating_) {
+    return finish(absl::PermissionDeniedError(
+        "this worker's LoRA adapters are fixed at start (--lora_modules); run it with "
+        "--allow_runtime_lora_updating to load and unload them at run time"));
+  }
+  if (absl::Status removed = engine_->RemoveLoraAdapter(request.lora_name()); !removed.ok()) {
+    return finish(removed);
+  }
+  LLMSERVE_LOG(INFO) << "unloaded LoRA adapter " << request.lora_name();
+  common::SerializeRawResponse(v1::UnloadLoraAdapterResponse(), response);
+  return finish(absl::OkStatus());
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* WorkerService::WatchLoad(

@@ -35,9 +35,10 @@ namespace llmserve::worker {
 // Every method is registered raw (bytes in, bytes out) and parses its own request, so a request
 // that does not parse gets INVALID_ARGUMENT saying so (gRPC's typed handlers would answer
 // UNIMPLEMENTED with no message).
-using RawWorkerService =
-    v1::Worker::WithRawCallbackMethod_Generate<v1::Worker::WithRawCallbackMethod_GetModelInfo<
-        v1::Worker::WithRawCallbackMethod_WatchLoad<v1::Worker::Service>>>;
+using RawWorkerService = v1::Worker::WithRawCallbackMethod_Generate<
+    v1::Worker::WithRawCallbackMethod_GetModelInfo<v1::Worker::WithRawCallbackMethod_WatchLoad<
+        v1::Worker::WithRawCallbackMethod_LoadLoraAdapter<
+            v1::Worker::WithRawCallbackMethod_UnloadLoraAdapter<v1::Worker::Service>>>>>;
 
 class WorkerService final : public RawWorkerService {
  public:
@@ -57,6 +58,17 @@ class WorkerService final : public RawWorkerService {
                                          grpc::ByteBuffer* response) override;
   grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchLoad(grpc::CallbackServerContext* context,
                                                         const grpc::ByteBuffer* request) override;
+  // The adapter's files are read on the calling gRPC thread, never on the engine's.
+  grpc::ServerUnaryReactor* LoadLoraAdapter(grpc::CallbackServerContext* context,
+                                            const grpc::ByteBuffer* request,
+                                            grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* UnloadLoraAdapter(grpc::CallbackServerContext* context,
+                                              const grpc::ByteBuffer* request,
+                                              grpc::ByteBuffer* response) override;
+
+  // Whether LoadLoraAdapter and UnloadLoraAdapter may change the adapters
+  // (--allow_runtime_lora_updating); otherwise they answer PERMISSION_DENIED. Call before serving.
+  void set_allow_runtime_lora_updating(bool allow) { allow_runtime_lora_updating_ = allow; }
 
   // From now on Generate answers UNAVAILABLE; load watchers see draining at once.
   void StartDrain();
@@ -96,6 +108,7 @@ class WorkerService final : public RawWorkerService {
   // Set before serving, read-only after (CrashOnPromptTokensForTesting).
   std::vector<int32_t> crash_marker_;
   common::tracing::Tracer* tracer_ = nullptr;
+  bool allow_runtime_lora_updating_ = false;
 
   mutable absl::Mutex mutex_;
   bool draining_ ABSL_GUARDED_BY(mutex_) = false;

@@ -27,11 +27,15 @@
 #include "tests/testing/scoped_temp_dir.h"
 #include "tests/testing/test_model.h"
 #include "tests/testing/testdata_models.h"
+#include "tests/unit/worker/engine/greedy_generation.h"
+#include "tests/unit/worker/engine/lora_test_adapters.h"
 #include "tools/bench/bench_report.h"
 #include "tools/bench/grpc_clients.h"
 #include "tools/bench/load_runner.h"
 #include "tools/bench_load/bench_load.h"
 #include "worker/engine/cpu_engine_builder.h"
+#include "worker/model/model_config.h"
+#include "worker/model/model_files.h"
 #include "worker/model/model_writer.h"
 
 namespace llmserve::worker {
@@ -154,6 +158,90 @@ class WorkerServerTest : public ::testing::Test {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Worker::Stub> stub_;
 };
+
+TEST_F(WorkerServerTest, LoraAdaptersServeTheirRequestsAndLoadAndUnloadAtRunTime) {
+  auto files = ModelFiles::Open(dir_.path());
+  ASSERT_TRUE(files.ok()) << files.status();
+  auto config = ParseModelConfig((*files)->config_json(), "");
+  ASSERT_TRUE(config.ok()) << config.status();
+  const std::string adapter = dir_.path() + "/adapter", merged = dir_.path() + "/merged";
+  const testing::AdapterSpec spec{{"q_proj", "v_proj", "down_proj"}, 8, 16, false, 5};
+  testing::WriteMerged(**files, testing::WriteAdapter(*config, spec, adapter),
+                       testing::ModulesOf(*config, spec.targets), merged);
+  WorkerServerOptions options;
+  options.lora_modules = {{"sql", adapter}};
+  options.max_loras = 2;
+  options.allow_runtime_lora_updating = true;
+  StartServer(options);
+  {
+    grpc::ClientContext context;
+    v1::ModelInfo info;
+    ASSERT_TRUE(stub_->GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok());
+    EXPECT_EQ(std::vector<std::string>(info.lora_adapters().begin(), info.lora_adapters().end()),
+              std::vector<std::string>{"sql"});
+    EXPECT_EQ(info.max_loras(), 2u);
+    EXPECT_EQ(info.max_lora_rank(), 64u);
+  }
+  v1::GenerateRequest request = Request("l1", 12, 10);
+  request.mutable_sampling()->set_temperature(0);
+  request.set_lora_adapter("sql");
+  const StreamResult adapted = Generate(request);
+  ASSERT_TRUE(adapted.status.ok()) << adapted.status.error_message();
+  std::vector<int32_t> prompt(request.prompt_token_ids().begin(), request.prompt_token_ids().end());
+  EXPECT_EQ(adapted.tokens,
+            testing::GreedyTokens(
+                {.model_dir = merged, .num_threads = 1, .kv_cache_bytes = 8 << 20}, prompt, 10));
+  request.set_request_id("l2");
+  request.set_lora_adapter("nope");
+  const StreamResult unknown = Generate(request);
+  EXPECT_EQ(unknown.status.error_code(), grpc::StatusCode::NOT_FOUND);
+
+  const auto load = [this](const std::string& name, const std::string& path) {
+    grpc::ClientContext context;
+    v1::LoadLoraAdapterRequest load_request;
+    load_request.set_lora_name(name);
+    load_request.set_lora_path(path);
+    v1::LoadLoraAdapterResponse response;
+    return stub_->LoadLoraAdapter(&context, load_request, &response);
+  };
+  const auto unload = [this](const std::string& name) {
+    grpc::ClientContext context;
+    v1::UnloadLoraAdapterRequest unload_request;
+    unload_request.set_lora_name(name);
+    v1::UnloadLoraAdapterResponse response;
+    return stub_->UnloadLoraAdapter(&context, unload_request, &response);
+  };
+  EXPECT_TRUE(load("sql2", adapter).ok());
+  EXPECT_EQ(load("sql2", adapter).error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_EQ(load("bad", dir_.path() + "/missing").error_code(), grpc::StatusCode::NOT_FOUND);
+  request.set_request_id("l3");
+  request.set_lora_adapter("sql2");
+  EXPECT_EQ(Generate(request).tokens, adapted.tokens);
+  EXPECT_TRUE(unload("sql2").ok());
+  EXPECT_EQ(unload("sql2").error_code(), grpc::StatusCode::NOT_FOUND);
+  grpc::ClientContext context;
+  v1::ModelInfo info;
+  ASSERT_TRUE(stub_->GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok());
+  EXPECT_EQ(info.lora_adapters_size(), 1);
+}
+
+TEST_F(WorkerServerTest, WithoutTheFlagAdaptersCannotChangeAtRunTime) {
+  WorkerServerOptions options;
+  options.max_loras = 1;
+  StartServer(options);
+  grpc::ClientContext context;
+  v1::LoadLoraAdapterRequest load_request;
+  load_request.set_lora_name("x");
+  load_request.set_lora_path(dir_.path());
+  v1::LoadLoraAdapterResponse response;
+  EXPECT_EQ(stub_->LoadLoraAdapter(&context, load_request, &response).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  WorkerServerOptions bad;
+  bad.model_dir = dir_.path();
+  bad.lora_modules = {{"x", dir_.path()}};
+  const absl::Status refused = ValidateWorkerServerOptions(bad);
+  EXPECT_TRUE(absl::StrContains(refused.message(), "need --max_loras")) << refused;
+}
 
 TEST_F(WorkerServerTest, ModelInfoDescribesTheModel) {
   StartServer();
