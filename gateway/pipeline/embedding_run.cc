@@ -101,6 +101,7 @@ absl::StatusOr<PreparedRun> PrepareEmbeddings(std::shared_ptr<const ServedModel>
     choice.model = model;
     choice.worker_request.mutable_prompt_token_ids()->Assign(ids.begin(), ids.end());
     choice.worker_request.mutable_embedding()->set_dimensions(static_cast<uint32_t>(dimensions));
+    choice.worker_request.set_lora_adapter(model->lora_adapter());
     run.choices.push_back(std::move(choice));
   }
   return run;

@@ -87,7 +87,7 @@ Generation::Generation(WorkerClient* workers, PreparedRequest request,
       options_(options),
       prompt_hashes_(absl::MakeConstSpan(request_.worker_request.prompt_token_ids().data(),
                                          request_.worker_request.prompt_token_ids_size()),
-                     options_.cache_salt),
+                     options_.cache_salt, request_.worker_request.lora_adapter()),
       observer_(std::move(observer)),
       fingerprint_(RequestFingerprint(request_.model->name(), request_.worker_request)),
       stop_matcher_(request_.stop_strings) {
@@ -108,7 +108,7 @@ void Generation::Cancel() {
 void Generation::StartAttempt() {
   ++attempts_;
   absl::StatusOr<RoutedWorker> routed =
-      workers_->Route(request_.model->name(), prompt_hashes_, excluded_);
+      workers_->Route(request_.model->base_name(), prompt_hashes_, excluded_);
   if (!routed.ok()) {
     if (excluded_.empty()) return Fail(routed.status());
     return Fail(absl::Status(

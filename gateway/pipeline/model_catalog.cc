@@ -21,15 +21,24 @@ bool SameModel(const worker::v1::ModelInfo& a, const worker::v1::ModelInfo& b) {
 
 std::vector<ModelCatalog::ModelSummary> ModelCatalog::List() const {
   std::map<std::string, ModelSummary> models;
+  std::map<std::string, ModelSummary> adapters;
   for (const WorkerStatus& worker : workers_->Workers()) {
     if (worker.model_info == nullptr) continue;
+    const bool serving = worker.ready && !worker.draining;
     ModelSummary& summary = models[worker.model_info->model_name()];
+    summary.name = worker.model_info->model_name();
     // Prefer the description of a ready worker.
-    if (summary.info == nullptr || (worker.ready && !worker.draining)) {
-      summary.info = worker.model_info;
+    if (summary.info == nullptr || serving) summary.info = worker.model_info;
+    if (serving) ++summary.ready_workers;
+    for (const std::string& adapter : worker.lora_adapters) {
+      ModelSummary& adapted = adapters[adapter];
+      adapted.name = adapter;
+      adapted.parent = worker.model_info->model_name();
+      if (adapted.info == nullptr || serving) adapted.info = worker.model_info;
+      if (serving) ++adapted.ready_workers;
     }
-    if (worker.ready && !worker.draining) ++summary.ready_workers;
   }
+  for (auto& [name, adapted] : adapters) models.try_emplace(name, std::move(adapted));
   std::vector<ModelSummary> list;
   for (auto& [name, summary] : models) list.push_back(std::move(summary));
   return list;
@@ -51,14 +60,14 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> ModelCatalog::Resolve(absl::s
   if (name.empty()) {
     if (models.size() > 1) {
       std::vector<std::string> names;
-      for (const ModelSummary& summary : models) names.push_back(summary.info->model_name());
+      for (const ModelSummary& summary : models) names.push_back(summary.name);
       return absl::InvalidArgumentError(absl::StrCat(
           "model: required, this gateway serves several: ", absl::StrJoin(names, ", ")));
     }
     found = &models[0];
   } else {
     for (const ModelSummary& summary : models) {
-      if (summary.info->model_name() == name) found = &summary;
+      if (summary.name == name) found = &summary;
     }
     if (found == nullptr) {
       const std::vector<std::string> known = workers_->KnownModels();
@@ -69,7 +78,7 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> ModelCatalog::Resolve(absl::s
                          "\" (the workers that served it left or are down); retry later"));
       }
       std::vector<std::string> names;
-      for (const ModelSummary& summary : models) names.push_back(summary.info->model_name());
+      for (const ModelSummary& summary : models) names.push_back(summary.name);
       return absl::NotFoundError(absl::StrCat(
           "model \"", name, "\" does not exist; served: ", absl::StrJoin(names, ", ")));
     }
@@ -77,15 +86,19 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> ModelCatalog::Resolve(absl::s
   const std::shared_ptr<const worker::v1::ModelInfo>& info = found->info;
   absl::MutexLock lock(&mutex_);
   Entry& entry = cache_[info->model_name()];
-  if (entry.model != nullptr && (entry.source == info || SameModel(*entry.source, *info))) {
-    entry.source = info;
-    return entry.model;
+  if (entry.model == nullptr || !(entry.source == info || SameModel(*entry.source, *info))) {
+    absl::StatusOr<std::shared_ptr<const ServedModel>> model =
+        ServedModel::Create(*info, tool_call_format_, reasoning_.For(info->model_name()));
+    if (!model.ok()) return model.status();
+    entry = {info, *model};
+    adapters_.erase(info->model_name());
   }
-  absl::StatusOr<std::shared_ptr<const ServedModel>> model =
-      ServedModel::Create(*info, tool_call_format_, reasoning_.For(info->model_name()));
-  if (!model.ok()) return model.status();
-  entry = {info, *model};
-  return entry.model;
+  entry.source = info;
+  if (found->parent.empty()) return entry.model;
+  // An adapter shares its base model's tokenizer and template.
+  std::shared_ptr<const ServedModel>& adapted = adapters_[info->model_name()][found->name];
+  if (adapted == nullptr) adapted = ServedModel::ForAdapter(*entry.model, found->name);
+  return adapted;
 }
 
 }  // namespace llmserve::gateway

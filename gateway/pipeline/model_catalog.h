@@ -34,14 +34,22 @@ class ModelCatalog {
       : workers_(workers), tool_call_format_(tool_call_format), reasoning_(std::move(reasoning)) {}
 
   // `name` empty selects the only model (INVALID_ARGUMENT when there are several); NOT_FOUND
-  // naming the served models for an unknown name; UNAVAILABLE before any worker answered.
+  // naming the served models for an unknown name; UNAVAILABLE before any worker answered. A LoRA
+  // adapter's name resolves to its base model served through it (ServedModel::ForAdapter).
   absl::StatusOr<std::shared_ptr<const ServedModel>> Resolve(absl::string_view name);
 
   struct ModelSummary {
+    // What requests call it: the model's name, or a LoRA adapter's.
+    std::string name;
+    // The base model's description (for an adapter, of a worker that has it loaded).
     std::shared_ptr<const worker::v1::ModelInfo> info;
     int ready_workers = 0;
+    // For a LoRA adapter: the base model's name; empty for a base model.
+    std::string parent;
   };
-  // Every model some worker described, sorted by name.
+  // Every model some worker described, and every LoRA adapter a worker has loaded now (a model
+  // named after its adapter, whose parent is the base model), sorted by name. A base model's name
+  // wins over an adapter of the same name.
   std::vector<ModelSummary> List() const;
 
  private:
@@ -54,6 +62,10 @@ class ModelCatalog {
   const reasoning::ReasoningParsers reasoning_;
   absl::Mutex mutex_;
   absl::flat_hash_map<std::string, Entry> cache_ ABSL_GUARDED_BY(mutex_);
+  // Per base model, its adapters' ServedModels (built with the base's entry, dropped with it).
+  absl::flat_hash_map<std::string,
+                      absl::flat_hash_map<std::string, std::shared_ptr<const ServedModel>>>
+      adapters_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace llmserve::gateway

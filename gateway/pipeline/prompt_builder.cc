@@ -298,6 +298,7 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const ::llmserve::v1::GenerateReq
     return Invalid("priority", absl::StrCat(request.priority(), " is outside [-1000, 1000]"));
   }
   out.set_priority(request.priority());
+  out.set_lora_adapter(model->lora_adapter());
   absl::StatusOr<std::optional<ToolCalling>> tool_calling =
       ResolveOutputConstraints(request, model->tool_call_format(), &out);
   if (!tool_calling.ok()) return tool_calling.status();

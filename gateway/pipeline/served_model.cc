@@ -12,6 +12,7 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> ServedModel::Create(
     reasoning::ReasoningFormat reasoning_format) {
   std::shared_ptr<ServedModel> model(new ServedModel());
   model->info_ = info;
+  model->base_name_ = info.model_name();
   // The files are large and only needed to build the tokenizer.
   model->info_.clear_tokenizer_json();
   model->info_.clear_tokenizer_config_json();
@@ -23,7 +24,8 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> ServedModel::Create(
         common::tokenizer::Tokenizer::FromJson(info.tokenizer_json(), info.tokenizer_config_json());
     if (tokenizer.ok()) {
       model->tokenizer_ = *std::move(tokenizer);
-      model->special_text_guard_.emplace(model->tokenizer_->SpecialTokenContents());
+      model->special_text_guard_ = std::make_shared<const common::SpecialTextGuard>(
+          model->tokenizer_->SpecialTokenContents());
     } else {
       model->tokenizer_error_ = absl::StrCat("the tokenizer of model \"", info.model_name(),
                                              "\" does not load: ", tokenizer.status().message());
@@ -32,7 +34,7 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> ServedModel::Create(
   if (!info.chat_template().empty()) {
     absl::StatusOr<common::ChatTemplate> parsed = common::ChatTemplate::Parse(info.chat_template());
     if (parsed.ok()) {
-      model->chat_template_ = *std::move(parsed);
+      model->chat_template_ = std::make_shared<const common::ChatTemplate>(*std::move(parsed));
     } else {
       model->chat_template_error_ =
           absl::StrCat("the chat template of model \"", info.model_name(),
@@ -50,6 +52,14 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> ServedModel::Create(
         std::string_view(reasoning::kThinkClose.data(), reasoning::kThinkClose.size()));
   }
   return std::shared_ptr<const ServedModel>(std::move(model));
+}
+
+std::shared_ptr<const ServedModel> ServedModel::ForAdapter(const ServedModel& base,
+                                                           const std::string& adapter) {
+  std::shared_ptr<ServedModel> model(new ServedModel(base));
+  model->info_.set_model_name(adapter);
+  model->lora_adapter_ = adapter;
+  return model;
 }
 
 absl::StatusOr<common::RenderedChat> ServedModel::RenderChat(
@@ -74,7 +84,7 @@ absl::StatusOr<common::RenderedChat> ServedModel::RenderChat(
   input.add_generation_prompt =
       chat.has_add_generation_prompt() ? chat.add_generation_prompt() : true;
   input.template_kwargs_json = chat.chat_template_kwargs_json();
-  if (!input.template_kwargs_json.empty() && !chat_template_.has_value()) {
+  if (!input.template_kwargs_json.empty() && chat_template_ == nullptr) {
     // The plain rendering has no variables: the kwargs would be ignored without a word.
     return absl::InvalidArgumentError(absl::StrCat(
         "chat.chat_template_kwargs: model \"", name(),
@@ -91,20 +101,20 @@ absl::StatusOr<common::RenderedChat> ServedModel::RenderChat(
   }
   const common::SpecialTextGuard::Render render =
       [this](const common::ChatTemplateInput& in) -> absl::StatusOr<std::string> {
-    if (!chat_template_.has_value()) return common::RenderPlainChat(in);
+    if (chat_template_ == nullptr) return common::RenderPlainChat(in);
     absl::StatusOr<std::string> text = chat_template_->Render(in);
     if (!text.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("chat: ", text.status().message()));
     }
     return text;
   };
-  if (chat.parse_special_tokens_in_content() || !special_text_guard_.has_value()) {
+  if (chat.parse_special_tokens_in_content() || special_text_guard_ == nullptr) {
     absl::StatusOr<std::string> text = render(input);
     if (!text.ok()) return text.status();
     return common::RenderedChat{.text = *std::move(text)};
   }
   return special_text_guard_->RenderLiteral(
-      input, chat_template_.has_value() ? chat_template_->source() : "", render);
+      input, chat_template_ != nullptr ? chat_template_->source() : "", render);
 }
 
 absl::StatusOr<common::RenderedChat> RenderChatPrompt(const ServedModel& model,

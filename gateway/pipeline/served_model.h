@@ -34,7 +34,17 @@ class ServedModel {
       std::optional<tool_calls::ToolCallFormat> tool_call_format = std::nullopt,
       reasoning::ReasoningFormat reasoning_format = reasoning::ReasoningFormat::kNone);
 
+  // The name requests use: the model's, or a LoRA adapter's (ForAdapter).
   const std::string& name() const { return info_.model_name(); }
+  // The base model's name, which routing asks workers for (name() for a base model).
+  const std::string& base_name() const { return base_name_; }
+  // The LoRA adapter the worker applies (GenerateRequest.lora_adapter); empty for a base model.
+  const std::string& lora_adapter() const { return lora_adapter_; }
+
+  // `base` served through LoRA adapter `adapter` of its workers: the same tokenizer, template
+  // and limits, named `adapter`.
+  static std::shared_ptr<const ServedModel> ForAdapter(const ServedModel& base,
+                                                       const std::string& adapter);
   const worker::v1::ModelInfo& info() const { return info_; }
   // Null when the worker sent no usable tokenizer; tokenizer_error() says why.
   const common::tokenizer::Tokenizer* tokenizer() const { return tokenizer_.get(); }
@@ -69,12 +79,15 @@ class ServedModel {
   ServedModel() = default;
 
   worker::v1::ModelInfo info_;
-  std::unique_ptr<common::tokenizer::Tokenizer> tokenizer_;
+  // Shared with the model's adapter variants (ForAdapter).
+  std::shared_ptr<const common::tokenizer::Tokenizer> tokenizer_;
   std::string tokenizer_error_;
-  std::optional<common::ChatTemplate> chat_template_;
+  std::shared_ptr<const common::ChatTemplate> chat_template_;
   std::string chat_template_error_;
   // Over the tokenizer's special tokens (none without a tokenizer).
-  std::optional<common::SpecialTextGuard> special_text_guard_;
+  std::shared_ptr<const common::SpecialTextGuard> special_text_guard_;
+  std::string lora_adapter_;
+  std::string base_name_;
   tool_calls::ToolCallFormat tool_call_format_ = tool_calls::ToolCallFormat::kNone;
   reasoning::ReasoningFormat reasoning_format_ = reasoning::ReasoningFormat::kNone;
   std::optional<int32_t> reasoning_end_token_id_;

@@ -42,6 +42,9 @@ struct WorkerStatus {
   // Set once GetModelInfo answered.
   std::shared_ptr<const worker::v1::ModelInfo> model_info;
   worker::v1::LoadReport last_report;
+  // The LoRA adapters it has loaded (its latest load report's list, else its model info's),
+  // sorted.
+  std::vector<std::string> lora_adapters;
   size_t cached_blocks = 0;
   std::string last_error;
 };
@@ -82,8 +85,10 @@ class WorkerClient {
   virtual ~WorkerClient() = default;
 
   // A ready, non-draining worker serving `model` (empty: any model) for `prompt`, skipping the
-  // `excluded` addresses (earlier failed attempts). NOT_FOUND when no worker ever served the
-  // model; UNAVAILABLE when none is ready now. Never waits on I/O.
+  // `excluded` addresses (earlier failed attempts); when the prompt runs a LoRA adapter
+  // (PromptRoutingHashes::lora_adapter), only a worker that has it loaded. NOT_FOUND when no
+  // worker ever served the model; UNAVAILABLE when none is ready now (or none has the adapter).
+  // Never waits on I/O.
   virtual absl::StatusOr<RoutedWorker> Route(absl::string_view model, PromptRoutingHashes& prompt,
                                              const absl::flat_hash_set<std::string>& excluded) = 0;
 

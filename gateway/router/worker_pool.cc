@@ -490,6 +490,23 @@ void WorkerPool::MarkDown(Worker& worker, const std::string& error) {
   PublishLocked();
 }
 
+namespace {
+
+// A worker's adapters: its latest load report's (each lists them all), else its model info's.
+std::vector<std::string> LoraAdaptersOf(const worker::v1::ModelInfo* info,
+                                        const worker::v1::LoadReport& report) {
+  std::vector<std::string> names;
+  if (report.sequence() > 0) {
+    names.assign(report.lora_adapters().begin(), report.lora_adapters().end());
+  } else if (info != nullptr) {
+    names.assign(info->lora_adapters().begin(), info->lora_adapters().end());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace
+
 void WorkerPool::PublishLocked() {
   auto snapshot = std::make_shared<RoutingSnapshot>();
   snapshot->known_models = known_models_;
@@ -502,7 +519,8 @@ void WorkerPool::PublishLocked() {
                                  .running = static_cast<int32_t>(load.running()),
                                  .waiting = static_cast<int32_t>(load.waiting()),
                                  .kv_blocks_total = static_cast<int32_t>(load.kv_blocks_total()),
-                                 .kv_blocks_free = static_cast<int32_t>(load.kv_blocks_free())});
+                                 .kv_blocks_free = static_cast<int32_t>(load.kv_blocks_free()),
+                                 .lora_adapters = LoraAdaptersOf(worker->model_info.get(), load)});
   }
   // A fixed order, so that turns among equals go round the same way whatever the map's order.
   std::sort(snapshot->workers.begin(), snapshot->workers.end(),
@@ -576,6 +594,11 @@ absl::StatusOr<RoutedWorker> WorkerPool::Route(absl::string_view model, PromptRo
     for (const RoutableWorker& worker : current->workers) {
       if (excluded.contains(worker.address)) continue;
       if (!model.empty() && worker.model_info->model_name() != model) continue;
+      if (!prompt.lora_adapter().empty() &&
+          !std::binary_search(worker.lora_adapters.begin(), worker.lora_adapters.end(),
+                              prompt.lora_adapter())) {
+        continue;
+      }
       const auto flying = in_flight.find(worker.address);
       eligible.push_back(&worker);
       candidates.push_back({.worker = worker.address,
@@ -602,8 +625,12 @@ absl::StatusOr<RoutedWorker> WorkerPool::Route(absl::string_view model, PromptRo
           absl::StrCat("model \"", model, "\" is not served here; known models: ",
                        known.empty() ? "none yet" : absl::StrJoin(known, ", ")));
     }
-    return absl::UnavailableError(absl::StrCat("no ready worker", model.empty() ? "" : " for ",
-                                               model, excluded.empty() ? "" : " left to try"));
+    return absl::UnavailableError(absl::StrCat(
+        "no ready worker", model.empty() ? "" : " for ", model,
+        prompt.lora_adapter().empty()
+            ? ""
+            : absl::StrCat(" with LoRA adapter \"", prompt.lora_adapter(), "\" loaded"),
+        excluded.empty() ? "" : " left to try"));
   }
   const RoutableWorker& chosen = *eligible[decision->index];
   return RoutedWorker{.address = chosen.address,
@@ -626,13 +653,15 @@ std::vector<WorkerStatus> WorkerPool::Workers() const {
   absl::ReaderMutexLock prefix_lock(&prefix_mutex_);
   std::vector<WorkerStatus> statuses;
   for (const auto& [address, worker] : workers_) {
-    statuses.push_back({.address = address,
-                        .ready = worker->ready,
-                        .draining = worker->draining,
-                        .model_info = worker->model_info,
-                        .last_report = worker->last_report,
-                        .cached_blocks = prefix_index_.NumBlocks(address),
-                        .last_error = worker->last_error});
+    statuses.push_back(
+        {.address = address,
+         .ready = worker->ready,
+         .draining = worker->draining,
+         .model_info = worker->model_info,
+         .last_report = worker->last_report,
+         .lora_adapters = LoraAdaptersOf(worker->model_info.get(), worker->last_report),
+         .cached_blocks = prefix_index_.NumBlocks(address),
+         .last_error = worker->last_error});
   }
   std::sort(statuses.begin(), statuses.end(),
             [](const WorkerStatus& a, const WorkerStatus& b) { return a.address < b.address; });

@@ -126,6 +126,8 @@ class WorkerPool final : public WorkerClient {
     int32_t waiting = 0;
     int32_t kv_blocks_total = 0;
     int32_t kv_blocks_free = 0;
+    // Sorted.
+    std::vector<std::string> lora_adapters;
   };
   struct RoutingSnapshot {
     std::vector<RoutableWorker> workers;

@@ -262,6 +262,11 @@ class FakeWorkerClient final : public gateway::WorkerClient {
     for (const auto& [address, worker] : workers_) {
       if (!worker.ready || excluded.contains(address)) continue;
       if (!model.empty() && worker.info->model_name() != model) continue;
+      if (!prompt.lora_adapter().empty() &&
+          std::find(worker.info->lora_adapters().begin(), worker.info->lora_adapters().end(),
+                    prompt.lora_adapter()) == worker.info->lora_adapters().end()) {
+        continue;
+      }
       prompt.ForBlockSize(static_cast<int32_t>(worker.info->block_size()));
       candidates.push_back({.worker = address, .in_flight = OpenCallsLocked(address)});
       addresses.push_back(&address);
@@ -303,7 +308,11 @@ class FakeWorkerClient final : public gateway::WorkerClient {
     absl::MutexLock lock(&mutex_);
     std::vector<gateway::WorkerStatus> statuses;
     for (const auto& [address, worker] : workers_) {
-      statuses.push_back({.address = address, .ready = worker.ready, .model_info = worker.info});
+      statuses.push_back({.address = address,
+                          .ready = worker.ready,
+                          .model_info = worker.info,
+                          .lora_adapters = {worker.info->lora_adapters().begin(),
+                                            worker.info->lora_adapters().end()}});
     }
     return statuses;
   }

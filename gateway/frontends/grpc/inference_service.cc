@@ -380,7 +380,8 @@ grpc::ServerUnaryReactor* InferenceService::ListModels(grpc::CallbackServerConte
   ::llmserve::v1::ListModelsResponse message;
   for (const ModelCatalog::ModelSummary& summary : *models) {
     ::llmserve::v1::ModelCard* card = message.add_models();
-    card->set_id(summary.info->model_name());
+    card->set_id(summary.name);
+    card->set_parent(summary.parent);
     card->set_max_model_len(summary.info->max_model_len());
     card->set_ready_workers(summary.ready_workers);
     card->set_vocab_size(summary.info->vocab_size());

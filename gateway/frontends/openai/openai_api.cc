@@ -410,10 +410,12 @@ void OpenAiApi::HandleModels(const http::HttpRequest& request, http::ResponseWri
   if (!models.ok()) return http::SendError(writer, models.status());
   Json data = Json::array();
   for (const ModelCatalog::ModelSummary& summary : *models) {
-    data.push_back({{"id", summary.info->model_name()},
+    data.push_back({{"id", summary.name},
                     {"object", "model"},
                     {"created", 0},
                     {"owned_by", "llmserve"},
+                    {"root", summary.parent.empty() ? summary.name : summary.parent},
+                    {"parent", summary.parent.empty() ? Json() : Json(summary.parent)},
                     {"max_model_len", summary.info->max_model_len()}});
   }
   writer.Send(200, {{"content-type", "application/json"}},
