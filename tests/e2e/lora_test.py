@@ -1,0 +1,157 @@
+#!/usr/bin/python3
+"""LoRA adapters (issue 34) through the real gateway and workers on loopback. The test writes a
+PEFT adapter for the generated tiny model (random A and B for q_proj, v_proj and down_proj, rank
+8, lora_alpha 16) and, independently, a copy of the model with the adapter merged into its
+weights (W + alpha / r * B A, in NumPy float64, stored as float32). One worker serves the base
+model with the adapter (--lora_modules sql=DIR), another serves the merged copy:
+
+  1. /v1/models lists "sql" with parent "tiny".
+  2. Greedy completions and chats of model "sql" through the gateway equal those of the merged
+     model, token for token; the base model "tiny" answers differently.
+  3. The adapter's usage and the response name it; a name nobody serves is a 404.
+Prints a JSON summary.
+
+Usage: lora_test.py GATEWAY WORKER MAKE_MODEL
+Exit 0 on success, 1 on failure, 77 when NumPy is missing (skipped).
+"""
+
+import json
+import os
+import shutil
+import struct
+import sys
+
+from e2e_support import Cluster, Worker, expect, log, post_json, http_get, run_binaries_test
+
+try:
+    import numpy as np
+except ImportError:  # pragma: no cover
+    np = None
+
+RANK, ALPHA = 8, 16.0
+PROMPTS = ["Hello there, how", "The capital of France is", "1, 2, 3, 4,"]
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    length = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + length])
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        start, end = info["data_offsets"]
+        expect(info["dtype"] == "F32", f"{name}: expected F32 weights, got {info['dtype']}")
+        tensors[name] = np.frombuffer(data[8 + length + start:8 + length + end],
+                                      dtype="<f4").reshape(info["shape"])
+    return tensors
+
+
+def write_safetensors(path, tensors):
+    header, offset, blobs = {}, 0, []
+    for name, array in tensors.items():
+        blob = np.ascontiguousarray(array, dtype="<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(array.shape),
+                        "data_offsets": [offset, offset + len(blob)]}
+        offset += len(blob)
+        blobs.append(blob)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def write_adapter_and_merged(model_dir, adapter_dir, merged_dir):
+    weights = read_safetensors(os.path.join(model_dir, "model.safetensors"))
+    rng = np.random.default_rng(7)
+    adapter, merged = {}, dict(weights)
+    for name in sorted(weights):
+        if not name.endswith(("q_proj.weight", "v_proj.weight", "down_proj.weight")):
+            continue
+        out_dim, in_dim = weights[name].shape
+        a = rng.uniform(-0.3, 0.3, (RANK, in_dim)).astype(np.float32)
+        b = rng.uniform(-0.3, 0.3, (out_dim, RANK)).astype(np.float32)
+        stem = "base_model.model." + name[:-len(".weight")]
+        adapter[stem + ".lora_A.weight"] = a
+        adapter[stem + ".lora_B.weight"] = b
+        delta = (ALPHA / RANK) * (b.astype(np.float64) @ a.astype(np.float64))
+        merged[name] = (weights[name].astype(np.float64) + delta).astype(np.float32)
+    os.makedirs(adapter_dir)
+    write_safetensors(os.path.join(adapter_dir, "adapter_model.safetensors"), adapter)
+    with open(os.path.join(adapter_dir, "adapter_config.json"), "w") as f:
+        json.dump({"peft_type": "LORA", "r": RANK, "lora_alpha": ALPHA,
+                   "target_modules": ["q_proj", "v_proj", "down_proj"], "bias": "none",
+                   "use_rslora": False, "use_dora": False, "base_model_name_or_path": "tiny"}, f)
+    shutil.copytree(model_dir, merged_dir)
+    write_safetensors(os.path.join(merged_dir, "model.safetensors"), merged)
+    return len(adapter) // 2
+
+
+def complete(gateway, model, prompt):
+    result = post_json(gateway.http_port, "/v1/completions",
+                       {"model": model, "prompt": prompt, "max_tokens": 16, "temperature": 0,
+                        "ignore_eos": True})
+    expect(result.status == 200, f"completion of {model}: {result}")
+    return result.json()
+
+
+def run(binaries):
+    if np is None:
+        log("SKIPPED: python3-numpy is not installed (scripts/install-deps.sh installs it)")
+        sys.exit(77)
+    summary = {}
+    with Cluster(*binaries, prefix="lora") as cluster:
+        try:
+            cluster.make_model()
+            adapter_dir = os.path.join(cluster.temp, "sql")
+            merged_dir = os.path.join(cluster.temp, "merged")
+            summary["adapted_modules"] = write_adapter_and_merged(cluster.model, adapter_dir,
+                                                                  merged_dir)
+            base = cluster.start_worker("worker-lora", f"--lora_modules=sql={adapter_dir}")
+            process = cluster.start("worker-merged", [
+                cluster.worker_bin, f"--model={merged_dir}", "--served_model_name=merged",
+                "--host=127.0.0.1", "--port=0", "--metrics_port=0", "--threads=1",
+                "--kv_cache_memory=32MiB"])
+            match = process.wait_for(r"serving merged on 127\.0\.0\.1:(\d+)")
+            merged = Worker("worker-merged", process, "127.0.0.1", int(match.group(1)), None)
+            gateway = cluster.start_gateway([base, merged])
+            cluster.wait_ready(gateway, [base, merged])
+
+            status, text = http_get(gateway.http_port, "/v1/models")
+            models = {m["id"]: m for m in json.loads(text)["data"]}
+            expect(status == 200 and models.get("sql", {}).get("parent") == "tiny",
+                   f"/v1/models: {text}")
+            differs = 0
+            for prompt in PROMPTS:
+                adapted = complete(gateway, "sql", prompt)
+                reference = complete(gateway, "merged", prompt)
+                plain = complete(gateway, "tiny", prompt)
+                expect(adapted["model"] == "sql", f"response model: {adapted}")
+                expect(adapted["choices"][0]["text"] == reference["choices"][0]["text"],
+                       f"{prompt!r}: adapter {adapted['choices'][0]['text']!r} != merged "
+                       f"{reference['choices'][0]['text']!r}")
+                differs += adapted["choices"][0]["text"] != plain["choices"][0]["text"]
+            summary["prompts"] = len(PROMPTS)
+            summary["differ_from_base"] = differs
+            expect(differs > 0, "the adapter changed no output: the test proves nothing")
+            chat = {"messages": [{"role": "user", "content": "Say something."}],
+                    "max_tokens": 12, "temperature": 0}
+            adapted = post_json(gateway.http_port, "/v1/chat/completions", {"model": "sql", **chat})
+            reference = post_json(gateway.http_port, "/v1/chat/completions",
+                                  {"model": "merged", **chat})
+            expect(adapted.status == 200 and reference.status == 200, f"chat: {adapted}")
+            expect(adapted.json()["choices"][0]["message"]["content"] ==
+                   reference.json()["choices"][0]["message"]["content"],
+                   "chat of the adapter differs from the merged model's")
+            missing = post_json(gateway.http_port, "/v1/completions",
+                                {"model": "nope", "prompt": "x", "max_tokens": 2})
+            expect(missing.status == 404, f"unknown model: {missing}")
+        except Exception:
+            log(cluster.report())
+            raise
+    print(json.dumps(summary, sort_keys=True))
+
+
+if __name__ == "__main__":
+    sys.exit(run_binaries_test(run, __doc__))
