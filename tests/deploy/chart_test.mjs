@@ -559,6 +559,12 @@ check('ci files turn on what they promise', () => {
   const tasks = groups.map((g) => [flag(mainContainer(g).args, 'task'), flag(mainContainer(g).args, 'pooling')]);
   assert.deepEqual(tasks.filter(([task]) => task === 'embed'), [['embed', 'last']]);
   assert.equal(tasks.filter(([task, pooling]) => task === 'generate' && pooling === undefined).length, 2);
+  // The Qwen group's adapters, from the model volume; the others have none.
+  const loras = groups.map((g) => flag(mainContainer(g).args, 'lora_modules')).filter(Boolean);
+  assert.deepEqual(loras, ['qwen-sql=/models/adapters/qwen-sql,qwen-chat=/models/adapters/qwen-chat']);
+  const qwen = groups.find((g) => flag(mainContainer(g).args, 'lora_modules'));
+  assert.equal(flag(mainContainer(qwen).args, 'max_loras'), '4');
+  assert.equal(flag(mainContainer(qwen).args, 'max_lora_rank'), '32');
   const all = rendered['ci/everything-on-values.yaml'];
   for (const kind of ['ServiceMonitor', 'ScaledObject', 'Ingress', 'HTTPRoute', 'HorizontalPodAutoscaler',
     'NetworkPolicy', 'PodDisruptionBudget']) {
