@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/base/worker_api_limits.h"
+#include "common/status/status_macros.h"
 
 namespace llmserve::worker {
 namespace {
@@ -50,6 +51,21 @@ SamplingParams ToSamplingParams(const ::llmserve::v1::SamplingParams& proto) {
   return ::llmserve::v1::FINISH_REASON_UNSPECIFIED;
 }
 
+// The prompt's ids into `prompt`, each checked against the vocabulary.
+absl::Status CopyPrompt(const v1::GenerateRequest& request, const RequestLimits& limits,
+                        std::vector<int32_t>* prompt) {
+  prompt->reserve(request.prompt_token_ids_size());
+  for (int i = 0; i < request.prompt_token_ids_size(); ++i) {
+    const int32_t id = request.prompt_token_ids(i);
+    if (id < 0 || id >= limits.vocab_size) {
+      return Invalid(absl::StrCat("prompt_token_ids[", i, "]"),
+                     absl::StrCat(id, " is outside the vocabulary [0, ", limits.vocab_size, ")"));
+    }
+    prompt->push_back(id);
+  }
+  return absl::OkStatus();
+}
+
 // The part of ToEngineRequest that is particular to embedding requests.
 absl::StatusOr<EngineRequest> ToEmbeddingRequest(const v1::GenerateRequest& request,
                                                  const EmbeddingTask& task,
@@ -89,15 +105,7 @@ absl::StatusOr<EngineRequest> ToEmbeddingRequest(const v1::GenerateRequest& requ
     }
   }
   EngineRequest out;
-  out.prompt.reserve(prompt_len);
-  for (int i = 0; i < prompt_len; ++i) {
-    const int32_t id = request.prompt_token_ids(i);
-    if (id < 0 || id >= limits.vocab_size) {
-      return Invalid(absl::StrCat("prompt_token_ids[", i, "]"),
-                     absl::StrCat(id, " is outside the vocabulary [0, ", limits.vocab_size, ")"));
-    }
-    out.prompt.push_back(id);
-  }
+  LLMSERVE_RETURN_IF_ERROR(CopyPrompt(request, limits, &out.prompt));
   out.stopping.max_tokens = 0;
   out.pooling = PoolingParams{.method = task.method,
                               .normalize = task.normalize,
@@ -148,15 +156,7 @@ absl::StatusOr<EngineRequest> ToEngineRequest(const v1::GenerateRequest& request
                                 limits.max_model_len - 1, " prompt tokens"));
   }
   EngineRequest out;
-  out.prompt.reserve(prompt_len);
-  for (int i = 0; i < prompt_len; ++i) {
-    const int32_t id = request.prompt_token_ids(i);
-    if (id < 0 || id >= limits.vocab_size) {
-      return Invalid(absl::StrCat("prompt_token_ids[", i, "]"),
-                     absl::StrCat(id, " is outside the vocabulary [0, ", limits.vocab_size, ")"));
-    }
-    out.prompt.push_back(id);
-  }
+  LLMSERVE_RETURN_IF_ERROR(CopyPrompt(request, limits, &out.prompt));
 
   out.sampling = ToSamplingParams(request.sampling());
   if (const absl::Status sampling = ValidateSamplingParams(out.sampling, limits.vocab_size);

@@ -177,6 +177,13 @@ grpc::ServerUnaryReactor* WorkerService::GetModelInfo(grpc::CallbackServerContex
   return reactor;
 }
 
+absl::Status WorkerService::LoraUpdatesAllowed() const {
+  if (allow_runtime_lora_updating_) return absl::OkStatus();
+  return absl::PermissionDeniedError(
+      "this worker's LoRA adapters are fixed at start (--lora_modules); run it with "
+      "--allow_runtime_lora_updating to load and unload them at run time");
+}
+
 grpc::ServerUnaryReactor* WorkerService::LoadLoraAdapter(grpc::CallbackServerContext* context,
                                                          const grpc::ByteBuffer* bytes,
                                                          grpc::ByteBuffer* response) {
@@ -189,11 +196,7 @@ grpc::ServerUnaryReactor* WorkerService::LoadLoraAdapter(grpc::CallbackServerCon
   if (absl::Status status = common::ParseRawRequest(*bytes, &request); !status.ok()) {
     return finish(status);
   }
-  if (!allow_runtime_lora_updating_) {
-    return finish(absl::PermissionDeniedError(
-        "this worker's LoRA adapters are fixed at start (--lora_modules); run it with "
-        "--allow_runtime_lora_updating to load and unload them at run time"));
-  }
+  if (absl::Status allowed = LoraUpdatesAllowed(); !allowed.ok()) return finish(allowed);
   if (request.lora_path().empty()) {
     return finish(absl::InvalidArgumentError("lora_path: the adapter's directory is required"));
   }
@@ -230,11 +233,7 @@ grpc::ServerUnaryReactor* WorkerService::UnloadLoraAdapter(grpc::CallbackServerC
   if (absl::Status status = common::ParseRawRequest(*bytes, &request); !status.ok()) {
     return finish(status);
   }
-  if (!allow_runtime_lora_updating_) {
-    return finish(absl::PermissionDeniedError(
-        "this worker's LoRA adapters are fixed at start (--lora_modules); run it with "
-        "--allow_runtime_lora_updating to load and unload them at run time"));
-  }
+  if (absl::Status allowed = LoraUpdatesAllowed(); !allowed.ok()) return finish(allowed);
   if (absl::Status removed = engine_->RemoveLoraAdapter(request.lora_name()); !removed.ok()) {
     return finish(removed);
   }

@@ -109,6 +109,8 @@ class WorkerService final : public RawWorkerService {
   std::vector<int32_t> crash_marker_;
   common::tracing::Tracer* tracer_ = nullptr;
   bool allow_runtime_lora_updating_ = false;
+  // PERMISSION_DENIED without allow_runtime_lora_updating_.
+  absl::Status LoraUpdatesAllowed() const;
 
   mutable absl::Mutex mutex_;
   bool draining_ ABSL_GUARDED_BY(mutex_) = false;

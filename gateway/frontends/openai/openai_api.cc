@@ -484,6 +484,30 @@ std::shared_ptr<RequestRun> OpenAiApi::NewRun(std::shared_ptr<RequestLifecycle> 
   return run;
 }
 
+namespace {
+
+// Prepares a request's run from its body, on a prepare thread.
+using BodyPreparer =
+    absl::AnyInvocable<absl::StatusOr<PreparedRun>(const std::string& body,
+                                                   RequestLifecycle& lifecycle) &&>;
+
+// What every POST endpoint hands the runner: the caller's credentials, the body's size, and the
+// body, parsed and prepared by `prepare` on a prepare thread (up to --max_body_bytes of JSON, a
+// template and the tokenizer: this I/O thread also writes every other stream of its
+// connections).
+RunInput BodyInput(http::HttpRequest& request, BodyPreparer prepare) {
+  RunInput input;
+  input.authorization = std::string(request.Header("authorization"));
+  input.prompt_bytes = request.body.size();
+  input.prepare = [body = std::move(request.body),
+                   prepare = std::move(prepare)](RequestLifecycle& lifecycle) mutable {
+    return std::move(prepare)(body, lifecycle);
+  };
+  return input;
+}
+
+}  // namespace
+
 void OpenAiApi::HandleGeneration(OpenAiEndpoint endpoint, http::HttpRequest request,
                                  std::shared_ptr<http::ResponseWriter> writer) {
   const bool chat = endpoint == OpenAiEndpoint::kChatCompletions;
@@ -491,73 +515,65 @@ void OpenAiApi::HandleGeneration(OpenAiEndpoint endpoint, http::HttpRequest requ
   std::shared_ptr<RequestRun> run =
       NewRun(BeginLifecycle(request, chat ? "chat" : "text_completion"), job, *writer);
   job->set_run(run);
-  RunInput input;
-  input.authorization = std::string(request.Header("authorization"));
-  input.prompt_bytes = request.body.size();
-  // The body is parsed (up to --max_body_bytes of JSON) on a prepare thread, with the template
-  // and the tokenizer: this I/O thread also writes every other stream of its connections.
-  input.prepare = [runner = runner_, endpoint, job, body = std::move(request.body)](
-                      RequestLifecycle& lifecycle) -> absl::StatusOr<PreparedRun> {
-    absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(endpoint, body);
-    if (!parsed.ok()) return parsed.status();
-    absl::StatusOr<PreparedRun> run = PrepareParsed(*runner, lifecycle, *parsed);
-    if (!run.ok()) return run.status();
-    std::string id =
-        absl::StrCat(endpoint == OpenAiEndpoint::kChatCompletions ? "chatcmpl-" : "cmpl-",
-                     run->choices[0].request_id);
-    lifecycle.set_request_id(id);
-    parsed->request.Clear();
-    job->SetPrepared(*std::move(parsed), run->model, std::move(id));
-    return run;
-  };
-  run->Start(std::move(input));
+  run->Start(BodyInput(
+      request,
+      [runner = runner_, endpoint, job](
+          const std::string& body, RequestLifecycle& lifecycle) -> absl::StatusOr<PreparedRun> {
+        absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(endpoint, body);
+        if (!parsed.ok()) return parsed.status();
+        absl::StatusOr<PreparedRun> run = PrepareParsed(*runner, lifecycle, *parsed);
+        if (!run.ok()) return run.status();
+        std::string id =
+            absl::StrCat(endpoint == OpenAiEndpoint::kChatCompletions ? "chatcmpl-" : "cmpl-",
+                         run->choices[0].request_id);
+        lifecycle.set_request_id(id);
+        parsed->request.Clear();
+        job->SetPrepared(*std::move(parsed), run->model, std::move(id));
+        return run;
+      }));
 }
 
 void OpenAiApi::HandleResponses(http::HttpRequest request,
                                 std::shared_ptr<http::ResponseWriter> writer) {
   auto job = std::make_shared<ResponsesJob>(writer);
   std::shared_ptr<RequestRun> run = NewRun(BeginLifecycle(request, "chat"), job, *writer);
-  RunInput input;
-  input.authorization = std::string(request.Header("authorization"));
-  input.prompt_bytes = request.body.size();
-  input.prepare = [runner = runner_, job, body = std::move(request.body)](
-                      RequestLifecycle& lifecycle) -> absl::StatusOr<PreparedRun> {
-    absl::StatusOr<ResponsesRequest> parsed = ParseResponsesRequest(body);
-    if (!parsed.ok()) return parsed.status();
-    absl::StatusOr<PreparedRun> run = PrepareParsed(*runner, lifecycle, parsed->chat);
-    if (!run.ok()) return run.status();
-    std::string id = run->choices[0].request_id;
-    lifecycle.set_request_id(absl::StrCat("resp_", id));
-    parsed->chat.request.Clear();
-    job->SetPrepared(*std::move(parsed), run->model, std::move(id));
-    return run;
-  };
-  run->Start(std::move(input));
+  run->Start(BodyInput(
+      request,
+      [runner = runner_, job](const std::string& body,
+                              RequestLifecycle& lifecycle) -> absl::StatusOr<PreparedRun> {
+        absl::StatusOr<ResponsesRequest> parsed = ParseResponsesRequest(body);
+        if (!parsed.ok()) return parsed.status();
+        absl::StatusOr<PreparedRun> run = PrepareParsed(*runner, lifecycle, parsed->chat);
+        if (!run.ok()) return run.status();
+        std::string id = run->choices[0].request_id;
+        lifecycle.set_request_id(absl::StrCat("resp_", id));
+        parsed->chat.request.Clear();
+        job->SetPrepared(*std::move(parsed), run->model, std::move(id));
+        return run;
+      }));
 }
 
 void OpenAiApi::HandleEmbeddings(http::HttpRequest request,
                                  std::shared_ptr<http::ResponseWriter> writer) {
   auto job = std::make_shared<EmbeddingsJob>(writer);
   std::shared_ptr<RequestRun> run = NewRun(BeginLifecycle(request, "embeddings"), job, *writer);
-  RunInput input;
-  input.authorization = std::string(request.Header("authorization"));
-  input.prompt_bytes = request.body.size();
-  input.prepare = [runner = runner_, job, body = std::move(request.body)](
-                      RequestLifecycle& lifecycle) -> absl::StatusOr<PreparedRun> {
-    absl::StatusOr<EmbeddingsRequest> parsed = ParseEmbeddingsRequest(body);
-    if (!parsed.ok()) return parsed.status();
-    absl::StatusOr<std::shared_ptr<const ServedModel>> model =
-        runner->catalog().Resolve(parsed->model);
-    lifecycle.set_model(model.ok() ? (*model)->name() : parsed->model);
-    if (!model.ok()) return model.status();
-    absl::StatusOr<PreparedRun> run = PrepareEmbeddings(*model, parsed->inputs, parsed->dimensions,
-                                                        "", runner->prepare().limits());
-    if (!run.ok()) return run.status();
-    lifecycle.set_request_id(absl::StrCat("embd-", run->choices[0].request_id));
-    job->SetBase64(parsed->base64);
-    return run;
-  };
-  run->Start(std::move(input));
+  run->Start(BodyInput(
+      request,
+      [runner = runner_, job](const std::string& body,
+                              RequestLifecycle& lifecycle) -> absl::StatusOr<PreparedRun> {
+        absl::StatusOr<EmbeddingsRequest> parsed = ParseEmbeddingsRequest(body);
+        if (!parsed.ok()) return parsed.status();
+        absl::StatusOr<std::shared_ptr<const ServedModel>> model =
+            runner->catalog().Resolve(parsed->model);
+        lifecycle.set_model(model.ok() ? (*model)->name() : parsed->model);
+        if (!model.ok()) return model.status();
+        absl::StatusOr<PreparedRun> run = PrepareEmbeddings(
+            *model, parsed->inputs, parsed->dimensions, "", runner->prepare().limits());
+        if (!run.ok()) return run.status();
+        lifecycle.set_request_id(absl::StrCat("embd-", run->choices[0].request_id));
+        job->SetBase64(parsed->base64);
+        return run;
+      }));
 }
 
 }  // namespace llmserve::gateway
