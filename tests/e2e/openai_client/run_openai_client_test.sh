@@ -70,6 +70,17 @@ start_gateway() {
     sleep 0.1
   done
   grep -q "gateway: ready" "$log" || { echo "FAIL: gateway not ready"; cat "$log"; exit 1; }
+  # Ready means one worker is: wait until both models are listed.
+  local models=""
+  for _ in $(seq 1 600); do
+    models="$(curl -s "http://127.0.0.1:$http_port/v1/models" || true)"
+    if grep -q '"id":"tiny"' <<<"$models" && grep -q '"id":"tiny-embed"' <<<"$models"; then
+      return
+    fi
+    sleep 0.1
+  done
+  echo "FAIL: the gateway does not list both models: $models"
+  exit 1
 }
 start_gateway "$work/gateway-reasoning.log" --reasoning_parser=deepseek_r1
 reasoning_port="$http_port"
