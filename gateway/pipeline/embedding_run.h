@@ -16,23 +16,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "gateway/pipeline/embedding_input.h"
 #include "gateway/pipeline/prompt_builder.h"
 #include "gateway/pipeline/request_runner.h"
 #include "gateway/pipeline/served_model.h"
 
 namespace llmserve::gateway {
-
-// OpenAI's limit on inputs per request.
-inline constexpr int kMaxEmbeddingInputs = 2048;
-// Tokens of all inputs of one request together.
-inline constexpr int64_t kMaxEmbeddingRequestTokens = int64_t{1} << 20;
-inline constexpr int kMaxEmbeddingInputsRunning = 32;
-
-// One input: text, or token ids.
-struct EmbeddingInput {
-  std::optional<std::string> text;
-  std::vector<int32_t> token_ids;
-};
 
 // The run for `inputs` (1 to kMaxEmbeddingInputs) to `model`, each embedding cut to
 // `dimensions` (0: the model's length). INVALID_ARGUMENT naming the field as OpenAI spells it:

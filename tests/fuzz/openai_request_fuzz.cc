@@ -1,10 +1,10 @@
-// Fuzz target: ParseOpenAiRequest and ParseResponsesRequest, the first thing the gateway does with
-// an OpenAI request body. The first byte picks the endpoint ('r': /v1/responses, else odd:
-// /v1/chat/completions, even: /v1/completions; the seeds start with 'c', 'p' or 'r'), the rest is
-// the body. Any body must give a request or INVALID_ARGUMENT,
-// never a crash, an exception or another code; an accepted request must keep the parser's
-// promises (n in [1, kMaxChoices], the prompt the endpoint needs) and be a message the gateway
-// can send on: its strings are valid UTF-8, so it serializes and parses back unchanged.
+// Fuzz target: ParseOpenAiRequest, ParseResponsesRequest and ParseEmbeddingsRequest, the first
+// thing the gateway does with an OpenAI request body. The first byte picks the endpoint ('r':
+// /v1/responses, 'e': /v1/embeddings, else odd: /v1/chat/completions, even: /v1/completions; the
+// seeds start with 'c', 'p', 'r' or 'e'), the rest is the body. Any body must give a request or
+// INVALID_ARGUMENT, never a crash, an exception or another code; an accepted request must keep the
+// parser's promises (n in [1, kMaxChoices], the prompt the endpoint needs) and be a message the
+// gateway can send on: its strings are valid UTF-8, so it serializes and parses back unchanged.
 
 #include <cstddef>
 #include <cstdint>
@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "gateway/frontends/openai/embeddings_request.h"
 #include "gateway/frontends/openai/openai_request.h"
 #include "gateway/frontends/openai/responses_request.h"
 #include "llmserve/v1/inference.pb.h"
@@ -58,6 +59,26 @@ void CheckAccepted(OpenAiEndpoint endpoint, const OpenAiRequest& parsed) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
+  if (data[0] == 'e') {
+    const absl::StatusOr<llmserve::gateway::EmbeddingsRequest> parsed =
+        llmserve::gateway::ParseEmbeddingsRequest(
+            absl::string_view(reinterpret_cast<const char*>(data) + 1, size - 1));
+    if (!parsed.ok()) {
+      if (!absl::IsInvalidArgument(parsed.status())) Fail("a refusal that is not INVALID_ARGUMENT");
+      return 0;
+    }
+    if (parsed->inputs.empty() ||
+        parsed->inputs.size() > static_cast<size_t>(llmserve::gateway::kMaxEmbeddingInputs)) {
+      Fail("an embeddings request with no inputs or too many");
+    }
+    if (parsed->dimensions < 0) Fail("negative embedding dimensions");
+    for (const llmserve::gateway::EmbeddingInput& input : parsed->inputs) {
+      for (int32_t id : input.token_ids) {
+        if (id < 0) Fail("a negative token id in an embedding input");
+      }
+    }
+    return 0;
+  }
   if (data[0] == 'r') {
     const absl::StatusOr<llmserve::gateway::ResponsesRequest> parsed =
         llmserve::gateway::ParseResponsesRequest(

@@ -16,7 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "gateway/pipeline/embedding_run.h"
+#include "gateway/pipeline/embedding_input.h"
 
 namespace llmserve::gateway {
 

@@ -17,6 +17,7 @@
 #include "gateway/frontends/openai/responses_job.h"
 #include "gateway/frontends/openai/responses_request.h"
 #include "gateway/http/sse.h"
+#include "gateway/pipeline/embedding_run.h"
 
 namespace llmserve::gateway {
 namespace {
