@@ -423,17 +423,13 @@ absl::Status WorkerServer::DescribeModel() {
 
 absl::Status WorkerServer::DescribeEmbeddings(const ModelConfig& config, v1::ModelInfo* info) {
   // A GGUF or llama2.c file has no sentence-transformers modules: the flags decide.
-  std::string config_json;
+  absl::StatusOr<PoolingConfig> pooling = PoolingConfig{};
   std::error_code error;
   if (std::filesystem::is_directory(options_.model_dir, error)) {
-    absl::StatusOr<std::string> text =
-        ReadTextFile(options_.model_dir + "/config.json", kMaxTokenizerBytes);
-    if (text.ok()) config_json = *std::move(text);
+    const std::string config_json =
+        ReadTextFile(options_.model_dir + "/config.json", kMaxTokenizerBytes).value_or("");
+    pooling = ReadPoolingConfig(options_.model_dir, config_json, config.hidden_size);
   }
-  absl::StatusOr<PoolingConfig> pooling =
-      std::filesystem::is_directory(options_.model_dir, error)
-          ? ReadPoolingConfig(options_.model_dir, config_json, config.hidden_size)
-          : absl::StatusOr<PoolingConfig>(PoolingConfig{});
   if (!pooling.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(options_.model_dir, "/", pooling.status().message()));
