@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/fake_worker_client.h"
 #include "tests/testing/http_get.h"
+#include "tests/testing/http_response_json.h"
 
 namespace llmserve::gateway {
 namespace {
@@ -28,13 +29,8 @@ using ::llmserve::testing::FakeModelInfo;
 using ::llmserve::testing::FakeWorkerClient;
 using ::llmserve::testing::HttpExchange;
 using ::llmserve::testing::HttpPostRequest;
+using ::llmserve::testing::HttpResponseJson;
 using ::llmserve::testing::HttpStatus;
-
-nlohmann::json Body(const std::string& response) {
-  const size_t start = response.find("\r\n\r\n");
-  return start == std::string::npos ? nlohmann::json()
-                                    : nlohmann::json::parse(response.substr(start + 4));
-}
 
 // Values no short decimal spells: a float printed with too few digits would not read back.
 std::vector<float> Vector(int seed, int size) {
@@ -97,7 +93,7 @@ TEST_F(EmbeddingsApiTest, EachInputIsOneWorkerRequestAndTheListKeepsTheirOrder) 
   }
   client.join();
   ASSERT_EQ(HttpStatus(response), 200) << response;
-  const nlohmann::json body = Body(response);
+  const nlohmann::json body = HttpResponseJson(response);
   EXPECT_EQ(body["object"], "list");
   EXPECT_EQ(body["model"], "embedder");
   ASSERT_EQ(body["data"].size(), 3u);
@@ -131,8 +127,8 @@ TEST_F(EmbeddingsApiTest, Base64IsTheLittleEndianFloat32Bytes) {
   client.join();
   ASSERT_EQ(HttpStatus(response), 200) << response;
   std::string bytes;
-  ASSERT_TRUE(
-      absl::Base64Unescape(Body(response)["data"][0]["embedding"].get<std::string>(), &bytes));
+  ASSERT_TRUE(absl::Base64Unescape(
+      HttpResponseJson(response)["data"][0]["embedding"].get<std::string>(), &bytes));
   ASSERT_EQ(bytes.size(), 8 * sizeof(float));
   std::vector<float> got(8);
   std::memcpy(got.data(), bytes.data(), bytes.size());
@@ -158,7 +154,7 @@ TEST_F(EmbeddingsApiTest, AtMostAWindowOfInputsIsOnTheWorkersAtOnce) {
   }
   client.join();
   ASSERT_EQ(HttpStatus(response), 200) << response;
-  const nlohmann::json body = Body(response);
+  const nlohmann::json body = HttpResponseJson(response);
   ASSERT_EQ(body["data"].size(), static_cast<size_t>(inputs));
   for (int i = 0; i < inputs; ++i) {
     EXPECT_EQ(body["data"][i]["embedding"][0].get<float>(), Vector(i + 1, 8)[0]) << i;

@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/fake_worker_client.h"
 #include "tests/testing/http_get.h"
+#include "tests/testing/http_response_json.h"
 
 namespace llmserve::gateway {
 namespace {
@@ -23,13 +24,8 @@ using ::llmserve::testing::FakeWorkerClient;
 using ::llmserve::testing::HttpExchange;
 using ::llmserve::testing::HttpGet;
 using ::llmserve::testing::HttpPostRequest;
+using ::llmserve::testing::HttpResponseJson;
 using ::llmserve::testing::HttpStatus;
-
-nlohmann::json Body(const std::string& response) {
-  const size_t start = response.find("\r\n\r\n");
-  return start == std::string::npos ? nlohmann::json()
-                                    : nlohmann::json::parse(response.substr(start + 4));
-}
 
 class LoraApiTest : public ::testing::Test {
  protected:
@@ -63,7 +59,7 @@ class LoraApiTest : public ::testing::Test {
     if (call != nullptr) call->Send({'o', 'k'}, ::llmserve::v1::FINISH_REASON_LENGTH);
     client.join();
     EXPECT_EQ(HttpStatus(response), 200) << response;
-    *body = Body(response);
+    *body = HttpResponseJson(response);
     return call;
   }
 

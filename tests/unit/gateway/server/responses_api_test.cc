@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/fake_worker_client.h"
 #include "tests/testing/http_get.h"
+#include "tests/testing/http_response_json.h"
 
 namespace llmserve::gateway {
 namespace {
@@ -25,6 +26,7 @@ using ::llmserve::testing::FakeModelInfoWithTemplate;
 using ::llmserve::testing::FakeWorkerClient;
 using ::llmserve::testing::HttpExchange;
 using ::llmserve::testing::HttpPostRequest;
+using ::llmserve::testing::HttpResponseJson;
 using ::llmserve::testing::HttpStatus;
 
 constexpr char kCall[] =
@@ -45,12 +47,6 @@ std::vector<Event> ParseEvents(const std::string& response) {
     if (absl::ConsumePrefix(&line, "data: ")) events.push_back({name, nlohmann::json::parse(line)});
   }
   return events;
-}
-
-nlohmann::json Body(const std::string& response) {
-  const size_t start = response.find("\r\n\r\n");
-  return start == std::string::npos ? nlohmann::json()
-                                    : nlohmann::json::parse(response.substr(start + 4));
 }
 
 class ResponsesApiTest : public ::testing::Test {
@@ -101,7 +97,7 @@ TEST_F(ResponsesApiTest, ATextAnswerIsOneMessageItemWithUsage) {
           "max_output_tokens": 32, "metadata": {"run": "7"}})",
       0, "Hello there, friend.");
   ASSERT_EQ(HttpStatus(response), 200) << response;
-  const nlohmann::json body = Body(response);
+  const nlohmann::json body = HttpResponseJson(response);
   EXPECT_EQ(body["object"], "response");
   EXPECT_EQ(body["id"].get<std::string>().rfind("resp_", 0), 0u);
   EXPECT_EQ(body["status"], "completed");
@@ -167,7 +163,7 @@ TEST_F(ResponsesApiTest, AFunctionCallRoundTrip) {
       absl::StrCat(R"({"model": "tiny", "input": "Weather in Paris?", "tools": )", kTools, "}"), 0,
       kCall);
   ASSERT_EQ(HttpStatus(first), 200) << first;
-  const nlohmann::json body = Body(first);
+  const nlohmann::json body = HttpResponseJson(first);
   ASSERT_EQ(body["output"].size(), 1u) << body;
   const nlohmann::json call = body["output"][0];
   EXPECT_EQ(call["type"], "function_call");
@@ -186,7 +182,7 @@ TEST_F(ResponsesApiTest, AFunctionCallRoundTrip) {
       absl::StrCat(R"({"model": "tiny", "tools": )", kTools, R"(, "input": )", input.dump(), "}"),
       1, "It is sunny.");
   ASSERT_EQ(HttpStatus(second), 200) << second;
-  EXPECT_EQ(Body(second)["output"][0]["content"][0]["text"], "It is sunny.");
+  EXPECT_EQ(HttpResponseJson(second)["output"][0]["content"][0]["text"], "It is sunny.");
   const auto& ids = fake_.WaitForCall(1)->request().prompt_token_ids();
   const std::string rendered =
       *model_->tokenizer()->Decode(std::vector<int32_t>(ids.begin(), ids.end()), false);
@@ -230,7 +226,7 @@ TEST_F(ResponsesApiTest, ALengthCutIsIncomplete) {
   const std::string response =
       Exchange(R"({"model": "tiny", "input": "Count.", "max_output_tokens": 4})", 0, "one two",
                ::llmserve::v1::FINISH_REASON_LENGTH);
-  const nlohmann::json body = Body(response);
+  const nlohmann::json body = HttpResponseJson(response);
   EXPECT_EQ(body["status"], "incomplete") << body;
   EXPECT_EQ(body["incomplete_details"]["reason"], "max_output_tokens");
   EXPECT_EQ(body["output"][0]["status"], "incomplete");
@@ -257,7 +253,7 @@ TEST_F(ResponsesApiTest, WhatIsNotSupportedIsRefusedByName) {
   for (const auto& [body, field] : cases) {
     const std::string response = Post(body);
     EXPECT_EQ(HttpStatus(response), 400) << body << "\n" << response;
-    const std::string message = Body(response)["error"]["message"];
+    const std::string message = HttpResponseJson(response)["error"]["message"];
     EXPECT_TRUE(absl::StrContains(message, field)) << body << ": " << message;
   }
   EXPECT_EQ(fake_.calls_started(), 0u) << "no refused request reached a worker";

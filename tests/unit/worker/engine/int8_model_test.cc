@@ -25,6 +25,7 @@
 #include "tests/unit/worker/engine/random_request_mix.h"
 #include "tests/unit/worker/engine/reference_model.h"
 #include "tests/unit/worker/engine/reference_playback.h"
+#include "tests/unit/worker/engine/small_model_configs.h"
 #include "worker/engine/cpu/cpu_backend.h"
 #include "worker/engine/cpu_engine_builder.h"
 #include "worker/model/model_files.h"
@@ -106,44 +107,8 @@ struct Int8Case {
   bool quantize_lm_head;
 };
 
-ModelConfig Llama(bool qwen, bool tied) {
-  ModelConfig c;
-  c.architecture = qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
-  c.family = ModelFamily::kLlama;
-  c.vocab_size = 101;  // three panels of 32 rows and a tail of 5
-  c.num_layers = 2;
-  c.max_position_embeddings = c.max_model_len = 96;
-  c.eos_token_ids = {0};
-  c.num_kv_heads = 2;
-  c.num_heads = 4;
-  c.head_dim = 8;
-  c.hidden_size = 40;        // k not a multiple of 16 or 32
-  c.intermediate_size = 52;  // gate/up: 104 rows
-  c.qkv_bias = qwen;
-  c.tied_embeddings = tied;
-  return c;
-}
-
-ModelConfig Gpt2() {
-  ModelConfig c;
-  c.architecture = "GPT2LMHeadModel";
-  c.family = ModelFamily::kGpt2;
-  c.vocab_size = 64;
-  c.num_layers = 2;
-  c.max_position_embeddings = c.max_model_len = 96;
-  c.eos_token_ids = {0};
-  c.num_heads = c.num_kv_heads = 3;
-  c.head_dim = 8;
-  c.hidden_size = 24;
-  c.intermediate_size = 96;
-  c.norm = NormKind::kLayerNorm;
-  c.activation = Activation::kGeluTanh;
-  c.gated_mlp = false;
-  c.position = PositionKind::kLearned;
-  c.qkv_bias = c.o_bias = c.mlp_bias = c.norm_bias = true;
-  c.tied_embeddings = true;
-  return c;
-}
+using testing::SmallGpt2;
+using testing::SmallLlama;
 
 class Int8ModelTest : public ::testing::TestWithParam<int> {};
 
@@ -155,10 +120,10 @@ constexpr double kQuantizedActivationTolerance = 0.15;
 // the largest miss (PlayAgainstReference).
 void PlayInt8Case(int param, bool quantized_activations, double relative, double* largest_error) {
   const std::vector<Int8Case> cases = {
-      {"gpt2 tied, f32", Gpt2(), DType::kF32, false},
-      {"llama untied, head quantized, bf16", Llama(false, false), DType::kBF16, true},
-      {"qwen2 tied, f16", Llama(true, true), DType::kF16, false},
-      {"llama untied, head unquantized, f32", Llama(false, false), DType::kF32, false},
+      {"gpt2 tied, f32", SmallGpt2(), DType::kF32, false},
+      {"llama untied, head quantized, bf16", SmallLlama(false, false), DType::kBF16, true},
+      {"qwen2 tied, f16", SmallLlama(true, true), DType::kF16, false},
+      {"llama untied, head unquantized, f32", SmallLlama(false, false), DType::kF32, false},
   };
   const Int8Case& c = cases[param % cases.size()];
   std::mt19937 rng(param);
@@ -227,10 +192,10 @@ INSTANTIATE_TEST_SUITE_P(Models, Int8ModelTest, ::testing::Range(0, 8));
 
 TEST(Int8ModelTest, RefusesNonFiniteWeightsNamingTheProjection) {
   const ::llmserve::testing::ScopedTempDir temp("int8_model_nan");
-  ASSERT_TRUE(WriteRandomModel(Llama(false, true), {.seed = 3}, temp.path()).ok());
+  ASSERT_TRUE(WriteRandomModel(SmallLlama(false, true), {.seed = 3}, temp.path()).ok());
   auto files = ModelFiles::Open(temp.path());
   ASSERT_TRUE(files.ok());
-  auto weights = LoadModelWeights(**files, Llama(false, true), DType::kF32);
+  auto weights = LoadModelWeights(**files, SmallLlama(false, true), DType::kF32);
   ASSERT_TRUE(weights.ok());
   (*weights)->layers[1].down_weight.data_as<float>()[7] = NAN;
   auto backend = CpuBackend::Create(
@@ -388,7 +353,7 @@ TEST(Int8ModelTest, TinyPresetQuantizedActivationsKeepTheLogits) {
 // The flag needs weights it applies to.
 TEST(Int8ModelTest, QuantizedActivationsNeedAQuantizedModel) {
   const ::llmserve::testing::ScopedTempDir temp("int8_qa_refused");
-  ASSERT_TRUE(WriteRandomModel(Llama(false, true), {.seed = 3}, temp.path()).ok());
+  ASSERT_TRUE(WriteRandomModel(SmallLlama(false, true), {.seed = 3}, temp.path()).ok());
   auto engine = BuildCpuEngine(
       {.model_dir = temp.path(), .quantized_activations = true, .kv_cache_bytes = 1 << 20});
   ASSERT_FALSE(engine.ok());

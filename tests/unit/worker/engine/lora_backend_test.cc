@@ -34,8 +34,6 @@ namespace {
 
 using testing::AdapterSpec;
 using testing::Bytes;
-using testing::Gpt2;
-using testing::Llama;
 using testing::ModulesOf;
 using testing::WriteAdapter;
 using testing::WriteMerged;
@@ -44,7 +42,7 @@ class LoraBackendTest : public ::testing::TestWithParam<bool> {};
 
 TEST_P(LoraBackendTest, ABatchMixingTheBaseAndTwoAdaptersGivesEachItsMergedModel) {
   const bool gpt2 = GetParam();
-  const ModelConfig config = gpt2 ? Gpt2() : Llama();
+  const ModelConfig config = gpt2 ? testing::SmallGpt2() : testing::SmallLlama();
   const ::llmserve::testing::ScopedTempDir temp("lora_backend_test");
   const std::string base = temp.path() + "/base";
   ASSERT_TRUE(WriteRandomModel(config, {.seed = 4, .scale = 0.3f}, base).ok());
@@ -129,7 +127,7 @@ INSTANTIATE_TEST_SUITE_P(Families, LoraBackendTest, ::testing::Values(false, tru
                          [](const auto& info) { return info.param ? "Gpt2" : "Llama"; });
 
 TEST(LoraBackendTest, ASlotWithoutAnAdapterIsRefused) {
-  const ModelConfig config = Llama();
+  const ModelConfig config = testing::SmallLlama();
   const ::llmserve::testing::ScopedTempDir temp("lora_backend_test");
   ASSERT_TRUE(WriteRandomModel(config, {.seed = 4}, temp.path()).ok());
   auto files = ModelFiles::Open(temp.path());
@@ -158,7 +156,7 @@ class LoraAdapterLoadTest : public ::testing::Test {
     EXPECT_TRUE(absl::StrContains(loaded.status().message(), fragment)) << fragment << "\n"
                                                                         << loaded.status();
   }
-  const ModelConfig config_ = Llama();
+  const ModelConfig config_ = testing::SmallLlama();
   const ::llmserve::testing::ScopedTempDir temp_{"lora_adapter_load_test"};
   const std::string dir_ = temp_.path() + "/adapter";
 };

@@ -103,7 +103,7 @@ class LoraEngineTest : public ::testing::Test {
     return prompt;
   }
 
-  const ModelConfig config_ = testing::Llama();
+  const ModelConfig config_ = testing::SmallLlama();
   const ::llmserve::testing::ScopedTempDir temp_{"lora_engine_test"};
   const std::string base_ = temp_.path() + "/base";
   std::unique_ptr<ModelFiles> files_;

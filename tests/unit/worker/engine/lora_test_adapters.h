@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
+#include "tests/unit/worker/engine/small_model_configs.h"
 #include "worker/model/dtype.h"
 #include "worker/model/model_config.h"
 #include "worker/model/model_files.h"
@@ -26,43 +27,6 @@
 #include "worker/model/safetensors_writer.h"
 
 namespace llmserve::worker::testing {
-
-inline ModelConfig Llama() {
-  ModelConfig c;
-  c.architecture = "LlamaForCausalLM";
-  c.family = ModelFamily::kLlama;
-  c.vocab_size = 101;
-  c.num_layers = 2;
-  c.max_position_embeddings = c.max_model_len = 96;
-  c.eos_token_ids = {0};
-  c.num_kv_heads = 2;
-  c.num_heads = 4;
-  c.head_dim = 8;
-  c.hidden_size = 40;
-  c.intermediate_size = 52;
-  return c;
-}
-
-inline ModelConfig Gpt2() {
-  ModelConfig c;
-  c.architecture = "GPT2LMHeadModel";
-  c.family = ModelFamily::kGpt2;
-  c.vocab_size = 64;
-  c.num_layers = 2;
-  c.max_position_embeddings = c.max_model_len = 96;
-  c.eos_token_ids = {0};
-  c.num_heads = c.num_kv_heads = 3;
-  c.head_dim = 8;
-  c.hidden_size = 24;
-  c.intermediate_size = 96;
-  c.norm = NormKind::kLayerNorm;
-  c.activation = Activation::kGeluTanh;
-  c.gated_mlp = false;
-  c.position = PositionKind::kLearned;
-  c.qkv_bias = c.o_bias = c.mlp_bias = c.norm_bias = true;
-  c.tied_embeddings = true;
-  return c;
-}
 
 // A module an adapter adapts: its checkpoint weight name, PEFT's module name, and its shape.
 struct Module {
