@@ -128,6 +128,9 @@ ABSL_FLAG(std::string, worker_tls_server_name, "",
           "name to check in the workers' certificates when it is not the dialled address");
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "on SIGTERM, how long running requests may take");
+ABSL_FLAG(absl::Duration, lora_load_timeout, absl::Seconds(30),
+          "how long a worker may take to load a LoRA adapter (/v1/load_lora_adapter, and loads "
+          "on demand for a request whose adapter no ready worker has); at most 10m");
 ABSL_FLAG(std::string, request_log, "",
           "where every finished request's record goes: postgres://[user@]host[:port]/db[?...] "
           "(PostgreSQL; a password is better in PGPASSWORD than in the URL) or the path of a "
@@ -285,6 +288,7 @@ absl::StatusOr<llmserve::gateway::GatewayServerOptions> OptionsFromFlags() {
     return absl::InvalidArgumentError("--request_timeout must be positive");
   }
   options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
+  options.lora_load_timeout = absl::GetFlag(FLAGS_lora_load_timeout);
   options.tls = {.cert_file = absl::GetFlag(FLAGS_tls_cert),
                  .key_file = absl::GetFlag(FLAGS_tls_key)};
   options.worker_tls = {.ca_file = absl::GetFlag(FLAGS_worker_tls_ca),

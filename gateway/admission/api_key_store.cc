@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
@@ -49,6 +51,27 @@ bool ComputeSha256(absl::string_view data, Sha256Digest& digest) {
          length == digest.size();
 }
 
+// `a,b,c`: each name 1-256 printable ASCII characters; sorted and deduplicated into `models`.
+absl::Status ParseModelList(absl::string_view list, std::vector<std::string>& models) {
+  if (list.empty()) return absl::InvalidArgumentError("empty list (leave models= out for all)");
+  for (absl::string_view model : absl::StrSplit(list, ',')) {
+    if (model.empty() || model.size() > 256) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a model name must be 1-256 characters, found ", model.size()));
+    }
+    for (unsigned char c : model) {
+      if (c < 0x21 || c > 0x7e) {
+        return absl::InvalidArgumentError(absl::StrCat("model name \"", absl::CHexEscape(model),
+                                                       "\" has a non-printable character"));
+      }
+    }
+    models.emplace_back(model);
+  }
+  std::sort(models.begin(), models.end());
+  models.erase(std::unique(models.begin(), models.end()), models.end());
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string Sha256Hex(absl::string_view data) {
@@ -73,9 +96,9 @@ absl::StatusOr<std::vector<ApiKeyEntry>> ParseApiKeys(absl::string_view contents
     };
     const std::vector<absl::string_view> fields =
         absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
-    if (fields.size() != 2) {
-      return invalid(absl::StrCat("expected 'NAME SHA256HEX', found ", fields.size(),
-                                  " fields (comments must be on their own line)"));
+    if (fields.size() < 2) {
+      return invalid(absl::StrCat("expected 'NAME SHA256HEX [models=MODEL,...] [admin]', found ",
+                                  fields.size(), " field"));
     }
     const absl::string_view name = fields[0];
     const absl::string_view hex = fields[1];
@@ -107,9 +130,28 @@ absl::StatusOr<std::vector<ApiKeyEntry>> ParseApiKeys(absl::string_view contents
       return invalid(absl::StrCat("key \"", name, "\" has the same hash as key \"",
                                   it->second.second, "\" on line ", it->second.first));
     }
+    ApiKeyEntry entry{.name = std::string(name)};
+    for (size_t i = 2; i < fields.size(); ++i) {
+      absl::string_view attribute = fields[i];
+      if (attribute == "admin") {
+        if (entry.admin) return invalid(absl::StrCat("key \"", name, "\" says admin twice"));
+        entry.admin = true;
+      } else if (absl::ConsumePrefix(&attribute, "models=")) {
+        if (!entry.models.empty()) {
+          return invalid(absl::StrCat("key \"", name, "\" has models= twice"));
+        }
+        if (absl::Status models = ParseModelList(attribute, entry.models); !models.ok()) {
+          return invalid(absl::StrCat("key \"", name, "\": models=: ", models.message()));
+        }
+      } else {
+        return invalid(absl::StrCat("key \"", name, "\": unknown attribute \"",
+                                    absl::CHexEscape(attribute.substr(0, 64)),
+                                    "\" (known: models=MODEL,..., admin; comments must be on "
+                                    "their own line)"));
+      }
+    }
     line_of_name.emplace(name, line_number);
     owner_of_hash.emplace(hash_bytes, std::make_pair(line_number, std::string(name)));
-    ApiKeyEntry entry{.name = std::string(name)};
     std::memcpy(entry.key_hash.data(), hash_bytes.data(), entry.key_hash.size());
     entries.push_back(std::move(entry));
   }
@@ -132,6 +174,12 @@ absl::StatusOr<std::unique_ptr<ApiKeyStore>> ApiKeyStore::Load(std::string path)
 }
 
 absl::StatusOr<std::string> ApiKeyStore::Authenticate(absl::string_view presented_key) const {
+  absl::StatusOr<ApiKeyEntry> entry = AuthenticateEntry(presented_key);
+  if (!entry.ok()) return entry.status();
+  return std::move(entry->name);
+}
+
+absl::StatusOr<ApiKeyEntry> ApiKeyStore::AuthenticateEntry(absl::string_view presented_key) const {
   if (presented_key.empty()) return absl::UnauthenticatedError("empty API key");
   std::shared_ptr<const KeyTable> keys;
   {
@@ -151,7 +199,7 @@ absl::StatusOr<std::string> ApiKeyStore::Authenticate(absl::string_view presente
     if (equal) match = &entry;
   }
   if (match == nullptr) return absl::UnauthenticatedError("invalid API key");
-  return match->name;
+  return *match;
 }
 
 absl::StatusOr<bool> ApiKeyStore::ReloadIfChanged() {

@@ -2,11 +2,16 @@
 // so the gateway never stores a usable key, and the file can be swapped at run time (a rotated
 // Kubernetes secret) without a restart.
 //
-// Format, one key per line:
+// Format, one key per line, `NAME SHA256HEX [models=MODEL,MODEL...] [admin]`:
 //   # comment lines and blank lines are ignored
 //   alice  d48fce52832c460238fb82e9f6c57be593ad27ea6ddb5e15d74d1fb4245a76cd
+//   sql-team  9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 models=sql-lora
+//   ops  021311f6e96612fdd20ba8dca53dc2b56d973a72ef97cf78c54c562ad402d30a admin
 // NAME is 1-128 characters of [A-Za-z0-9._:@/+-]; it becomes the principal's name (rate limits,
 // logs). SHA256HEX is 64 hex digits (`printf %s KEY | sha256sum`). Names and hashes are unique.
+// `models=` limits the key to those models (base models or LoRA adapters, by the name requests
+// use; 1-256 printable characters each, no comma); without it the key may use every model.
+// `admin` lets the key call the admin endpoints (loading and unloading LoRA adapters).
 //
 // Thread-safe: Authenticate() may run on any number of threads while one thread calls
 // ReloadIfChanged(); a request sees either the old or the new set of keys, never a mix.
@@ -36,6 +41,9 @@ std::string Sha256Hex(absl::string_view data);
 struct ApiKeyEntry {
   std::string name;
   Sha256Digest key_hash;
+  // The only models the key may use, sorted; empty: every model.
+  std::vector<std::string> models;
+  bool admin = false;
 };
 
 // Parses the contents of a keys file. `source_name` (usually the path) prefixes every error as
@@ -57,6 +65,8 @@ class ApiKeyStore {
   // Every stored hash is compared in constant time, so timing says nothing about which keys exist
   // or how close a guess was. The message never echoes the key.
   absl::StatusOr<std::string> Authenticate(absl::string_view presented_key) const;
+  // The same, with what the key may do (its models, admin).
+  absl::StatusOr<ApiKeyEntry> AuthenticateEntry(absl::string_view presented_key) const;
 
   // Re-reads the file when its identity, size or modification time differ from the version loaded
   // last; meant to be called periodically. Returns true when new keys were installed, false when

@@ -23,6 +23,13 @@ absl::Status MissingCredentials(absl::string_view why) {
       absl::StrCat(why, "; send 'Authorization: Bearer <API key or JWT>'"));
 }
 
+Principal KeyPrincipal(ApiKeyEntry key) {
+  return Principal{.name = std::move(key.name),
+                   .kind = Principal::Kind::kApiKey,
+                   .models = std::move(key.models),
+                   .admin = key.admin};
+}
+
 }  // namespace
 
 absl::string_view PrincipalKindName(Principal::Kind kind) {
@@ -37,6 +44,17 @@ absl::string_view PrincipalKindName(Principal::Kind kind) {
   return "unknown";
 }
 
+bool Principal::MayUseModel(absl::string_view model) const {
+  return models.empty() || std::binary_search(models.begin(), models.end(), model);
+}
+
+absl::Status CheckModelAccess(const Principal& principal, absl::string_view model) {
+  if (principal.MayUseModel(model)) return absl::OkStatus();
+  return absl::PermissionDeniedError(
+      absl::StrCat(principal.kind == Principal::Kind::kJwt ? "the token of \"" : "API key \"",
+                   principal.name, "\" may not use model \"", model, "\""));
+}
+
 Authenticator::Authenticator(std::shared_ptr<const ApiKeyStore> api_keys,
                              std::shared_ptr<const JwtVerifier> jwt_verifier)
     : api_keys_(std::move(api_keys)), jwt_verifier_(std::move(jwt_verifier)) {}
@@ -44,7 +62,8 @@ Authenticator::Authenticator(std::shared_ptr<const ApiKeyStore> api_keys,
 absl::StatusOr<Principal> Authenticator::Authenticate(absl::string_view authorization,
                                                       absl::Time now) const {
   if (allows_anonymous()) {
-    return Principal{.name = std::string(kAnonymousName), .kind = Principal::Kind::kAnonymous};
+    return Principal{
+        .name = std::string(kAnonymousName), .kind = Principal::Kind::kAnonymous, .admin = true};
   }
   if (authorization.size() > kMaxAuthorizationBytes) {
     return absl::UnauthenticatedError(absl::StrCat("Authorization header is ", authorization.size(),
@@ -69,24 +88,26 @@ absl::StatusOr<Principal> Authenticator::Authenticate(absl::string_view authoriz
 
   const bool looks_like_jwt = std::count(token.begin(), token.end(), '.') == 2;
   if (looks_like_jwt && jwt_verifier_ != nullptr) {
-    absl::StatusOr<std::string> subject = jwt_verifier_->Verify(token, now);
-    if (subject.ok()) return Principal{.name = *std::move(subject), .kind = Principal::Kind::kJwt};
+    absl::StatusOr<JwtIdentity> identity = jwt_verifier_->VerifyIdentity(token, now);
+    if (identity.ok()) {
+      return Principal{.name = std::move(identity->subject),
+                       .kind = Principal::Kind::kJwt,
+                       .models = std::move(identity->models)};
+    }
     // An API key may contain two dots too; the JWT's error is the one worth reporting.
     if (api_keys_ != nullptr) {
-      absl::StatusOr<std::string> key_name = api_keys_->Authenticate(token);
-      if (key_name.ok()) {
-        return Principal{.name = *std::move(key_name), .kind = Principal::Kind::kApiKey};
-      }
+      absl::StatusOr<ApiKeyEntry> key = api_keys_->AuthenticateEntry(token);
+      if (key.ok()) return KeyPrincipal(*std::move(key));
     }
-    return subject.status();
+    return identity.status();
   }
   if (api_keys_ == nullptr) {
     return absl::UnauthenticatedError(
         "the bearer token is not a JWT, and API keys are not enabled");
   }
-  absl::StatusOr<std::string> key_name = api_keys_->Authenticate(token);
-  if (!key_name.ok()) return key_name.status();
-  return Principal{.name = *std::move(key_name), .kind = Principal::Kind::kApiKey};
+  absl::StatusOr<ApiKeyEntry> key = api_keys_->AuthenticateEntry(token);
+  if (!key.ok()) return key.status();
+  return KeyPrincipal(*std::move(key));
 }
 
 bool IsLoopbackAddress(absl::string_view host) {

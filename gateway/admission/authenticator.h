@@ -13,6 +13,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -29,7 +30,18 @@ struct Principal {
   // subjects share one namespace (rate limits are per name).
   std::string name;
   Kind kind = Kind::kAnonymous;
+  // The only models (base models and LoRA adapters, by the name requests use) it may use,
+  // sorted: an API key's models=, a JWT's `models` claim. Empty: every model.
+  std::vector<std::string> models;
+  // May call the admin endpoints: an API key marked admin, or anyone when neither API keys nor
+  // JWTs are configured (the gateway then listens on loopback only). A JWT never is.
+  bool admin = false;
+
+  bool MayUseModel(absl::string_view model) const;
 };
+
+// PERMISSION_DENIED naming the principal and the model when it may not use `model`.
+absl::Status CheckModelAccess(const Principal& principal, absl::string_view model);
 
 // "anonymous", "api_key", "jwt": for logs and metric labels.
 absl::string_view PrincipalKindName(Principal::Kind kind);

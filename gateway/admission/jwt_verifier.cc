@@ -10,6 +10,7 @@
 #include <openssl/param_build.h>
 #include <openssl/pem.h>
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 #include <fstream>
@@ -410,6 +411,13 @@ absl::Status JwtVerifier::CheckSignature(absl::string_view signing_input,
 }
 
 absl::StatusOr<std::string> JwtVerifier::Verify(absl::string_view token, absl::Time now) const {
+  absl::StatusOr<JwtIdentity> identity = VerifyIdentity(token, now);
+  if (!identity.ok()) return identity.status();
+  return std::move(identity->subject);
+}
+
+absl::StatusOr<JwtIdentity> JwtVerifier::VerifyIdentity(absl::string_view token,
+                                                        absl::Time now) const {
   if (token.empty()) return Unauthenticated("empty token");
   if (token.size() > kMaxTokenBytes) {
     return Unauthenticated(
@@ -526,15 +534,33 @@ absl::StatusOr<std::string> JwtVerifier::Verify(absl::string_view token, absl::T
     }
   }
 
+  JwtIdentity identity;
+  if (const auto models = claims->find("models"); models != claims->end()) {
+    if (!models->is_array() || models->empty() || models->size() > kMaxJwtModels) {
+      return Unauthenticated(
+          absl::StrCat("claim 'models' must be an array of 1-", kMaxJwtModels, " model names"));
+    }
+    for (const Json& model : *models) {
+      if (!model.is_string() || !IsValidSubject(model.get_ref<const std::string&>())) {
+        return Unauthenticated("claim 'models' must hold strings of 1-256 printable characters");
+      }
+      identity.models.push_back(model.get<std::string>());
+    }
+    std::sort(identity.models.begin(), identity.models.end());
+    identity.models.erase(std::unique(identity.models.begin(), identity.models.end()),
+                          identity.models.end());
+  }
   const auto sub = claims->find("sub");
   if (sub == claims->end()) {
     if (options_.subject_fallback.empty()) return Unauthenticated("token has no 'sub' claim");
-    return options_.subject_fallback;
+    identity.subject = options_.subject_fallback;
+    return identity;
   }
   if (!sub->is_string() || !IsValidSubject(sub->get_ref<const std::string&>())) {
     return Unauthenticated("claim 'sub' must be a string of 1-256 printable characters");
   }
-  return sub->get<std::string>();
+  identity.subject = sub->get<std::string>();
+  return identity;
 }
 
 }  // namespace llmserve::gateway

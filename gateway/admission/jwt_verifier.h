@@ -72,6 +72,18 @@ struct JwtVerifierOptions {
   std::string subject_fallback = "jwt";
 };
 
+// Who a verified token names, and what it may use.
+struct JwtIdentity {
+  // `sub`, or JwtVerifierOptions::subject_fallback.
+  std::string subject;
+  // The `models` claim (an array of model names, base models or LoRA adapters), sorted; empty
+  // when the token has none: every model.
+  std::vector<std::string> models;
+};
+
+// The most names a token's `models` claim may hold.
+inline constexpr size_t kMaxJwtModels = 1024;
+
 class JwtVerifier {
  public:
   // Reads and checks the key: INVALID_ARGUMENT (naming the file) for a short secret, a file that is
@@ -92,6 +104,9 @@ class JwtVerifier {
     return Verify(token, absl::Now());
   }
   absl::StatusOr<std::string> Verify(absl::string_view token, absl::Time now) const;
+  // The same, with the `models` claim (UNAUTHENTICATED when it is not an array of 1 to
+  // kMaxJwtModels strings of 1-256 printable characters).
+  absl::StatusOr<JwtIdentity> VerifyIdentity(absl::string_view token, absl::Time now) const;
 
  private:
   // An RS256 public key; `kid` is only set for keys from a JWKS file that name one.

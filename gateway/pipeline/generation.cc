@@ -100,13 +100,45 @@ Generation::Generation(WorkerClient* workers, PreparedRequest request,
 }
 
 void Generation::Cancel() {
-  absl::MutexLock lock(&mutex_);
-  cancelled_ = true;
-  if (call_ != nullptr) call_->Cancel();
+  bool awaiting_adapter = false;
+  {
+    absl::MutexLock lock(&mutex_);
+    cancelled_ = true;
+    if (call_ != nullptr) call_->Cancel();
+    awaiting_adapter = awaiting_adapter_;
+  }
+  // No call to cancel yet: an adapter load may take long, the client should not wait for it.
+  if (awaiting_adapter) Fail(absl::CancelledError("the request was cancelled"));
 }
 
 void Generation::StartAttempt() {
   ++attempts_;
+  const std::string& adapter = request_.worker_request.lora_adapter();
+  if (adapter.empty() || options_.lora_adapters == nullptr) return RouteAttempt();
+  bool cancelled = false;
+  {
+    absl::MutexLock lock(&mutex_);
+    cancelled = cancelled_;
+    awaiting_adapter_ = !cancelled;
+  }
+  if (cancelled) return Fail(absl::CancelledError("the request was cancelled"));
+  options_.lora_adapters->EnsureLoaded(
+      request_.model->base_name(), adapter, excluded_,
+      [self = shared_from_this()](absl::Status loaded) {
+        bool cancelled = false;
+        {
+          absl::MutexLock lock(&self->mutex_);
+          self->awaiting_adapter_ = false;
+          cancelled = self->cancelled_;
+        }
+        // A cancel while it loaded ended the generation already (Fail is once only).
+        if (cancelled) return self->Fail(absl::CancelledError("the request was cancelled"));
+        if (!loaded.ok()) return self->Fail(loaded);
+        self->RouteAttempt();
+      });
+}
+
+void Generation::RouteAttempt() {
   absl::StatusOr<RoutedWorker> routed =
       workers_->Route(request_.model->base_name(), prompt_hashes_, excluded_);
   if (!routed.ok()) {

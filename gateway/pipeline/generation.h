@@ -33,6 +33,7 @@
 #include "common/tracing/tracer.h"
 #include "gateway/metrics/gateway_metrics.h"
 #include "gateway/pipeline/in_flight_count.h"
+#include "gateway/pipeline/lora_adapter_manager.h"
 #include "gateway/pipeline/prompt_builder.h"
 #include "gateway/pipeline/query_of_death.h"
 #include "gateway/pipeline/stop_matcher.h"
@@ -103,6 +104,9 @@ struct GenerationOptions {
   // What the latencies (time to first token, between tokens, in total) are measured with (null:
   // the real clock). Must outlive the generation.
   const common::Clock* clock = nullptr;
+  // Loads a request's LoRA adapter on a worker on demand when no ready worker has it (each
+  // attempt asks, so that a retry can load it elsewhere). Null: only workers that have it serve.
+  LoraAdapterManager* lora_adapters = nullptr;
 };
 
 class Generation : public std::enable_shared_from_this<Generation> {
@@ -119,7 +123,11 @@ class Generation : public std::enable_shared_from_this<Generation> {
 
   Generation(WorkerClient* workers, PreparedRequest request, const GenerationOptions& options,
              std::shared_ptr<GenerationObserver> observer);
+  // Counts an attempt and, for a LoRA adapter that no worker may have, waits for the adapter
+  // manager first.
   void StartAttempt();
+  // Routes the attempt and starts its call.
+  void RouteAttempt();
   // From the current attempt's call, one at a time.
   void OnWorkerMessage(Attempt* attempt, const worker::v1::GenerateResponse& message);
   void OnWorkerDone(Attempt* attempt, const absl::Status& status);
@@ -144,6 +152,8 @@ class Generation : public std::enable_shared_from_this<Generation> {
   WorkerCall* call_ ABSL_GUARDED_BY(mutex_) = nullptr;
   bool cancelled_ ABSL_GUARDED_BY(mutex_) = false;
   bool done_ ABSL_GUARDED_BY(mutex_) = false;
+  // Waiting for the adapter manager to load the request's LoRA adapter (no call yet).
+  bool awaiting_adapter_ ABSL_GUARDED_BY(mutex_) = false;
 
   // Identical requests share it (request_fingerprint.h).
   const uint64_t fingerprint_;

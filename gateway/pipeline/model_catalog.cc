@@ -22,9 +22,15 @@ bool SameModel(const worker::v1::ModelInfo& a, const worker::v1::ModelInfo& b) {
 std::vector<ModelCatalog::ModelSummary> ModelCatalog::List() const {
   std::map<std::string, ModelSummary> models;
   std::map<std::string, ModelSummary> adapters;
+  // Per base model, its serving workers that load adapters on demand.
+  std::map<std::string, int> loading_workers;
   for (const WorkerStatus& worker : workers_->Workers()) {
     if (worker.model_info == nullptr) continue;
     const bool serving = worker.ready && !worker.draining;
+    if (serving && worker.model_info->allow_runtime_lora_updating() &&
+        worker.model_info->max_loras() > 0) {
+      ++loading_workers[worker.model_info->model_name()];
+    }
     ModelSummary& summary = models[worker.model_info->model_name()];
     summary.name = worker.model_info->model_name();
     // Prefer the description of a ready worker.
@@ -36,6 +42,16 @@ std::vector<ModelCatalog::ModelSummary> ModelCatalog::List() const {
       adapted.parent = worker.model_info->model_name();
       if (adapted.info == nullptr || serving) adapted.info = worker.model_info;
       if (serving) ++adapted.ready_workers;
+    }
+  }
+  if (lora_adapters_ != nullptr) {
+    for (const LoraAdapterSource& source : lora_adapters_->Sources()) {
+      const auto base = models.find(source.base_model);
+      if (base == models.end() || adapters.contains(source.name)) continue;
+      adapters[source.name] = {.name = source.name,
+                               .info = base->second.info,
+                               .ready_workers = loading_workers[source.base_model],
+                               .parent = source.base_model};
     }
   }
   for (auto& [name, adapted] : adapters) models.try_emplace(name, std::move(adapted));

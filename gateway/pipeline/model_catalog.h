@@ -17,6 +17,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "gateway/pipeline/lora_adapter_manager.h"
 #include "gateway/pipeline/served_model.h"
 #include "gateway/reasoning/reasoning_format.h"
 #include "gateway/router/worker_client.h"
@@ -28,10 +29,15 @@ class ModelCatalog {
  public:
   // `tool_call_format`: how every model writes tool calls; nullopt detects it from each model's
   // chat template. `reasoning`: which models' replies have their reasoning parsed, and how.
+  // `lora_adapters` (may be null) adds the adapters it can load on demand.
   explicit ModelCatalog(const WorkerClient* workers,
                         std::optional<tool_calls::ToolCallFormat> tool_call_format = std::nullopt,
-                        reasoning::ReasoningParsers reasoning = {})
-      : workers_(workers), tool_call_format_(tool_call_format), reasoning_(std::move(reasoning)) {}
+                        reasoning::ReasoningParsers reasoning = {},
+                        const LoraAdapterManager* lora_adapters = nullptr)
+      : workers_(workers),
+        tool_call_format_(tool_call_format),
+        reasoning_(std::move(reasoning)),
+        lora_adapters_(lora_adapters) {}
 
   // `name` empty selects the only model (INVALID_ARGUMENT when there are several); NOT_FOUND
   // naming the served models for an unknown name; UNAVAILABLE before any worker answered. A LoRA
@@ -43,13 +49,15 @@ class ModelCatalog {
     std::string name;
     // The base model's description (for an adapter, of a worker that has it loaded).
     std::shared_ptr<const worker::v1::ModelInfo> info;
+    // For an adapter: those that have it loaded, or (none has, and the adapter manager can load
+    // it) those that can load it on demand.
     int ready_workers = 0;
     // For a LoRA adapter: the base model's name; empty for a base model.
     std::string parent;
   };
-  // Every model some worker described, and every LoRA adapter a worker has loaded now (a model
-  // named after its adapter, whose parent is the base model), sorted by name. A base model's name
-  // wins over an adapter of the same name.
+  // Every model some worker described, every LoRA adapter a worker has loaded now and every one
+  // the adapter manager can load (a model named after its adapter, whose parent is the base
+  // model), sorted by name. A base model's name wins over an adapter of the same name.
   std::vector<ModelSummary> List() const;
 
  private:
@@ -60,6 +68,7 @@ class ModelCatalog {
   const WorkerClient* const workers_;
   const std::optional<tool_calls::ToolCallFormat> tool_call_format_;
   const reasoning::ReasoningParsers reasoning_;
+  const LoraAdapterManager* const lora_adapters_;
   absl::Mutex mutex_;
   absl::flat_hash_map<std::string, Entry> cache_ ABSL_GUARDED_BY(mutex_);
   // Per base model, its adapters' ServedModels (built with the base's entry, dropped with it).

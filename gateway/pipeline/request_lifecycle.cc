@@ -194,6 +194,11 @@ void RequestLifecycle::set_principal(const Principal& principal) {
   principal_ = principal;
 }
 
+std::optional<Principal> RequestLifecycle::principal() const {
+  absl::MutexLock lock(&mutex_);
+  return principal_;
+}
+
 void RequestLifecycle::AddResult(int choice, const GenerationResult& result) {
   if (request_log_ == nullptr && !span_.recording()) return;
   absl::MutexLock lock(&mutex_);

@@ -115,6 +115,8 @@ class RequestLifecycle : public std::enable_shared_from_this<RequestLifecycle> {
   // sets it too).
   void set_request_id(absl::string_view request_id);
   void set_principal(const Principal& principal);
+  // Who sent it, once authenticated.
+  std::optional<Principal> principal() const;
   // For the request log: how choice `choice` ended, when it generated (its usage, finish reason,
   // latency and worker).
   void AddResult(int choice, const GenerationResult& result);
@@ -184,7 +186,7 @@ class RequestLifecycle : public std::enable_shared_from_this<RequestLifecycle> {
   common::tracing::Span admission_span_ ABSL_GUARDED_BY(mutex_);
   const InFlightCount::Guard active_;
   const InFlightCount::Guard active_in_api_;
-  absl::Mutex mutex_;
+  mutable absl::Mutex mutex_;
   std::string model_ ABSL_GUARDED_BY(mutex_);
   // The model as the client named it (the first set_model).
   std::string requested_model_ ABSL_GUARDED_BY(mutex_);

@@ -6,6 +6,7 @@
 #include "absl/time/time.h"
 #include "common/base/clock.h"
 #include "gateway/metrics/gateway_metrics.h"
+#include "gateway/pipeline/lora_adapter_manager.h"
 #include "gateway/pipeline/prompt_builder.h"
 #include "gateway/pipeline/query_of_death.h"
 
@@ -26,6 +27,8 @@ struct RequestOptions {
   QueryOfDeathGuard* query_of_death_guard = nullptr;
   // What generations measure their latencies with (null: the real clock).
   const common::Clock* clock = nullptr;
+  // Loads LoRA adapters on demand (GenerationOptions::lora_adapters; null: never).
+  LoraAdapterManager* lora_adapters = nullptr;
 };
 
 }  // namespace llmserve::gateway

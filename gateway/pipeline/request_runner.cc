@@ -52,11 +52,24 @@ absl::StatusOr<std::vector<ModelCatalog::ModelSummary>> RequestRunner::ListModel
   if (!principal.ok()) return principal.status();
   std::vector<ModelCatalog::ModelSummary> models = catalog_->List();
   models.erase(std::remove_if(models.begin(), models.end(),
-                              [](const ModelCatalog::ModelSummary& summary) {
-                                return summary.ready_workers == 0;
+                              [&](const ModelCatalog::ModelSummary& summary) {
+                                return summary.ready_workers == 0 ||
+                                       !principal->MayUseModel(summary.name);
                               }),
                models.end());
   return models;
+}
+
+absl::StatusOr<std::shared_ptr<const ServedModel>> RequestRunner::ResolveModel(
+    const RequestLifecycle& lifecycle, absl::string_view name) const {
+  absl::StatusOr<std::shared_ptr<const ServedModel>> model = catalog_->Resolve(name);
+  if (!model.ok()) return model;
+  if (const std::optional<Principal> principal = lifecycle.principal(); principal.has_value()) {
+    if (absl::Status allowed = CheckModelAccess(*principal, (*model)->name()); !allowed.ok()) {
+      return allowed;
+    }
+  }
+  return model;
 }
 
 RequestRun::RequestRun(const RequestRunner* runner, std::shared_ptr<RequestLifecycle> lifecycle,
@@ -96,6 +109,13 @@ void RequestRun::Prepare(RunInput input) {
         // A client that left while its prompt was being prepared needs no generation.
         if (prepared.ok() && run->cancelled()) {
           prepared = absl::CancelledError("the client left while the prompt was prepared");
+        }
+        // Frontends resolve through ResolveModel; this holds whatever they did.
+        if (prepared.ok()) {
+          if (absl::Status allowed = CheckModelAccess(run->principal_, prepared->model->name());
+              !allowed.ok()) {
+            prepared = std::move(allowed);
+          }
         }
         if (!prepared.ok()) {
           span.SetError(absl::StatusCodeToString(prepared.status().code()),
@@ -146,6 +166,7 @@ void RequestRun::StartGenerations(PreparedRun prepared) {
   generation.tracer = lifecycle_->tracer();
   generation.parent_span = lifecycle_->span();
   generation.clock = options.clock;
+  generation.lora_adapters = options.lora_adapters;
   if (options.isolate_cache_per_principal) generation.cache_salt = principal_.name;
   const int n = static_cast<int>(prepared.choices.size());
   const int first = prepared.max_concurrent > 0 ? std::min(n, prepared.max_concurrent) : n;

@@ -58,7 +58,8 @@ struct RunInput {
   absl::Time client_deadline = absl::InfiniteFuture();
   // The size of the prompt work (a body, or a prompt's text), for the prepare stage's order.
   size_t prompt_bytes = 0;
-  // Runs once on a prepare thread: parses what is left to parse, resolves the model and prepares
+  // Runs once on a prepare thread: parses what is left to parse, resolves the model
+  // (RequestRunner::ResolveModel) and prepares
   // the choices (PrepareChoices), naming what it learns on the lifecycle (model, request id,
   // content). Its error is the request's answer.
   absl::AnyInvocable<absl::StatusOr<PreparedRun>(RequestLifecycle& lifecycle) &&> prepare;
@@ -119,6 +120,11 @@ class RequestRunner {
   // The models a caller with `authorization` may list: those with a ready worker, sorted by name.
   absl::StatusOr<std::vector<ModelCatalog::ModelSummary>> ListModels(
       absl::string_view authorization) const;
+
+  // The model a request of `lifecycle` names (ModelCatalog::Resolve), or PERMISSION_DENIED when
+  // its principal may not use it: what every frontend's prepare step resolves the model with.
+  absl::StatusOr<std::shared_ptr<const ServedModel>> ResolveModel(const RequestLifecycle& lifecycle,
+                                                                  absl::string_view name) const;
 
   ModelCatalog& catalog() const { return *catalog_; }
   const PrepareStage& prepare() const { return *prepare_; }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -100,6 +101,19 @@ class WorkerClient {
                                               worker::v1::GenerateRequest request,
                                               const WorkerCallOptions& options,
                                               std::shared_ptr<WorkerCallObserver> observer) = 0;
+
+  // Asks the worker at `address` to load a LoRA adapter (Worker.LoadLoraAdapter), or to unload
+  // one. `done` runs once with the worker's answer (or UNAVAILABLE / DEADLINE_EXCEEDED), on the
+  // implementation's threads, or at once on the caller's for an unknown address: the caller must
+  // hold no lock `done` takes. Once a change succeeded, Route and Workers() see it (before the
+  // worker's next load report confirms it).
+  virtual void LoadLoraAdapter(const std::string& address,
+                               const worker::v1::LoadLoraAdapterRequest& request,
+                               absl::Time deadline,
+                               absl::AnyInvocable<void(absl::Status) &&> done) = 0;
+  virtual void UnloadLoraAdapter(const std::string& address, const std::string& lora_name,
+                                 absl::Time deadline,
+                                 absl::AnyInvocable<void(absl::Status) &&> done) = 0;
 
   // Every worker known now, sorted by address.
   virtual std::vector<WorkerStatus> Workers() const = 0;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -259,10 +260,12 @@ WorkerPool::~WorkerPool() {
     if (worker->stream != nullptr) worker->stream->Cancel();
     if (worker->probe != nullptr) worker->probe->Cancel();
   }
-  // Streams and probes call back into the pool until they are deleted: wait for every one.
+  for (LoraAdapterCall* call : lora_calls_) call->Cancel();
+  // Streams, probes and LoRA calls call back into the pool until they are deleted: wait for
+  // every one.
   mutex_.Await(absl::Condition(
       +[](WorkerPool* pool) ABSL_EXCLUSIVE_LOCKS_REQUIRED(pool->mutex_) {
-        return pool->live_streams_ == 0 && pool->live_probes_ == 0;
+        return pool->live_streams_ == 0 && pool->live_probes_ == 0 && pool->live_lora_calls_ == 0;
       },
       this));
 }
@@ -490,22 +493,27 @@ void WorkerPool::MarkDown(Worker& worker, const std::string& error) {
   PublishLocked();
 }
 
-namespace {
-
-// A worker's adapters: its latest load report's (each lists them all), else its model info's.
-std::vector<std::string> LoraAdaptersOf(const worker::v1::ModelInfo* info,
-                                        const worker::v1::LoadReport& report) {
+std::vector<std::string> WorkerPool::LoraAdaptersOf(const Worker& worker) const {
+  // Its latest load report's list (each lists them all), else its model info's.
   std::vector<std::string> names;
-  if (report.sequence() > 0) {
-    names.assign(report.lora_adapters().begin(), report.lora_adapters().end());
-  } else if (info != nullptr) {
-    names.assign(info->lora_adapters().begin(), info->lora_adapters().end());
+  if (worker.last_report.sequence() > 0) {
+    names.assign(worker.last_report.lora_adapters().begin(),
+                 worker.last_report.lora_adapters().end());
+  } else if (worker.model_info != nullptr) {
+    names.assign(worker.model_info->lora_adapters().begin(),
+                 worker.model_info->lora_adapters().end());
+  }
+  for (const auto& [name, change] : worker.lora_changes) {
+    if (change.loaded) {
+      names.push_back(name);
+    } else {
+      names.erase(std::remove(names.begin(), names.end(), name), names.end());
+    }
   }
   std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
   return names;
 }
-
-}  // namespace
 
 void WorkerPool::PublishLocked() {
   auto snapshot = std::make_shared<RoutingSnapshot>();
@@ -520,7 +528,7 @@ void WorkerPool::PublishLocked() {
                                  .waiting = static_cast<int32_t>(load.waiting()),
                                  .kv_blocks_total = static_cast<int32_t>(load.kv_blocks_total()),
                                  .kv_blocks_free = static_cast<int32_t>(load.kv_blocks_free()),
-                                 .lora_adapters = LoraAdaptersOf(worker->model_info.get(), load)});
+                                 .lora_adapters = LoraAdaptersOf(*worker)});
   }
   // A fixed order, so that turns among equals go round the same way whatever the map's order.
   std::sort(snapshot->workers.begin(), snapshot->workers.end(),
@@ -546,6 +554,12 @@ void WorkerPool::OnReport(const std::string& address, uint64_t generation,
   worker.ready = !report.draining();
   worker.backoff = options_.backoff_initial;
   worker.last_error.clear();
+  const absl::Time now = clock_->Now();
+  absl::erase_if(worker.lora_changes, [&](const auto& entry) {
+    const bool listed = std::find(report.lora_adapters().begin(), report.lora_adapters().end(),
+                                  entry.first) != report.lora_adapters().end();
+    return listed == entry.second.loaded || now >= entry.second.until;
+  });
   {
     absl::MutexLock prefix_lock(&prefix_mutex_);
     prefix_index_.Apply(address, report);
@@ -648,20 +662,84 @@ std::unique_ptr<WorkerCall> WorkerPool::NewCall(const RoutedWorker& worker,
       std::move(request), options, std::move(observer));
 }
 
+void WorkerPool::LoadLoraAdapter(const std::string& address,
+                                 const worker::v1::LoadLoraAdapterRequest& request,
+                                 absl::Time deadline,
+                                 absl::AnyInvocable<void(absl::Status) &&> done) {
+  StartLoraCall(address, &request, request.lora_name(), deadline, std::move(done));
+}
+
+void WorkerPool::UnloadLoraAdapter(const std::string& address, const std::string& lora_name,
+                                   absl::Time deadline,
+                                   absl::AnyInvocable<void(absl::Status) &&> done) {
+  StartLoraCall(address, nullptr, lora_name, deadline, std::move(done));
+}
+
+void WorkerPool::StartLoraCall(const std::string& address,
+                               const worker::v1::LoadLoraAdapterRequest* load,
+                               const std::string& name, absl::Time deadline,
+                               absl::AnyInvocable<void(absl::Status) &&> done) {
+  std::shared_ptr<grpc::Channel> channel;
+  {
+    absl::MutexLock lock(&mutex_);
+    const auto it = workers_.find(address);
+    if (!stopping_ && it != workers_.end()) {
+      channel = it->second->channel;
+      ++live_lora_calls_;
+    }
+  }
+  if (channel == nullptr) {
+    return std::move(done)(absl::UnavailableError(absl::StrCat("no worker ", address, " now")));
+  }
+  const bool loading = load != nullptr;
+  auto* call = new LoraAdapterCall(
+      std::move(channel), deadline,
+      [this, address, name, loading, done = std::move(done)](LoraAdapterCall* self,
+                                                             absl::Status status) mutable {
+        {
+          absl::MutexLock lock(&mutex_);
+          lora_calls_.erase(self);
+          const auto found = workers_.find(address);
+          if (status.ok() && found != workers_.end()) {
+            // Assumed for two heartbeats: a report that still does not say it by then comes from
+            // a worker where someone else undid it.
+            found->second->lora_changes[name] = {.loaded = loading,
+                                                 .until = clock_->Now() + 2 * HeartbeatWindow()};
+            PublishLocked();
+          }
+        }
+        std::move(done)(std::move(status));
+      },
+      [this] {
+        absl::MutexLock lock(&mutex_);
+        --live_lora_calls_;
+      });
+  {
+    absl::MutexLock lock(&mutex_);
+    lora_calls_.insert(call);
+    // The destructor cancelled those it found; this one came after.
+    if (stopping_) call->Cancel();
+  }
+  if (loading) {
+    call->StartLoad(*load);
+  } else {
+    call->StartUnload(name);
+  }
+}
+
 std::vector<WorkerStatus> WorkerPool::Workers() const {
   absl::MutexLock lock(&mutex_);
   absl::ReaderMutexLock prefix_lock(&prefix_mutex_);
   std::vector<WorkerStatus> statuses;
   for (const auto& [address, worker] : workers_) {
-    statuses.push_back(
-        {.address = address,
-         .ready = worker->ready,
-         .draining = worker->draining,
-         .model_info = worker->model_info,
-         .last_report = worker->last_report,
-         .lora_adapters = LoraAdaptersOf(worker->model_info.get(), worker->last_report),
-         .cached_blocks = prefix_index_.NumBlocks(address),
-         .last_error = worker->last_error});
+    statuses.push_back({.address = address,
+                        .ready = worker->ready,
+                        .draining = worker->draining,
+                        .model_info = worker->model_info,
+                        .last_report = worker->last_report,
+                        .lora_adapters = LoraAdaptersOf(*worker),
+                        .cached_blocks = prefix_index_.NumBlocks(address),
+                        .last_error = worker->last_error});
   }
   std::sort(statuses.begin(), statuses.end(),
             [](const WorkerStatus& a, const WorkerStatus& b) { return a.address < b.address; });

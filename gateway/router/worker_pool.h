@@ -44,6 +44,7 @@
 #include "absl/types/span.h"
 #include "common/base/clock.h"
 #include "gateway/router/host_resolver.h"
+#include "gateway/router/lora_adapter_call.h"
 #include "gateway/router/prefix_index.h"
 #include "gateway/router/prompt_routing_hashes.h"
 #include "gateway/router/routing_policy.h"
@@ -105,6 +106,12 @@ class WorkerPool final : public WorkerClient {
                                       worker::v1::GenerateRequest request,
                                       const WorkerCallOptions& options,
                                       std::shared_ptr<WorkerCallObserver> observer) override;
+  void LoadLoraAdapter(const std::string& address,
+                       const worker::v1::LoadLoraAdapterRequest& request, absl::Time deadline,
+                       absl::AnyInvocable<void(absl::Status) &&> done) override;
+  void UnloadLoraAdapter(const std::string& address, const std::string& lora_name,
+                         absl::Time deadline,
+                         absl::AnyInvocable<void(absl::Status) &&> done) override;
   std::vector<WorkerStatus> Workers() const override;
   std::vector<std::string> KnownModels() const override;
   bool AnyReady() const override;
@@ -136,6 +143,13 @@ class WorkerPool final : public WorkerClient {
 
   class LoadStream;
   class ProbeCall;
+  // A LoRA adapter loaded (true) or unloaded through this pool that the worker's load reports do
+  // not say yet: assumed until a report says it, or until `until` (another gateway may have undone
+  // it meanwhile).
+  struct LoraChange {
+    bool loaded = false;
+    absl::Time until;
+  };
   // What a probe found: health and, when serving, the model info.
   struct ProbeResult {
     absl::Status status;
@@ -175,6 +189,8 @@ class WorkerPool final : public WorkerClient {
     absl::Duration backoff;
     // Bumped when the worker is marked down, so a stale stream's reports are ignored.
     uint64_t generation = 0;
+    // By adapter name.
+    absl::flat_hash_map<std::string, LoraChange> lora_changes;
   };
 
   WorkerPool(const WorkerPoolOptions& options, std::shared_ptr<HostResolver> resolver);
@@ -211,6 +227,13 @@ class WorkerPool final : public WorkerClient {
                     const LoadStream* stream);
   // ... and is deleted: the destructor waits for every stream to get here.
   void OnStreamDeleted();
+  // Starts a LoadLoraAdapter (`load` set) or UnloadLoraAdapter call of adapter `name`.
+  void StartLoraCall(const std::string& address, const worker::v1::LoadLoraAdapterRequest* load,
+                     const std::string& name, absl::Time deadline,
+                     absl::AnyInvocable<void(absl::Status) &&> done);
+  // `worker`'s adapters now: its report's (or model info's) with its unconfirmed changes.
+  std::vector<std::string> LoraAdaptersOf(const Worker& worker) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const WorkerPoolOptions options_;
   const common::Clock* const clock_;
@@ -232,6 +255,9 @@ class WorkerPool final : public WorkerClient {
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   int live_streams_ ABSL_GUARDED_BY(mutex_) = 0;
   int live_probes_ ABSL_GUARDED_BY(mutex_) = 0;
+  // LoRA adapter calls in flight (cancelled by the destructor), and those not deleted yet.
+  absl::flat_hash_set<LoraAdapterCall*> lora_calls_ ABSL_GUARDED_BY(mutex_);
+  int live_lora_calls_ ABSL_GUARDED_BY(mutex_) = 0;
   // The worker_dns entries, by their "name:port".
   absl::flat_hash_map<std::string, DnsName> dns_names_ ABSL_GUARDED_BY(mutex_);
   // Calls in flight, by the address of their worker. A lock of its own: calls come and go on

@@ -36,6 +36,12 @@ absl::Status ValidateGatewayServerOptions(const GatewayServerOptions& options) {
         absl::StrCat("--grpc_port=", options.grpc_port, " is outside [0, 65535]"));
   }
   LLMSERVE_RETURN_IF_ERROR(ValidateQueryOfDeathOptions(options.inference.query_of_death));
+  if (options.lora_load_timeout <= absl::ZeroDuration() ||
+      options.lora_load_timeout > absl::Minutes(10)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--lora_load_timeout=", absl::FormatDuration(options.lora_load_timeout),
+                     " is outside (0, 10m]"));
+  }
   if (options.worker_client == nullptr) {
     LLMSERVE_RETURN_IF_ERROR(ValidateWorkerPoolOptions(options.pool));
   }
@@ -234,8 +240,10 @@ absl::Status GatewayServer::StartPipeline() {
                                          concurrency_.get(), metrics_.get(), global_limiter_.get());
   tracker_ = std::make_unique<RequestTracker>(admission_.get(), metrics_.get(), request_log_.get(),
                                               tracer_.get());
+  lora_adapters_ = std::make_unique<LoraAdapterManager>(workers_, options_.lora_load_timeout);
+  options_.inference.lora_adapters = lora_adapters_.get();
   catalog_ = std::make_unique<ModelCatalog>(workers_, options_.tool_call_format,
-                                            options_.reasoning_parsers);
+                                            options_.reasoning_parsers, lora_adapters_.get());
   LLMSERVE_ASSIGN_OR_RETURN(
       prepare_, PrepareStage::Create({.threads = options_.prepare_threads > 0
                                                      ? options_.prepare_threads

@@ -103,6 +103,8 @@ struct GatewayServerOptions {
   // Which models' chat replies have their reasoning parsed (--reasoning_parser); none by default.
   reasoning::ReasoningParsers reasoning_parsers;
   absl::Duration drain_timeout = absl::Seconds(30);
+  // How long loading a LoRA adapter on a worker may take (admin loads, on-demand loads).
+  absl::Duration lora_load_timeout = absl::Seconds(30);
   // Where every finished request's record goes (gateway/request_log/): a postgres:// URL or the
   // path of a JSON-lines file; empty: no request log.
   std::string request_log;
@@ -190,6 +192,8 @@ class GatewayServer {
   std::unique_ptr<WorkerPool> pool_;
   // pool_, or options.worker_client.
   WorkerClient* workers_ = nullptr;
+  // LoRA adapters loaded through the admin API, and loaded on demand.
+  std::unique_ptr<LoraAdapterManager> lora_adapters_;
   std::unique_ptr<ModelCatalog> catalog_;
   // Shut down before the APIs whose callbacks it runs are destroyed.
   std::unique_ptr<PrepareStage> prepare_;

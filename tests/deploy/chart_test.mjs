@@ -611,6 +611,16 @@ check('the generated API key survives as a Secret whose keys file holds its hash
   assert.ok(file.split('\n').includes(`generated ${hash}`), file);
 });
 
+check('keys listed with models and admin reach the keys file in the gateway\'s format', () => {
+  const secret = ofKind(rendered['ci/everything-on-values.yaml'], 'Secret').find((s) => s.data?.['api-keys']);
+  const lines = Buffer.from(secret.data['api-keys'], 'base64').toString().split('\n');
+  assert.ok(lines.includes('ci 78ff0edbdc5c749878da674b2c0400b3cf38edf76cf19cba3ad3023a8c0d6f8d'), lines.join('\n'));
+  assert.ok(lines.includes('ci-admin 1e8ce61d93da928de9e00126a9902ab3c01953bd081a64851dfbd9e045b10bb6 models=sql-lora,tiny admin'),
+    lines.join('\n'));
+  const gateway = mainContainer(workloads(rendered['ci/everything-on-values.yaml']).find((o) => component(o) === 'gateway'));
+  assert.equal(flag(gateway.args, 'lora_load_timeout'), '30s', '--lora_load_timeout from loraLoadTimeoutSeconds');
+});
+
 // ---- monitoring files: carried from deploy/ through the symlinks, nothing without them -------------
 check('files/ links to deploy/prometheus/rules and deploy/grafana/dashboards', () => {
   for (const [link, target] of [['prometheus-rules', 'prometheus/rules'], ['dashboards', 'grafana/dashboards']]) {

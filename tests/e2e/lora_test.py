@@ -9,6 +9,12 @@ model with the adapter (--lora_modules sql=DIR), another serves the merged copy:
   2. Greedy completions and chats of model "sql" through the gateway equal those of the merged
      model, token for token; the base model "tiny" answers differently.
   3. The adapter's usage and the response name it; a name nobody serves is a 404.
+  4. The gateway's admin endpoints (an anonymous loopback gateway: every caller is admin):
+     /v1/load_lora_adapter loads the same directory as "sql2" on the worker that loads at run time
+     (its completions equal the merged model's too), /v1/unload_lora_adapter removes it (then a
+     404). With grpcio: a worker that lost an adapter the gateway loaded (unloaded behind the
+     gateway's back, as a restart would) gets it again on demand from the next request.
+  5. The worker's /metrics has the LoRA series, vLLM's vllm:lora_requests_info among them.
 Prints a JSON summary.
 
 Usage: lora_test.py GATEWAY WORKER MAKE_MODEL
@@ -21,7 +27,8 @@ import shutil
 import struct
 import sys
 
-from e2e_support import Cluster, Worker, expect, log, post_json, http_get, run_binaries_test
+from e2e_support import (Cluster, Worker, expect, grpc_channel, have_grpcio, http_get, log,
+                         pb_message, post_json, raw_unary, run_binaries_test, wait_until)
 
 try:
     import numpy as np
@@ -96,6 +103,56 @@ def complete(gateway, model, prompt):
     return result.json()
 
 
+def admin_endpoints(gateway, worker, adapter_dir, merged_dir):
+    """Step 4 and 5: loads, on-demand loads and unloads through the gateway; the metrics."""
+    summary = {}
+    loaded = post_json(gateway.http_port, "/v1/load_lora_adapter",
+                       {"lora_name": "sql2", "lora_path": adapter_dir})
+    expect(loaded.status == 200, f"load_lora_adapter: {loaded}")
+    answer = loaded.json()
+    expect(answer["workers"] == [f"127.0.0.1:{worker.port}"] and answer["base_model_name"] == "tiny",
+           f"load_lora_adapter answer: {answer}")
+    for prompt in PROMPTS[:2]:
+        adapted = complete(gateway, "sql2", prompt)
+        reference = complete(gateway, "merged", prompt)
+        expect(adapted["choices"][0]["text"] == reference["choices"][0]["text"],
+               f"{prompt!r}: runtime adapter {adapted['choices'][0]['text']!r} != merged")
+    bad = post_json(gateway.http_port, "/v1/load_lora_adapter",
+                    {"lora_name": "broken", "lora_path": merged_dir})
+    expect(bad.status == 404 and "adapter_config.json" in bad.text, f"load of a model dir: {bad}")
+    if have_grpcio():
+        # Unloaded behind the gateway's back (as a restart would lose it): the next request
+        # loads it again.
+        code, details, _ = raw_unary(grpc_channel(worker.port),
+                                     "/llmserve.worker.v1.Worker/UnloadLoraAdapter",
+                                     pb_message((1, "sql2")))
+        expect(str(code) == "StatusCode.OK", f"UnloadLoraAdapter: {code} {details}")
+        # Until the worker's next load report the gateway believes the worker still has it (the
+        # worker then answers 404); from that report on, a request loads it again.
+        reference = complete(gateway, "merged", PROMPTS[0])
+
+        def served_again():
+            again = post_json(gateway.http_port, "/v1/completions",
+                              {"model": "sql2", "prompt": PROMPTS[0], "max_tokens": 16,
+                               "temperature": 0, "ignore_eos": True})
+            expect(again.status in (200, 404), f"sql2 after the unload: {again}")
+            return again.status == 200 and again.json()["choices"][0]["text"] == reference["choices"][0]["text"]
+
+        wait_until("the adapter loaded again on demand", served_again, timeout_s=30)
+        summary["loaded_on_demand"] = True
+    unloaded = post_json(gateway.http_port, "/v1/unload_lora_adapter", {"lora_name": "sql2"})
+    expect(unloaded.status == 200, f"unload_lora_adapter: {unloaded}")
+    gone = post_json(gateway.http_port, "/v1/completions",
+                     {"model": "sql2", "prompt": "x", "max_tokens": 2})
+    expect(gone.status == 404, f"an unloaded adapter: {gone}")
+    metrics = worker.metrics()
+    expect('vllm:lora_requests_info{' in metrics and 'max_lora="4"' in metrics,
+           "no vllm:lora_requests_info with max_lora 4 in the worker's metrics")
+    expect("llmserve_lora_requests_info{" in metrics, "no llmserve_lora_requests_info")
+    summary["admin_load_unload"] = True
+    return summary
+
+
 def run(binaries):
     if np is None:
         log("SKIPPED: python3-numpy is not installed (scripts/install-deps.sh installs it)")
@@ -108,7 +165,8 @@ def run(binaries):
             merged_dir = os.path.join(cluster.temp, "merged")
             summary["adapted_modules"] = write_adapter_and_merged(cluster.model, adapter_dir,
                                                                   merged_dir)
-            base = cluster.start_worker("worker-lora", f"--lora_modules=sql={adapter_dir}")
+            base = cluster.start_worker("worker-lora", f"--lora_modules=sql={adapter_dir}",
+                                        "--allow_runtime_lora_updating", "--vllm_metric_names")
             process = cluster.start("worker-merged", [
                 cluster.worker_bin, f"--model={merged_dir}", "--served_model_name=merged",
                 "--host=127.0.0.1", "--port=0", "--metrics_port=0", "--threads=1",
@@ -147,6 +205,7 @@ def run(binaries):
             missing = post_json(gateway.http_port, "/v1/completions",
                                 {"model": "nope", "prompt": "x", "max_tokens": 2})
             expect(missing.status == 404, f"unknown model: {missing}")
+            summary.update(admin_endpoints(gateway, base, adapter_dir, merged_dir))
         except Exception:
             log(cluster.report())
             raise

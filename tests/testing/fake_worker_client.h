@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -213,6 +214,15 @@ class FakeCall::Handle final : public gateway::WorkerCall {
   const std::function<void()> on_start_;
 };
 
+// One LoadLoraAdapter / UnloadLoraAdapter call as the fake worker sees it.
+struct FakeLoraCall {
+  std::string address;
+  bool load = false;
+  std::string lora_name;
+  std::string lora_path;
+  absl::Time deadline;
+};
+
 class FakeWorkerClient final : public gateway::WorkerClient {
  public:
   explicit FakeWorkerClient(gateway::RoutingPolicy policy = gateway::RoutingPolicy::kLeastLoad)
@@ -222,9 +232,11 @@ class FakeWorkerClient final : public gateway::WorkerClient {
   // A ready worker at `address` serving `info.model_name()`.
   void AddWorker(const std::string& address, ::llmserve::worker::v1::ModelInfo info) {
     absl::MutexLock lock(&mutex_);
-    workers_[address] = {std::make_shared<const ::llmserve::worker::v1::ModelInfo>(std::move(info)),
-                         true};
-    known_models_.insert(workers_[address].info->model_name());
+    Worker& worker = workers_[address];
+    worker.lora_adapters.assign(info.lora_adapters().begin(), info.lora_adapters().end());
+    worker.info = std::make_shared<const ::llmserve::worker::v1::ModelInfo>(std::move(info));
+    worker.ready = true;
+    known_models_.insert(worker.info->model_name());
   }
   void SetReady(const std::string& address, bool ready) {
     absl::MutexLock lock(&mutex_);
@@ -247,6 +259,33 @@ class FakeWorkerClient final : public gateway::WorkerClient {
     absl::MutexLock lock(&mutex_);
     return failures_;
   }
+  // How LoRA adapter calls are answered: by `answer` at once (on the delivery thread), or, when
+  // it is null (the default), only by AnswerLoraCall. A call answered OK changes the worker's
+  // adapters.
+  void SetLoraAnswer(std::function<absl::Status(const FakeLoraCall&)> answer) {
+    absl::MutexLock lock(&mutex_);
+    lora_answer_ = std::move(answer);
+  }
+  // Every LoRA adapter call made so far, in order.
+  std::vector<FakeLoraCall> lora_calls() const {
+    absl::MutexLock lock(&mutex_);
+    std::vector<FakeLoraCall> calls;
+    for (const PendingLoraCall& call : lora_calls_) calls.push_back(call.call);
+    return calls;
+  }
+  // Waits up to `timeout` for the `index`-th LoRA call (from 0); false when it never came.
+  bool WaitForLoraCall(size_t index, absl::Duration timeout = absl::Seconds(10)) {
+    absl::MutexLock lock(&mutex_);
+    auto arrived = [&]()
+                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return lora_calls_.size() > index; };
+    return mutex_.AwaitWithTimeout(absl::Condition(&arrived), timeout);
+  }
+  // Answers the `index`-th LoRA call (held because no answer function was set).
+  void AnswerLoraCall(size_t index, absl::Status status) {
+    absl::MutexLock lock(&mutex_);
+    FinishLoraCallLocked(index, std::move(status));
+  }
+
   // The prompt's hash_passes() at the last Route (how often it was hashed so far).
   int last_hash_passes() const {
     absl::MutexLock lock(&mutex_);
@@ -263,8 +302,8 @@ class FakeWorkerClient final : public gateway::WorkerClient {
       if (!worker.ready || excluded.contains(address)) continue;
       if (!model.empty() && worker.info->model_name() != model) continue;
       if (!prompt.lora_adapter().empty() &&
-          std::find(worker.info->lora_adapters().begin(), worker.info->lora_adapters().end(),
-                    prompt.lora_adapter()) == worker.info->lora_adapters().end()) {
+          std::find(worker.lora_adapters.begin(), worker.lora_adapters.end(),
+                    prompt.lora_adapter()) == worker.lora_adapters.end()) {
         continue;
       }
       prompt.ForBlockSize(static_cast<int32_t>(worker.info->block_size()));
@@ -304,6 +343,24 @@ class FakeWorkerClient final : public gateway::WorkerClient {
     });
   }
 
+  void LoadLoraAdapter(const std::string& address,
+                       const ::llmserve::worker::v1::LoadLoraAdapterRequest& request,
+                       absl::Time deadline,
+                       absl::AnyInvocable<void(absl::Status) &&> done) override {
+    StartLoraCall({.address = address,
+                   .load = true,
+                   .lora_name = request.lora_name(),
+                   .lora_path = request.lora_path(),
+                   .deadline = deadline},
+                  std::move(done));
+  }
+  void UnloadLoraAdapter(const std::string& address, const std::string& lora_name,
+                         absl::Time deadline,
+                         absl::AnyInvocable<void(absl::Status) &&> done) override {
+    StartLoraCall({.address = address, .load = false, .lora_name = lora_name, .deadline = deadline},
+                  std::move(done));
+  }
+
   std::vector<gateway::WorkerStatus> Workers() const override {
     absl::MutexLock lock(&mutex_);
     std::vector<gateway::WorkerStatus> statuses;
@@ -311,8 +368,7 @@ class FakeWorkerClient final : public gateway::WorkerClient {
       statuses.push_back({.address = address,
                           .ready = worker.ready,
                           .model_info = worker.info,
-                          .lora_adapters = {worker.info->lora_adapters().begin(),
-                                            worker.info->lora_adapters().end()}});
+                          .lora_adapters = worker.lora_adapters});
     }
     return statuses;
   }
@@ -335,7 +391,44 @@ class FakeWorkerClient final : public gateway::WorkerClient {
   struct Worker {
     std::shared_ptr<const ::llmserve::worker::v1::ModelInfo> info;
     bool ready = false;
+    // Sorted.
+    std::vector<std::string> lora_adapters;
   };
+  struct PendingLoraCall {
+    FakeLoraCall call;
+    // Null once answered.
+    std::shared_ptr<absl::AnyInvocable<void(absl::Status) &&>> done;
+  };
+
+  void StartLoraCall(FakeLoraCall call, absl::AnyInvocable<void(absl::Status) &&> done) {
+    absl::MutexLock lock(&mutex_);
+    lora_calls_.push_back(
+        {std::move(call),
+         std::make_shared<absl::AnyInvocable<void(absl::Status) &&>>(std::move(done))});
+    if (lora_answer_) {
+      FinishLoraCallLocked(lora_calls_.size() - 1, lora_answer_(lora_calls_.back().call));
+    }
+  }
+
+  void FinishLoraCallLocked(size_t index, absl::Status status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    PendingLoraCall& pending = lora_calls_.at(index);
+    if (pending.done == nullptr) return;
+    const auto worker = workers_.find(pending.call.address);
+    if (worker == workers_.end() && status.ok()) status = absl::UnavailableError("no such worker");
+    if (status.ok()) {
+      std::vector<std::string>& adapters = worker->second.lora_adapters;
+      adapters.erase(std::remove(adapters.begin(), adapters.end(), pending.call.lora_name),
+                     adapters.end());
+      if (pending.call.load) adapters.push_back(pending.call.lora_name);
+      std::sort(adapters.begin(), adapters.end());
+    }
+    const absl::Status queued =
+        delivery_.Submit([done = std::move(pending.done), status = std::move(status)]() mutable {
+          std::move (*done)(std::move(status));
+        });
+    (void)queued;  // refused only while the fake is destroyed
+  }
 
   int32_t OpenCallsLocked(const std::string& address) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     int32_t open = 0;
@@ -354,6 +447,8 @@ class FakeWorkerClient final : public gateway::WorkerClient {
   std::vector<std::string> failures_ ABSL_GUARDED_BY(mutex_);
   uint64_t turn_ ABSL_GUARDED_BY(mutex_) = 0;
   int last_hash_passes_ ABSL_GUARDED_BY(mutex_) = 0;
+  std::function<absl::Status(const FakeLoraCall&)> lora_answer_ ABSL_GUARDED_BY(mutex_);
+  std::vector<PendingLoraCall> lora_calls_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace llmserve::testing

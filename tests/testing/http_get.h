@@ -62,9 +62,12 @@ inline std::string HttpGet(int port, const std::string& path) {
   return body == std::string::npos ? "" : response.substr(body + 4);
 }
 
-// A POST of a JSON body as HTTP/1.0 (so the response is not chunked and ends with the connection).
-inline std::string HttpPostRequest(const std::string& path, const std::string& json) {
+// A POST of a JSON body as HTTP/1.0 (so the response is not chunked and ends with the connection),
+// with `authorization` as its Authorization header when not empty.
+inline std::string HttpPostRequest(const std::string& path, const std::string& json,
+                                   const std::string& authorization = "") {
   return "POST " + path + " HTTP/1.0\r\nHost: localhost\r\ncontent-type: application/json\r\n" +
+         (authorization.empty() ? "" : "authorization: " + authorization + "\r\n") +
          "content-length: " + std::to_string(json.size()) + "\r\n\r\n" + json;
 }
 

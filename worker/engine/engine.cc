@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/log_throttle.h"
@@ -620,6 +621,19 @@ void Engine::PublishCounts() {
   counts_.kv_blocks_free = kv.free_blocks;
 }
 
+void Engine::CountLoraRequests() {
+  const absl::flat_hash_set<RequestId> running(scheduler_.running().begin(),
+                                               scheduler_.running().end());
+  absl::btree_map<std::string, LoraAdapterLoad> adapters;
+  for (const auto& [id, state] : live_) {
+    if (state->lora_name.empty()) continue;
+    LoraAdapterLoad& load = adapters[state->lora_name];
+    load.name = state->lora_name;
+    ++(running.contains(id) ? load.running : load.waiting);
+  }
+  for (auto& [name, load] : adapters) step_.lora_adapters.push_back(std::move(load));
+}
+
 void Engine::Report(bool forward) {
   const KvCacheStats kv = kv_.Stats();
   step_.time = clock_->Now();
@@ -634,6 +648,7 @@ void Engine::Report(bool forward) {
   step_.running = scheduler_.num_running();
   step_.kv_blocks_total = kv.total_blocks;
   step_.kv_blocks_free = kv.free_blocks;
+  if (!slot_lora_.empty()) CountLoraRequests();
   {
     absl::MutexLock lock(&mutex_);
     counts_.running = step_.running;

@@ -63,6 +63,13 @@ namespace llmserve::worker {
 // that took queued adds or aborts, and after every forward pass. Whoever listens keeps the totals,
 // the token rates and the prefix-cache mirror (worker/service/load_accountant.h), as vLLM's
 // frontend keeps its stats from the engine core's per-step SchedulerStats.
+// The requests of one LoRA adapter after an iteration (StepStats::lora_adapters).
+struct LoraAdapterLoad {
+  std::string name;
+  int32_t running = 0;
+  int32_t waiting = 0;
+};
+
 struct StepStats {
   // When the iteration ended, on the engine's clock.
   absl::Time time;
@@ -103,6 +110,9 @@ struct StepStats {
   int32_t waiting = 0;
   int32_t kv_blocks_total = 0;
   int32_t kv_blocks_free = 0;
+  // With LoRA slots (EngineConfig::max_loras > 0): every adapter that taken requests use, with
+  // how many of them run and wait after the iteration, sorted by name.
+  std::vector<LoraAdapterLoad> lora_adapters;
 };
 
 struct EngineConfig {
@@ -302,6 +312,8 @@ class Engine {
   // Completes step_ (counts, increments since the last report, cache events), hands it to
   // on_step_ and starts the next one. `forward`: the iteration ran a forward pass.
   void Report(bool forward);
+  // Fills step_.lora_adapters.
+  void CountLoraRequests();
   void CountVerification(int32_t drafts, int32_t accepted);
 
   // Engine-thread state (no locks: only the engine thread, or StepOnce's caller, touches it).

@@ -45,6 +45,8 @@ void LoadAccountant::Record(const StepStats& step) {
   for (size_t j = 0; j < step.spec_accepted_per_position.size(); ++j) {
     load_.spec_accepted_per_position[j] += step.spec_accepted_per_position[j];
   }
+  load_.lora_adapters = step.lora_adapters;
+  load_.lora_adapters_time = step.time;
   if (!step.forward) return;
 
   ++load_.steps;

@@ -51,6 +51,10 @@ struct EngineLoad {
   int64_t spec_draft_tokens = 0;
   int64_t spec_accepted_tokens = 0;
   std::vector<int64_t> spec_accepted_per_position;
+  // With LoRA slots: each adapter with requests after the latest iteration
+  // (StepStats::lora_adapters), and that iteration's time.
+  std::vector<LoraAdapterLoad> lora_adapters;
+  absl::Time lora_adapters_time = absl::UnixEpoch();
 };
 
 class LoadAccountant {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "common/metrics/buckets.h"
 
@@ -49,6 +50,8 @@ constexpr VllmName kVllmNames[] = {
      "vllm:spec_decode_num_accepted_tokens_total"},
     {"llmserve_spec_decode_num_accepted_tokens_per_pos_total",
      "vllm:spec_decode_num_accepted_tokens_per_pos_total"},
+    // What the Gateway API Inference Extension's endpoint picker reads for LoRA affinity.
+    {"llmserve_lora_requests_info", "vllm:lora_requests_info"},
 };
 
 // vLLM's label names for ours; labels not listed keep their name.
@@ -71,9 +74,52 @@ prometheus::MetricFamily LoadFamily(std::string name, std::string help, promethe
   return prometheus::MetricFamily{std::move(name), std::move(help), type, {std::move(metric)}};
 }
 
+// The LoRA series (max_loras > 0): vLLM's info gauge (the adapters with running and waiting
+// requests as comma-separated labels, the value the Unix time they were counted) and ours, the
+// requests of each adapter.
+void AddLoraFamilies(const EngineLoad& load, const std::string& model_name, int32_t max_loras,
+                     std::vector<prometheus::MetricFamily>& families) {
+  std::vector<std::string> running, waiting;
+  prometheus::MetricFamily running_family{
+      "llmserve_lora_requests_running",
+      "Running requests of each LoRA adapter (adapters with live requests only).",
+      prometheus::MetricType::Gauge,
+      {}};
+  prometheus::MetricFamily waiting_family{
+      "llmserve_lora_requests_waiting",
+      "Waiting requests of each LoRA adapter (adapters with live requests only).",
+      prometheus::MetricType::Gauge,
+      {}};
+  for (const LoraAdapterLoad& adapter : load.lora_adapters) {
+    if (adapter.running > 0) running.push_back(adapter.name);
+    if (adapter.waiting > 0) waiting.push_back(adapter.name);
+    for (auto [family, count] : {std::pair{&running_family, adapter.running},
+                                 std::pair{&waiting_family, adapter.waiting}}) {
+      prometheus::ClientMetric metric;
+      metric.label = {{"lora_adapter", adapter.name}, {"model", model_name}};
+      metric.gauge.value = count;
+      family->metric.push_back(std::move(metric));
+    }
+  }
+  prometheus::ClientMetric info;
+  info.label = {{"max_lora", absl::StrCat(max_loras)},
+                {"model", model_name},
+                {"running_lora_adapters", absl::StrJoin(running, ",")},
+                {"waiting_lora_adapters", absl::StrJoin(waiting, ",")}};
+  info.gauge.value = absl::ToDoubleSeconds(load.lora_adapters_time - absl::UnixEpoch());
+  families.push_back({"llmserve_lora_requests_info",
+                      "LoRA adapters with running and waiting requests (labels); the value is "
+                      "when they were counted (Unix seconds).",
+                      prometheus::MetricType::Gauge,
+                      {std::move(info)}});
+  families.push_back(std::move(running_family));
+  families.push_back(std::move(waiting_family));
+}
+
 // The gauges and counters read from the engine's load snapshot.
 std::vector<prometheus::MetricFamily> LoadFamilies(const EngineLoad& load,
-                                                   const std::string& model_name) {
+                                                   const std::string& model_name,
+                                                   int32_t max_loras) {
   const double usage = load.kv_blocks_total == 0
                            ? 0
                            : 1.0 - static_cast<double>(load.kv_blocks_free) / load.kv_blocks_total;
@@ -97,6 +143,7 @@ std::vector<prometheus::MetricFamily> LoadFamilies(const EngineLoad& load,
                  prometheus::MetricType::Counter, model_name,
                  static_cast<double>(load.preemptions)),
   };
+  if (max_loras > 0) AddLoraFamilies(load, model_name, max_loras, families);
   // Speculative decoding, only when it is on (as vLLM registers them only then).
   if (load.spec_accepted_per_position.empty()) return families;
   families.push_back(LoadFamily(
@@ -157,15 +204,16 @@ std::vector<prometheus::MetricFamily> VllmNamedCopies(
 class WorkerMetrics::Collector : public prometheus::Collectable {
  public:
   Collector(std::shared_ptr<prometheus::Registry> registry, std::string model_name,
-            std::function<EngineLoad()> load, bool vllm_names)
+            std::function<EngineLoad()> load, bool vllm_names, int32_t max_loras)
       : registry_(std::move(registry)),
         model_name_(std::move(model_name)),
         load_(std::move(load)),
-        vllm_names_(vllm_names) {}
+        vllm_names_(vllm_names),
+        max_loras_(max_loras) {}
 
   std::vector<prometheus::MetricFamily> Collect() const override {
     std::vector<prometheus::MetricFamily> families = registry_->Collect();
-    for (prometheus::MetricFamily& family : LoadFamilies(load_(), model_name_)) {
+    for (prometheus::MetricFamily& family : LoadFamilies(load_(), model_name_, max_loras_)) {
       families.push_back(std::move(family));
     }
     if (vllm_names_) {
@@ -181,6 +229,7 @@ class WorkerMetrics::Collector : public prometheus::Collectable {
   const std::string model_name_;
   const std::function<EngineLoad()> load_;
   const bool vllm_names_;
+  const int32_t max_loras_;
 };
 
 const char* FinishedReasonLabel(FinishReason reason) {
@@ -197,7 +246,7 @@ const char* FinishedReasonLabel(FinishReason reason) {
 WorkerMetrics::WorkerMetrics(WorkerMetricsConfig config, std::function<EngineLoad()> load)
     : registry_(std::make_shared<prometheus::Registry>()),
       collector_(std::make_shared<Collector>(registry_, config.model_name, std::move(load),
-                                             config.vllm_names)),
+                                             config.vllm_names, config.max_loras)),
       model_name_(config.model_name),
       model_{{"model", config.model_name}} {
   auto counter = [&](const std::string& name, const std::string& help) -> prometheus::Counter* {

@@ -50,6 +50,8 @@ struct WorkerMetricsConfig {
   bool lm_head_quantized = false;
   // Also serve the series that have a vLLM counterpart under vLLM's names (--vllm_metric_names).
   bool vllm_names = false;
+  // LoRA adapters that can run at once (--max_loras); 0: no LoRA series.
+  int32_t max_loras = 0;
 };
 
 class WorkerMetrics {

@@ -417,6 +417,7 @@ absl::Status WorkerServer::DescribeModel() {
   info.set_max_loras(static_cast<uint32_t>(options_.max_loras));
   info.set_max_lora_rank(options_.max_loras > 0 ? static_cast<uint32_t>(options_.max_lora_rank)
                                                 : 0);
+  info.set_allow_runtime_lora_updating(options_.allow_runtime_lora_updating);
   if (options_.task == "embed") LLMSERVE_RETURN_IF_ERROR(DescribeEmbeddings(config, &info));
   return AddTokenizerFiles(options_.model_dir, &info);
 }
@@ -465,7 +466,8 @@ absl::Status WorkerServer::StartMetrics() {
                           .dtype = model_info_.dtype(),
                           .quantization = model_info_.quantization(),
                           .lm_head_quantized = model_info_.lm_head_quantized(),
-                          .vllm_names = options_.vllm_metric_names},
+                          .vllm_names = options_.vllm_metric_names,
+                          .max_loras = options_.max_loras},
       [this] { return load_.Load(engine_->Counts()); });
   if (options_.metrics_port < 0) return absl::OkStatus();
   LLMSERVE_ASSIGN_OR_RETURN(exposer_,

@@ -256,7 +256,7 @@ RunInput InferenceService::MakeRunInput(grpc::CallbackServerContext* context, ab
                       RequestLifecycle& lifecycle) mutable -> absl::StatusOr<PreparedRun> {
     if (!parsed.ok()) return parsed;
     absl::StatusOr<std::shared_ptr<const ServedModel>> model =
-        runner->catalog().Resolve(request.model());
+        runner->ResolveModel(lifecycle, request.model());
     if (!model.ok()) return model.status();
     lifecycle.set_model((*model)->name());
     absl::StatusOr<std::string> id = ResolveRequestId(request.request_id());
@@ -315,6 +315,9 @@ grpc::ServerUnaryReactor* InferenceService::Tokenize(grpc::CallbackServerContext
   absl::StatusOr<std::shared_ptr<const ServedModel>> model =
       runner_->catalog().Resolve(request->model());
   if (!model.ok()) return fail(model.status());
+  if (absl::Status allowed = CheckModelAccess(*principal, (*model)->name()); !allowed.ok()) {
+    return fail(allowed);
+  }
   size_t prompt_bytes = request->text().size();
   for (const ::llmserve::v1::ChatMessage& message : request->chat().messages()) {
     prompt_bytes += message.content().size();

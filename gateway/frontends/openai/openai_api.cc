@@ -13,6 +13,7 @@
 #include "common/status/http_error.h"
 #include "gateway/frontends/openai/embeddings_job.h"
 #include "gateway/frontends/openai/embeddings_request.h"
+#include "gateway/frontends/openai/lora_admin_api.h"
 #include "gateway/frontends/openai/openai_logprobs.h"
 #include "gateway/frontends/openai/responses_job.h"
 #include "gateway/frontends/openai/responses_request.h"
@@ -394,11 +395,18 @@ void OpenAiApi::Handle(http::HttpRequest request, std::shared_ptr<http::Response
   if (path == "/v1/embeddings" && post) {
     return HandleEmbeddings(std::move(request), std::move(writer));
   }
+  if (path == "/v1/load_lora_adapter" && post) {
+    return HandleLoraAdmin(LoraAdminAction::kLoad, *runner_, request, std::move(writer));
+  }
+  if (path == "/v1/unload_lora_adapter" && post) {
+    return HandleLoraAdmin(LoraAdminAction::kUnload, *runner_, request, std::move(writer));
+  }
   // Without metrics_text_ (a separate metrics port serves them) /metrics does not exist here.
   const bool known = path == "/healthz" || path == "/readyz" ||
                      (path == "/metrics" && metrics_text_) || path == "/v1/models" ||
                      path == "/v1/completions" || path == "/v1/chat/completions" ||
-                     path == "/v1/responses" || path == "/v1/embeddings";
+                     path == "/v1/responses" || path == "/v1/embeddings" ||
+                     path == "/v1/load_lora_adapter" || path == "/v1/unload_lora_adapter";
   if (known) {
     return http::SendError(*writer, common::MethodNotAllowed(request.method, path));
   }
@@ -443,7 +451,7 @@ absl::StatusOr<PreparedRun> PrepareParsed(const RequestRunner& runner, RequestLi
                                           const OpenAiRequest& parsed) {
   lifecycle.set_input_content(parsed.request);
   absl::StatusOr<std::shared_ptr<const ServedModel>> model =
-      runner.catalog().Resolve(parsed.request.model());
+      runner.ResolveModel(lifecycle, parsed.request.model());
   lifecycle.set_model(model.ok() ? (*model)->name() : parsed.request.model());
   if (!model.ok()) return model.status();
   absl::StatusOr<std::vector<PreparedRequest>> choices = PrepareChoices(
@@ -565,7 +573,7 @@ void OpenAiApi::HandleEmbeddings(http::HttpRequest request,
         absl::StatusOr<EmbeddingsRequest> parsed = ParseEmbeddingsRequest(body);
         if (!parsed.ok()) return parsed.status();
         absl::StatusOr<std::shared_ptr<const ServedModel>> model =
-            runner->catalog().Resolve(parsed->model);
+            runner->ResolveModel(lifecycle, parsed->model);
         lifecycle.set_model(model.ok() ? (*model)->name() : parsed->model);
         if (!model.ok()) return model.status();
         absl::StatusOr<PreparedRun> run = PrepareEmbeddings(

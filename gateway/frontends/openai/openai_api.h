@@ -3,6 +3,7 @@
 //   POST /v1/responses   (stateless; responses_request.h, responses_job.h)
 //   POST /v1/embeddings  (embeddings_request.h, embeddings_job.h; workers run with --task=embed)
 //   GET  /v1/models
+//   POST /v1/load_lora_adapter, /v1/unload_lora_adapter  (admin only; lora_admin_api.h)
 //   GET  /healthz (liveness), /readyz (a worker is ready and the gateway is not draining),
 //        /metrics (Prometheus text)
 // Translation only: each generation request is handed to the request runner it shares with the

@@ -63,8 +63,14 @@ TEST(ParseApiKeysTest, MalformedLinesNameFileAndLine) {
     std::string expected;
   };
   const std::vector<Case> cases = {
-      {"alice\n", "keys.txt:1: expected 'NAME SHA256HEX', found 1 fields"},
-      {absl::StrCat("# c\nalice ", kAbcHash, " extra\n"), "keys.txt:2: expected"},
+      {"alice\n", "keys.txt:1: expected 'NAME SHA256HEX [models=MODEL,...] [admin]', found 1"},
+      {absl::StrCat("# c\nalice ", kAbcHash, " extra\n"),
+       "keys.txt:2: key \"alice\": unknown attribute \"extra\""},
+      {absl::StrCat("alice ", kAbcHash, " models=\n"), "models=: empty list"},
+      {absl::StrCat("alice ", kAbcHash, " models=a,,b\n"), "must be 1-256 characters, found 0"},
+      {absl::StrCat("alice ", kAbcHash, " models=a models=b\n"), "has models= twice"},
+      {absl::StrCat("alice ", kAbcHash, " admin admin\n"), "says admin twice"},
+      {absl::StrCat("alice ", kAbcHash, " Admin\n"), "unknown attribute \"Admin\""},
       {absl::StrCat("alice ", kAbcHash, " # trailing comment\n"), "keys.txt:1:"},
       {"alice sk-raw-key-pasted-by-mistake\n", "keys.txt:1: the hash of key \"alice\" must be 64"},
       {absl::StrCat("alice ", std::string(kAbcHash).substr(1), "\n"), "found 63 characters"},
@@ -78,6 +84,24 @@ TEST(ParseApiKeysTest, MalformedLinesNameFileAndLine) {
     EXPECT_EQ(entries.status().code(), absl::StatusCode::kInvalidArgument) << c.contents;
     EXPECT_THAT(entries.status().message(), HasSubstr(c.expected)) << c.contents;
   }
+}
+
+TEST(ParseApiKeysTest, KeysMayBeLimitedToModelsAndMarkedAdmin) {
+  absl::StatusOr<std::vector<ApiKeyEntry>> entries =
+      ParseApiKeys(absl::StrCat("app ", kAbcHash, " models=sql-lora,meta/llama-3,sql-lora\nops ",
+                                Sha256Hex("ops-key"), " admin\nboth ", Sha256Hex("both-key"),
+                                " admin models=tiny\nplain ", Sha256Hex("plain-key"), "\n"),
+                   "keys.txt");
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  ASSERT_EQ(entries->size(), 4u);
+  EXPECT_EQ((*entries)[0].models, (std::vector<std::string>{"meta/llama-3", "sql-lora"}));
+  EXPECT_FALSE((*entries)[0].admin);
+  EXPECT_TRUE((*entries)[1].models.empty());
+  EXPECT_TRUE((*entries)[1].admin);
+  EXPECT_EQ((*entries)[2].models, std::vector<std::string>{"tiny"});
+  EXPECT_TRUE((*entries)[2].admin);
+  EXPECT_TRUE((*entries)[3].models.empty());
+  EXPECT_FALSE((*entries)[3].admin);
 }
 
 TEST(ParseApiKeysTest, RawKeyIsNotEchoedInErrors) {

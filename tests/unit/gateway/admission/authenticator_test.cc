@@ -65,7 +65,49 @@ TEST_F(AuthenticatorTest, NothingConfiguredMeansAnonymous) {
     ASSERT_TRUE(principal.ok()) << principal.status();
     EXPECT_EQ(principal->name, "anonymous");
     EXPECT_EQ(principal->kind, Principal::Kind::kAnonymous);
+    // Only a loopback gateway runs without auth: its callers may do everything.
+    EXPECT_TRUE(principal->admin);
+    EXPECT_TRUE(principal->MayUseModel("any"));
   }
+}
+
+TEST_F(AuthenticatorTest, KeysAndTokensCarryTheirModelsAndOnlyKeysAreAdmin) {
+  Authenticator authenticator(Keys(absl::StrCat("app ", kAbcHash, " models=sql,tiny\nops ",
+                                                Sha256Hex("ops-key"), " admin\n")),
+                              Jwt());
+  absl::StatusOr<Principal> app = authenticator.Authenticate("Bearer abc", kNowTime);
+  ASSERT_TRUE(app.ok()) << app.status();
+  EXPECT_FALSE(app->admin);
+  EXPECT_TRUE(app->MayUseModel("sql"));
+  EXPECT_TRUE(app->MayUseModel("tiny"));
+  EXPECT_FALSE(app->MayUseModel("sq"));
+  EXPECT_TRUE(CheckModelAccess(*app, "tiny").ok());
+  const absl::Status denied = CheckModelAccess(*app, "big");
+  EXPECT_EQ(denied.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(denied.message(), "API key \"app\" may not use model \"big\"");
+
+  absl::StatusOr<Principal> ops = authenticator.Authenticate("Bearer ops-key", kNowTime);
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  EXPECT_TRUE(ops->admin);
+  EXPECT_TRUE(ops->MayUseModel("big"));
+
+  jwt::jwt_object token{jwt::params::algorithm("HS256"), jwt::params::secret(kSecret)};
+  token.add_claim("sub", "carol");
+  token.add_claim("exp", kNow + 60);
+  token.add_claim("models", std::vector<std::string>{"tiny", "sql"});
+  absl::StatusOr<Principal> carol =
+      authenticator.Authenticate(absl::StrCat("Bearer ", token.signature()), kNowTime);
+  ASSERT_TRUE(carol.ok()) << carol.status();
+  EXPECT_EQ(carol->models, (std::vector<std::string>{"sql", "tiny"}));
+  EXPECT_FALSE(carol->admin);
+  EXPECT_EQ(CheckModelAccess(*carol, "big").message(),
+            "the token of \"carol\" may not use model \"big\"");
+  // A JWT without the claim may use every model.
+  absl::StatusOr<Principal> bob =
+      authenticator.Authenticate(absl::StrCat("Bearer ", MintHs256("bob", kNow + 60)), kNowTime);
+  ASSERT_TRUE(bob.ok()) << bob.status();
+  EXPECT_TRUE(bob->models.empty());
+  EXPECT_FALSE(bob->admin);
 }
 
 TEST_F(AuthenticatorTest, ApiKeyInBearerHeader) {

@@ -401,6 +401,28 @@ TEST_F(JwtVerifierTest, SubjectFallbackAndValidation) {
                  "'exp' is not a number");
 }
 
+TEST_F(JwtVerifierTest, ModelsClaimLimitsTheTokenAndIsValidated) {
+  std::unique_ptr<JwtVerifier> verifier = Hs256();
+  absl::StatusOr<JwtIdentity> limited = verifier->VerifyIdentity(
+      Mint("HS256", kSecret,
+           Json{{"sub", "alice"}, {"exp", kNow + 60}, {"models", {"tiny", "sql", "tiny"}}}),
+      kNowTime);
+  ASSERT_TRUE(limited.ok()) << limited.status();
+  EXPECT_EQ(limited->subject, "alice");
+  EXPECT_EQ(limited->models, (std::vector<std::string>{"sql", "tiny"}));
+  absl::StatusOr<JwtIdentity> open =
+      verifier->VerifyIdentity(Mint("HS256", kSecret, ValidClaims()), kNowTime);
+  ASSERT_TRUE(open.ok()) << open.status();
+  EXPECT_TRUE(open->models.empty());
+  for (const Json& models : {Json("tiny"), Json::array(), Json{1, 2}, Json{"ok", "a\nb"},
+                             Json(std::vector<std::string>(kMaxJwtModels + 1, "m"))}) {
+    ExpectRejected(
+        *verifier,
+        Mint("HS256", kSecret, Json{{"sub", "a"}, {"exp", kNow + 60}, {"models", models}}),
+        "claim 'models' must");
+  }
+}
+
 TEST_F(JwtVerifierTest, MalformedTokensAreRejectedWithoutCrashing) {
   std::unique_ptr<JwtVerifier> verifier = Hs256();
   const std::string good = Mint("HS256", kSecret, ValidClaims());

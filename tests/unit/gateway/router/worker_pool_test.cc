@@ -21,6 +21,9 @@
 #include "tests/testing/scoped_temp_dir.h"
 #include "tests/testing/simulated_clock.h"
 #include "tests/testing/test_model.h"
+#include "tests/unit/worker/engine/lora_test_adapters.h"
+#include "worker/model/model_config.h"
+#include "worker/model/model_files.h"
 #include "worker/service/worker_server.h"
 
 namespace llmserve::gateway {
@@ -415,6 +418,103 @@ TEST_F(WorkerPoolTest, BlackholedWorkersDelayNothingElse) {
   // The pool stops without waiting for the blackholed workers' probes.
   pool->reset();
   EXPECT_LT(absl::Now() - start, options.probe_timeout / 2);
+}
+
+// LoRA adapter calls through the pool reach the worker, and routing follows a change at once,
+// before the worker's next report says it; the worker's refusals come back as they are; a call
+// in flight does not hold up the pool's destruction.
+TEST_F(WorkerPoolTest, LoraAdapterCallsChangeRoutingAtOnce) {
+  auto files = worker::ModelFiles::Open(dir_.path());
+  ASSERT_TRUE(files.ok()) << files.status();
+  auto config = worker::ParseModelConfig((*files)->config_json(), "");
+  ASSERT_TRUE(config.ok()) << config.status();
+  const std::string adapter = dir_.path() + "/adapter";
+  worker::testing::WriteAdapter(*config, {{"q_proj", "v_proj"}, 8, 16, false, 5}, adapter);
+  absl::StatusOr<std::unique_ptr<worker::WorkerServer>> server =
+      worker::WorkerServer::Start({.model_dir = dir_.path(),
+                                   .served_model_name = "tiny",
+                                   .host = "127.0.0.1",
+                                   .port = 0,
+                                   .metrics_port = -1,
+                                   .kv_cache_bytes = 8 << 20,
+                                   .threads = 1,
+                                   .max_loras = 2,
+                                   .allow_runtime_lora_updating = true});
+  ASSERT_TRUE(server.ok()) << server.status();
+  BlackholedWorker blackholed;
+  WorkerPoolOptions options = FastOptions({Address(**server), blackholed.address()});
+  // Reports far apart: a change that routing sees came through the call, not a report.
+  options.load_interval = absl::Seconds(20);
+  options.probe_timeout = absl::Minutes(1);
+  absl::StatusOr<std::unique_ptr<WorkerPool>> pool = WorkerPool::Start(options);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  ASSERT_TRUE(WaitFor(**pool, [&](const std::vector<WorkerStatus>& workers) {
+    for (const WorkerStatus& w : workers) {
+      if (w.address == Address(**server)) return w.ready;
+    }
+    return false;
+  }));
+  const auto route_sql = [&] {
+    PromptRoutingHashes prompt(std::vector<int32_t>{1, 2, 3}, "", "sql");
+    return (*pool)->Route("tiny", prompt, {});
+  };
+  EXPECT_EQ(route_sql().status().code(), absl::StatusCode::kUnavailable);
+  const auto call = [&](bool load, const std::string& path) {
+    absl::Notification done;
+    absl::Status result;
+    auto on_done = [&](absl::Status status) {
+      result = std::move(status);
+      done.Notify();
+    };
+    if (load) {
+      worker::v1::LoadLoraAdapterRequest request;
+      request.set_lora_name("sql");
+      request.set_lora_path(path);
+      (*pool)->LoadLoraAdapter(Address(**server), request, absl::Now() + absl::Seconds(30),
+                               on_done);
+    } else {
+      (*pool)->UnloadLoraAdapter(Address(**server), "sql", absl::Now() + absl::Seconds(30),
+                                 on_done);
+    }
+    EXPECT_TRUE(done.WaitForNotificationWithTimeout(kPatience));
+    return result;
+  };
+  const absl::Status missing = call(true, dir_.path() + "/no-such-adapter");
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound) << missing;
+  ASSERT_TRUE(call(true, adapter).ok());
+  const absl::StatusOr<RoutedWorker> routed = route_sql();
+  ASSERT_TRUE(routed.ok()) << routed.status();
+  EXPECT_EQ(routed->address, Address(**server));
+  for (const WorkerStatus& w : (*pool)->Workers()) {
+    if (w.address == Address(**server)) {
+      EXPECT_EQ(w.lora_adapters, std::vector<std::string>{"sql"});
+    }
+  }
+  EXPECT_EQ(call(true, adapter).code(), absl::StatusCode::kAlreadyExists);
+  ASSERT_TRUE(call(false, "").ok());
+  EXPECT_EQ(route_sql().status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(call(false, "").code(), absl::StatusCode::kNotFound);
+  // An unknown address answers at once.
+  absl::Status unknown;
+  (*pool)->UnloadLoraAdapter("127.0.0.1:1", "sql", absl::InfiniteFuture(),
+                             [&](absl::Status status) { unknown = status; });
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kUnavailable);
+  // A call to a worker that never answers is cancelled when the pool goes.
+  absl::Notification cancelled;
+  absl::Status blackholed_status;
+  worker::v1::LoadLoraAdapterRequest request;
+  request.set_lora_name("x");
+  request.set_lora_path(adapter);
+  (*pool)->LoadLoraAdapter(blackholed.address(), request, absl::Now() + absl::Minutes(5),
+                           [&](absl::Status status) {
+                             blackholed_status = status;
+                             cancelled.Notify();
+                           });
+  const absl::Time start = absl::Now();
+  pool->reset();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+  ASSERT_TRUE(cancelled.HasBeenNotified());
+  EXPECT_EQ(blackholed_status.code(), absl::StatusCode::kCancelled) << blackholed_status;
 }
 
 // With a worker reporting once a minute, its heartbeat window is 3 minutes of the pool's clock:

@@ -3,6 +3,7 @@
 // with its adapter merged; blocks cached under one adapter are never reused for another or the
 // base; an adapter in use cannot be removed, and a removed one is refused.
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -53,14 +54,17 @@ class LoraEngineTest : public ::testing::Test {
     }
   }
 
-  std::unique_ptr<Engine> MakeEngine(int32_t max_loras) {
-    auto engine = BuildCpuEngine(
-        {.model_dir = base_,
-         .num_threads = 2,
-         .kv_cache_bytes = 4 << 20,
-         .block_size = 4,
-         .max_lora_rank = 16,
-         .engine = {.max_num_batched_tokens = 64, .max_num_seqs = 8, .max_loras = max_loras}});
+  std::unique_ptr<Engine> MakeEngine(int32_t max_loras,
+                                     std::function<void(const StepStats&)> on_step = nullptr) {
+    auto engine = BuildCpuEngine({.model_dir = base_,
+                                  .num_threads = 2,
+                                  .kv_cache_bytes = 4 << 20,
+                                  .block_size = 4,
+                                  .max_lora_rank = 16,
+                                  .engine = {.max_num_batched_tokens = 64,
+                                             .max_num_seqs = 8,
+                                             .max_loras = max_loras,
+                                             .on_step = std::move(on_step)}});
     EXPECT_TRUE(engine.ok()) << engine.status();
     if (!engine.ok()) return nullptr;
     for (size_t i = 0; i < adapter_dirs_.size(); ++i) {
@@ -179,6 +183,46 @@ TEST_F(LoraEngineTest, AnAdapterInUseCannotBeRemovedAndARemovedOneIsRefused) {
   while (engine->StepOnce()) {
   }
   EXPECT_EQ(again.tokens, result.tokens);
+}
+
+TEST_F(LoraEngineTest, EveryReportCountsEachAdaptersRunningAndWaitingRequests) {
+  std::vector<std::vector<LoraAdapterLoad>> reports;
+  std::unique_ptr<Engine> engine =
+      MakeEngine(2, [&](const StepStats& step) { reports.push_back(step.lora_adapters); });
+  ASSERT_NE(engine, nullptr);
+  std::vector<Result> results(5);
+  const std::vector<std::string> adapters = {"", "a0", "a0", "a1", "a2"};
+  for (size_t i = 0; i < adapters.size(); ++i) {
+    ASSERT_TRUE(Add(*engine, Prompt(static_cast<uint32_t>(i)), adapters[i], &results[i]).ok());
+  }
+  ASSERT_TRUE(engine->StepOnce());
+  ASSERT_FALSE(reports.empty());
+  // Two slots: a0 and a1 run, a2 waits for one; the base model's request is no adapter's.
+  const std::vector<LoraAdapterLoad>& first = reports.back();
+  ASSERT_EQ(first.size(), 3u);
+  EXPECT_EQ(first[0].name, "a0");
+  EXPECT_EQ(first[0].running, 2);
+  EXPECT_EQ(first[0].waiting, 0);
+  EXPECT_EQ(first[1].name, "a1");
+  EXPECT_EQ(first[1].running, 1);
+  EXPECT_EQ(first[2].name, "a2");
+  EXPECT_EQ(first[2].running, 0);
+  EXPECT_EQ(first[2].waiting, 1);
+  for (int step = 0; engine->StepOnce(); ++step) ASSERT_LT(step, 1000);
+  EXPECT_TRUE(reports.back().empty());
+  // An engine without slots counts nothing.
+  std::vector<StepStats> plain;
+  auto no_lora =
+      BuildCpuEngine({.model_dir = base_,
+                      .kv_cache_bytes = 1 << 20,
+                      .block_size = 4,
+                      .engine = {.on_step = [&](const StepStats& s) { plain.push_back(s); }}});
+  ASSERT_TRUE(no_lora.ok()) << no_lora.status();
+  Result base;
+  ASSERT_TRUE(Add(**no_lora, Prompt(1), "", &base).ok());
+  ASSERT_TRUE((*no_lora)->StepOnce());
+  ASSERT_FALSE(plain.empty());
+  EXPECT_TRUE(plain.back().lora_adapters.empty());
 }
 
 TEST_F(LoraEngineTest, AnEngineWithoutSlotsTakesNoAdapter) {

@@ -263,6 +263,39 @@ TEST(WorkerMetricsTest, SpeculativeDecodingCountersAppearOnlyWhenItIsOn) {
   }
 }
 
+TEST(WorkerMetricsTest, LoraSeriesAppearWithAdapterSlotsAsVllmAndTheInferenceGatewayReadThem) {
+  for (bool vllm_names : {false, true}) {
+    EXPECT_THAT(Render(MakeMetrics(vllm_names)), Not(HasSubstr("lora")));
+  }
+  const auto with_adapters = [] {
+    EngineLoad load = FixedLoad();
+    load.lora_adapters = {{.name = "chat", .running = 2, .waiting = 0},
+                          {.name = "sql", .running = 1, .waiting = 3},
+                          {.name = "summary", .running = 0, .waiting = 1}};
+    load.lora_adapters_time = absl::FromUnixSeconds(1700000000);
+    return load;
+  };
+  WorkerMetrics metrics({.model_name = "m", .num_blocks = 100, .vllm_names = true, .max_loras = 4},
+                        with_adapters);
+  const std::string text = Render(metrics);
+  EXPECT_THAT(text,
+              HasSubstr("\nllmserve_lora_requests_running{lora_adapter=\"sql\",model=\"m\"} 1\n"));
+  EXPECT_THAT(text,
+              HasSubstr("\nllmserve_lora_requests_waiting{lora_adapter=\"sql\",model=\"m\"} 3\n"));
+  EXPECT_THAT(text,
+              HasSubstr("\nllmserve_lora_requests_running{lora_adapter=\"chat\",model=\"m\"} 2\n"));
+  // vLLM's gauge: the adapters as comma-separated labels, the value when they were counted.
+  EXPECT_THAT(text, HasSubstr("# TYPE vllm:lora_requests_info gauge\n"));
+  EXPECT_THAT(text, HasSubstr("\nvllm:lora_requests_info{engine=\"0\",max_lora=\"4\","
+                              "model_name=\"m\",running_lora_adapters=\"chat,sql\","
+                              "waiting_lora_adapters=\"sql,summary\"} 1700000000\n"));
+  // Idle: one info sample with empty lists.
+  WorkerMetrics idle({.model_name = "m", .num_blocks = 100, .max_loras = 2}, FixedLoad);
+  EXPECT_THAT(Render(idle),
+              HasSubstr("\nllmserve_lora_requests_info{max_lora=\"2\",model=\"m\","
+                        "running_lora_adapters=\"\",waiting_lora_adapters=\"\"} 0\n"));
+}
+
 TEST(WorkerMetricsTest, DrainingGaugeIsZeroUntilTheDrainStarts) {
   WorkerMetrics metrics = MakeMetrics(/*vllm_names=*/false);
   EXPECT_THAT(Render(metrics), HasSubstr("\nllmserve_worker_draining{model=\"m\"} 0\n"));
