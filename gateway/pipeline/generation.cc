@@ -304,6 +304,16 @@ void Generation::OnWorkerDone(Attempt* attempt, const absl::Status& status) {
     return Fail(absl::UnavailableError(absl::StrCat("the worker ", attempt->address(),
                                                     " ended the stream without a finish reason")));
   }
+  const std::string& adapter = request_.worker_request.lora_adapter();
+  if (absl::IsNotFound(status) && !adapter.empty() && !attempt->received_tokens() &&
+      options_.lora_adapters != nullptr && !adapter_missing_seen_) {
+    // The worker lost the request's adapter since its last load report said it had it (a
+    // restart, an unload behind this gateway's back): routing learns it, and the next attempt
+    // goes to a worker that has it or loads it on demand (this worker too: it is not excluded).
+    adapter_missing_seen_ = true;
+    workers_->OnLoraAdapterMissing(attempt->address(), adapter);
+    if (attempts_ < options_.max_attempts) return StartAttempt();
+  }
   QueryOfDeathGuard* const guard = options_.query_of_death;
   const bool crashed = IsWorkerConnectionLost(status);
   if (crashed) ++crashes_;

@@ -162,6 +162,8 @@ class Generation : public std::enable_shared_from_this<Generation> {
   int attempts_ = 0;
   // Attempts whose worker went away while running the request.
   int crashes_ = 0;
+  // A worker said it does not have the request's LoRA adapter (retried once for that).
+  bool adapter_missing_seen_ = false;
   absl::flat_hash_set<std::string> excluded_;
   int32_t completion_tokens_ = 0;
   absl::Time first_token_time_ = absl::InfinitePast();

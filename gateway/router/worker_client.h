@@ -115,6 +115,11 @@ class WorkerClient {
                                  absl::Time deadline,
                                  absl::AnyInvocable<void(absl::Status) &&> done) = 0;
 
+  // A call to `address` was refused because the worker does not have LoRA adapter `lora_name`
+  // (it lost it since its last load report said it had it): Route stops sending the adapter's
+  // requests there until a load report or a load says it has it again.
+  virtual void OnLoraAdapterMissing(const std::string& address, const std::string& lora_name) = 0;
+
   // Every worker known now, sorted by address.
   virtual std::vector<WorkerStatus> Workers() const = 0;
   // Every model a worker has described since the client started (also after its workers left).

@@ -727,6 +727,16 @@ void WorkerPool::StartLoraCall(const std::string& address,
   }
 }
 
+void WorkerPool::OnLoraAdapterMissing(const std::string& address, const std::string& lora_name) {
+  absl::MutexLock lock(&mutex_);
+  const auto it = workers_.find(address);
+  if (it == workers_.end()) return;
+  // Until a report stops listing it (or lists it again after a load), as for an unload.
+  it->second->lora_changes[lora_name] = {.loaded = false,
+                                         .until = clock_->Now() + 2 * HeartbeatWindow()};
+  PublishLocked();
+}
+
 std::vector<WorkerStatus> WorkerPool::Workers() const {
   absl::MutexLock lock(&mutex_);
   absl::ReaderMutexLock prefix_lock(&prefix_mutex_);

@@ -112,6 +112,7 @@ class WorkerPool final : public WorkerClient {
   void UnloadLoraAdapter(const std::string& address, const std::string& lora_name,
                          absl::Time deadline,
                          absl::AnyInvocable<void(absl::Status) &&> done) override;
+  void OnLoraAdapterMissing(const std::string& address, const std::string& lora_name) override;
   std::vector<WorkerStatus> Workers() const override;
   std::vector<std::string> KnownModels() const override;
   bool AnyReady() const override;

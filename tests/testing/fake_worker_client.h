@@ -361,6 +361,20 @@ class FakeWorkerClient final : public gateway::WorkerClient {
                   std::move(done));
   }
 
+  void OnLoraAdapterMissing(const std::string& address, const std::string& lora_name) override {
+    absl::MutexLock lock(&mutex_);
+    const auto worker = workers_.find(address);
+    if (worker == workers_.end()) return;
+    std::vector<std::string>& adapters = worker->second.lora_adapters;
+    adapters.erase(std::remove(adapters.begin(), adapters.end(), lora_name), adapters.end());
+    missing_reports_.push_back(address + " " + lora_name);
+  }
+  // "address name" of every OnLoraAdapterMissing, in order.
+  std::vector<std::string> missing_reports() const {
+    absl::MutexLock lock(&mutex_);
+    return missing_reports_;
+  }
+
   std::vector<gateway::WorkerStatus> Workers() const override {
     absl::MutexLock lock(&mutex_);
     std::vector<gateway::WorkerStatus> statuses;
@@ -449,6 +463,7 @@ class FakeWorkerClient final : public gateway::WorkerClient {
   int last_hash_passes_ ABSL_GUARDED_BY(mutex_) = 0;
   std::function<absl::Status(const FakeLoraCall&)> lora_answer_ ABSL_GUARDED_BY(mutex_);
   std::vector<PendingLoraCall> lora_calls_ ABSL_GUARDED_BY(mutex_);
+  std::vector<std::string> missing_reports_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace llmserve::testing

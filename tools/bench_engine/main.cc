@@ -26,11 +26,19 @@
 // --quantized_activations the integer-dot decode
 // path (CPU only, quantized_dot.h); AWQ/GPTQ checkpoints run their 4-bit projections on both
 // backends. The JSON lines say which ran.
+//
+// --lora_adapters=0,1,4,16 (CPU only) runs every batch size once per count: each sequence's
+// projections add the delta of adapter (sequence index mod count), unmerged, as a worker serves
+// them (0: the base model alone, in the same process for a fair ratio). The adapters are random,
+// of --lora_rank over --lora_targets, written as PEFT directories and read back by the worker's
+// loader. Each line gets lora_adapters, lora_rank and decode_vs_base (decode_tok_s over the same
+// batch size's with no adapter, when 0 is in the list).
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <random>
@@ -41,8 +49,10 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/base/flag_names.h"
+#include "tools/bench_engine/random_lora.h"
 #include "worker/engine/cpu/cpu_backend.h"
 #include "worker/engine/cuda/cuda_plugin_loader.h"
 #include "worker/engine/cuda/projection_image.h"
@@ -74,6 +84,12 @@ ABSL_FLAG(std::string, quantization, "none",
 ABSL_FLAG(bool, quantize_lm_head, false,
           "the LM head in int8. Unset: on exactly when the projections are quantized (int8 or a "
           "4-bit checkpoint); false turns that off");
+ABSL_FLAG(std::string, lora_adapters, "",
+          "CPU only: comma-separated counts of distinct LoRA adapters in each batch (e.g. "
+          "0,1,4,16); empty: no LoRA");
+ABSL_FLAG(int, lora_rank, 16, "the benchmark adapters' rank");
+ABSL_FLAG(std::string, lora_targets, "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj",
+          "the modules the benchmark adapters adapt");
 ABSL_FLAG(bool, quantized_activations, false,
           "with int8 or a 4-bit checkpoint: batches of up to 16 tokens quantize activations to "
           "int8 per block and multiply with integer dot products; CPU only");
@@ -109,7 +125,10 @@ int32_t Argmax(const float* logits, int64_t n) {
 
 // Prefills `batch` random prompts then decodes gen_len steps. Blocks are handed out
 // sequentially: sequence s owns blocks [s * per_seq, (s + 1) * per_seq).
-Result RunOnce(Backend& backend, int batch, int prompt_len, int gen_len, int max_tokens) {
+// `adapters` > 0: sequence s runs the adapter in slot s % adapters.
+Result RunOnce(Backend& backend, int batch, int prompt_len, int gen_len, int max_tokens,
+               int adapters = 0) {
+  const auto slot = [adapters](int s) { return adapters > 0 ? s % adapters : -1; };
   const int32_t bs = backend.block_size();
   const int32_t per_seq = (prompt_len + gen_len + bs - 1) / bs;
   std::vector<std::vector<int32_t>> blocks(batch);
@@ -137,7 +156,8 @@ Result RunOnce(Backend& backend, int batch, int prompt_len, int gen_len, int max
       const int chunk = std::min(budget, prompt_len - done[t]);
       fb.AddSequence(
           std::vector<int32_t>(prompts[t].begin() + done[t], prompts[t].begin() + done[t] + chunk),
-          done[t], blocks[t]);
+          done[t], blocks[t], /*want_all_logits=*/false,
+          /*want_hidden_states=*/false, slot(t));
       in_pass.push_back(t);
       done[t] += chunk;
       budget -= chunk;
@@ -155,7 +175,10 @@ Result RunOnce(Backend& backend, int batch, int prompt_len, int gen_len, int max
   start = std::chrono::steady_clock::now();
   for (int step = 0; step < gen_len; ++step) {
     fb.Clear();
-    for (int s = 0; s < batch; ++s) fb.AddSequence({next[s]}, prompt_len + step, blocks[s]);
+    for (int s = 0; s < batch; ++s) {
+      fb.AddSequence({next[s]}, prompt_len + step, blocks[s], /*want_all_logits=*/false,
+                     /*want_hidden_states=*/false, slot(s));
+    }
     const auto forward_start = std::chrono::steady_clock::now();
     const absl::Status status = backend.Forward(fb, &out);
     result.decode_forward_s += Seconds(forward_start);
@@ -210,6 +233,26 @@ int main(int argc, char** argv) {
   if (prompt_len < 1 || gen_len < 1) return Fail("--prompt_len and --gen_len must be >= 1");
   const int max_tokens = absl::GetFlag(FLAGS_max_batched_tokens);
   if (max_tokens < 1) return Fail("--max_batched_tokens must be >= 1");
+  // An empty list runs without LoRA (one pass per batch size, no LoRA fields).
+  std::vector<int> lora_counts;
+  for (absl::string_view part :
+       absl::StrSplit(absl::GetFlag(FLAGS_lora_adapters), ',', absl::SkipEmpty())) {
+    int value = 0;
+    if (!absl::SimpleAtoi(part, &value) || value < 0 || value > 64) {
+      return Fail("--lora_adapters must be a comma-separated list of counts in [0, 64]");
+    }
+    lora_counts.push_back(value);
+  }
+  const bool lora = !lora_counts.empty();
+  const int lora_rank = absl::GetFlag(FLAGS_lora_rank);
+  if (lora && (lora_rank < 1 || lora_rank > llmserve::worker::kMaxLoraRank)) {
+    return Fail("--lora_rank must be in [1, 512]");
+  }
+  if (lora && absl::GetFlag(FLAGS_backend) != "cpu") {
+    return Fail("--lora_adapters runs on the CPU backend only (no CUDA LoRA kernels yet)");
+  }
+  const int max_adapters = lora ? *std::max_element(lora_counts.begin(), lora_counts.end()) : 0;
+  if (!lora) lora_counts = {0};
 
   const int64_t max_model_len = absl::GetFlag(FLAGS_max_model_len);
   auto config = llmserve::worker::LoadModelConfig(model, max_model_len);
@@ -239,14 +282,29 @@ int main(int argc, char** argv) {
   int64_t weight_bytes = static_cast<int64_t>((*weights)->SizeBytes());
   if (backend_name == "cpu") {
     const int64_t block_bytes = llmserve::worker::CpuBackend::KvBytesPerBlock(*config, block_size);
-    auto cpu = llmserve::worker::CpuBackend::Create(
-        *std::move(weights), {.kv_cache_bytes = blocks_needed * block_bytes,
-                              .block_size = block_size,
-                              .num_threads = absl::GetFlag(FLAGS_threads),
-                              .quantization = *quantization,
-                              .quantize_lm_head = quantize_lm_head,
-                              .quantized_activations = quantized_activations});
+    auto cpu = llmserve::worker::CpuBackend::Create(*std::move(weights),
+                                                    {.kv_cache_bytes = blocks_needed * block_bytes,
+                                                     .block_size = block_size,
+                                                     .num_threads = absl::GetFlag(FLAGS_threads),
+                                                     .quantization = *quantization,
+                                                     .quantize_lm_head = quantize_lm_head,
+                                                     .quantized_activations = quantized_activations,
+                                                     .max_loras = max_adapters,
+                                                     .max_lora_rank = lora_rank});
     if (!cpu.ok()) return Fail(std::string(cpu.status().message()));
+    for (int a = 0; a < max_adapters; ++a) {
+      char dir[] = "/tmp/llmserve-bench-lora-XXXXXX";
+      if (mkdtemp(dir) == nullptr) return Fail("cannot make a temporary directory for adapters");
+      auto adapter = llmserve::tools::MakeRandomLoraAdapter(
+          *config, lora_rank, absl::StrSplit(absl::GetFlag(FLAGS_lora_targets), ','),
+          static_cast<uint32_t>(100 + a), dir);
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
+      if (!adapter.ok()) return Fail(std::string(adapter.status().message()));
+      if (auto set = (*cpu)->SetLoraAdapter(a, *std::move(adapter)); !set.ok()) {
+        return Fail(std::string(set.message()));
+      }
+    }
     threads = (*cpu)->num_threads();
     weight_bytes = (*cpu)->weight_bytes();
     backend = *std::move(cpu);
@@ -285,26 +343,39 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "%6s %10s %8s %6s %14s %14s\n", "batch", "prompt_len", "gen_len", "dtype",
                "prefill tok/s", "decode tok/s");
   for (int batch : batches) {
-    const Result r = RunOnce(*backend, batch, prompt_len, gen_len, max_tokens);
-    const double prefill_tok_s = batch * static_cast<double>(prompt_len) / r.prefill_s;
-    const double decode_tok_s = batch * static_cast<double>(gen_len) / r.decode_s;
-    std::printf(
-        "{\"batch\": %d, \"prompt_len\": %d, \"gen_len\": %d, \"dtype\": \"%s\", "
-        "\"quantization\": \"%s\", \"quantize_lm_head\": %s, \"quantized_activations\": %s, "
-        "\"threads\": %d, "
-        "\"backend\": \"%s\", \"weight_bytes\": %lld, \"step_read_bytes\": %lld, "
-        "\"prefill_s\": %.6f, \"decode_s\": %.6f, \"decode_forward_s\": %.6f, "
-        "\"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f}\n",
-        batch, prompt_len, gen_len, std::string(llmserve::worker::DTypeName(*dtype)).c_str(),
-        llmserve::worker::RunningQuantizationName(*resolved, config->quantization).c_str(),
-        backend->lm_head_quantized() ? "true" : "false", quantized_activations ? "true" : "false",
-        threads, backend_name.c_str(), static_cast<long long>(weight_bytes),
-        static_cast<long long>(step_read_bytes), r.prefill_s, r.decode_s, r.decode_forward_s,
-        prefill_tok_s, decode_tok_s);
-    std::fflush(stdout);
-    std::fprintf(stderr, "%6d %10d %8d %6s %14.1f %14.1f\n", batch, prompt_len, gen_len,
-                 std::string(llmserve::worker::DTypeName(*dtype)).c_str(), prefill_tok_s,
-                 decode_tok_s);
+    double base_decode_tok_s = 0;
+    for (int adapters : lora_counts) {
+      const Result r = RunOnce(*backend, batch, prompt_len, gen_len, max_tokens, adapters);
+      const double prefill_tok_s = batch * static_cast<double>(prompt_len) / r.prefill_s;
+      const double decode_tok_s = batch * static_cast<double>(gen_len) / r.decode_s;
+      if (adapters == 0) base_decode_tok_s = decode_tok_s;
+      std::string lora_fields;
+      if (lora) {
+        lora_fields = absl::StrFormat(
+            ", \"lora_adapters\": %d, \"lora_rank\": %d, \"decode_vs_base\": %s", adapters,
+            lora_rank,
+            base_decode_tok_s > 0 ? absl::StrFormat("%.4f", decode_tok_s / base_decode_tok_s)
+                                  : std::string("null"));
+      }
+      std::printf(
+          "{\"batch\": %d, \"prompt_len\": %d, \"gen_len\": %d, \"dtype\": \"%s\", "
+          "\"quantization\": \"%s\", \"quantize_lm_head\": %s, \"quantized_activations\": %s, "
+          "\"threads\": %d, "
+          "\"backend\": \"%s\", \"weight_bytes\": %lld, \"step_read_bytes\": %lld, "
+          "\"prefill_s\": %.6f, \"decode_s\": %.6f, \"decode_forward_s\": %.6f, "
+          "\"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f%s}\n",
+          batch, prompt_len, gen_len, std::string(llmserve::worker::DTypeName(*dtype)).c_str(),
+          llmserve::worker::RunningQuantizationName(*resolved, config->quantization).c_str(),
+          backend->lm_head_quantized() ? "true" : "false", quantized_activations ? "true" : "false",
+          threads, backend_name.c_str(), static_cast<long long>(weight_bytes),
+          static_cast<long long>(step_read_bytes), r.prefill_s, r.decode_s, r.decode_forward_s,
+          prefill_tok_s, decode_tok_s, lora_fields.c_str());
+      std::fflush(stdout);
+      std::fprintf(stderr, "%6d %10d %8d %6s %14.1f %14.1f%s\n", batch, prompt_len, gen_len,
+                   std::string(llmserve::worker::DTypeName(*dtype)).c_str(), prefill_tok_s,
+                   decode_tok_s,
+                   lora ? absl::StrFormat("  (%d LoRA adapters)", adapters).c_str() : "");
+    }
   }
   return 0;
 }

@@ -193,7 +193,7 @@ int64_t LoraAdapter::NumParameters() const {
   int64_t total = 0;
   for (const auto& layer : layers) {
     for (const LoraModule& module : layer) {
-      total += static_cast<int64_t>(module.a.size() + module.b.size());
+      total += static_cast<int64_t>(module.a.size() + module.b_t.size());
     }
   }
   return total;
@@ -265,8 +265,14 @@ absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadLoraAdapter(const std::string& 
     LoraModule loaded{
         .target = place.target, .row_offset = place.row_offset, .in = place.in, .out = place.out};
     LLMSERVE_ASSIGN_OR_RETURN(loaded.a, ToFloats(*pair.first));
-    LLMSERVE_ASSIGN_OR_RETURN(loaded.b, ToFloats(*pair.second));
-    for (float& value : loaded.b) value = static_cast<float>(value * parsed.scaling);
+    std::vector<float> b;  // [out, rank] as stored
+    LLMSERVE_ASSIGN_OR_RETURN(b, ToFloats(*pair.second));
+    loaded.b_t.resize(b.size());
+    for (int64_t o = 0; o < place.out; ++o) {
+      for (int64_t r = 0; r < parsed.rank; ++r) {
+        loaded.b_t[r * place.out + o] = static_cast<float>(b[o * parsed.rank + r] * parsed.scaling);
+      }
+    }
     adapter->layers[layer].push_back(std::move(loaded));
     modules.insert(module);
   }

@@ -40,8 +40,9 @@ struct LoraModule {
   int64_t out = 0;
   // [rank, in], f32.
   std::vector<float> a;
-  // [out, rank], f32, with the adapter's scaling folded in.
-  std::vector<float> b;
+  // B transposed, [rank, out], f32, with the adapter's scaling folded in: the layout in which
+  // the kernels add S B^T row by row (cpu/lora_kernels.h).
+  std::vector<float> b_t;
 };
 
 struct LoraAdapter {

@@ -552,7 +552,10 @@ WorkerServer::~WorkerServer() {
   // engine goes before the service and the metrics, which its last outputs (requests a stuck
   // drain could not end) still reach.
   exposer_.reset();
-  if (service_ != nullptr) service_->StopLoadThread();
+  if (service_ != nullptr) {
+    service_->StopLoadThread();
+    service_->StopLoraLoader();
+  }
   engine_.reset();
   service_.reset();
 }

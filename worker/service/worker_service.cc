@@ -9,6 +9,7 @@
 #include "common/base/logging.h"
 #include "common/status/grpc_raw_message.h"
 #include "common/status/grpc_status.h"
+#include "common/status/status_macros.h"
 #include "worker/service/request_conversion.h"
 
 namespace llmserve::worker {
@@ -200,25 +201,34 @@ grpc::ServerUnaryReactor* WorkerService::LoadLoraAdapter(grpc::CallbackServerCon
   if (request.lora_path().empty()) {
     return finish(absl::InvalidArgumentError("lora_path: the adapter's directory is required"));
   }
+  const absl::Status queued =
+      lora_loader_.Submit([this, reactor, response, request = std::move(request)]() {
+        reactor->Finish(common::ToGrpcStatus(LoadAndAddLoraAdapter(request, response)));
+      });
+  if (absl::IsUnavailable(queued)) return finish(absl::UnavailableError("the worker is stopping"));
+  if (!queued.ok()) {
+    return finish(absl::ResourceExhaustedError("too many LoRA adapter loads waiting; retry later"));
+  }
+  return reactor;
+}
+
+absl::Status WorkerService::LoadAndAddLoraAdapter(const v1::LoadLoraAdapterRequest& request,
+                                                  grpc::ByteBuffer* response) {
   absl::StatusOr<std::unique_ptr<LoraAdapter>> adapter = worker::LoadLoraAdapter(
       request.lora_path(), engine_->model_config(), engine_->backend().max_lora_rank());
   if (!adapter.ok()) {
-    return finish(
-        absl::Status(adapter.status().code(),
-                     absl::StrCat("LoRA adapter \"", request.lora_name(), "\" at ",
-                                  request.lora_path(), ": ", adapter.status().message())));
+    return absl::Status(adapter.status().code(),
+                        absl::StrCat("LoRA adapter \"", request.lora_name(), "\" at ",
+                                     request.lora_path(), ": ", adapter.status().message()));
   }
   const int64_t rank = (*adapter)->rank;
-  if (absl::Status added = engine_->AddLoraAdapter(request.lora_name(), *std::move(adapter));
-      !added.ok()) {
-    return finish(added);
-  }
+  LLMSERVE_RETURN_IF_ERROR(engine_->AddLoraAdapter(request.lora_name(), *std::move(adapter)));
   LLMSERVE_LOG(INFO) << "loaded LoRA adapter " << request.lora_name() << " (rank " << rank
                      << ") from " << request.lora_path();
   v1::LoadLoraAdapterResponse answer;
   answer.set_rank(static_cast<uint32_t>(rank));
   common::SerializeRawResponse(answer, response);
-  return finish(absl::OkStatus());
+  return absl::OkStatus();
 }
 
 grpc::ServerUnaryReactor* WorkerService::UnloadLoraAdapter(grpc::CallbackServerContext* context,

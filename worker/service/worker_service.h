@@ -20,6 +20,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/base/thread_pool.h"
 #include "common/tracing/tracer.h"
 #include "llmserve/worker/v1/worker.grpc.pb.h"
 #include "worker/engine/engine.h"
@@ -58,7 +59,8 @@ class WorkerService final : public RawWorkerService {
                                          grpc::ByteBuffer* response) override;
   grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchLoad(grpc::CallbackServerContext* context,
                                                         const grpc::ByteBuffer* request) override;
-  // The adapter's files are read on the calling gRPC thread, never on the engine's.
+  // The adapter's files are read on the service's loader thread (one load at a time, at most 16
+  // waiting: RESOURCE_EXHAUSTED beyond), never on a gRPC or the engine's thread.
   grpc::ServerUnaryReactor* LoadLoraAdapter(grpc::CallbackServerContext* context,
                                             const grpc::ByteBuffer* request,
                                             grpc::ByteBuffer* response) override;
@@ -81,6 +83,9 @@ class WorkerService final : public RawWorkerService {
   // Stops reading the engine's load (after the server shut down, before the engine goes away;
   // the service itself must outlive the engine, whose last outputs it still receives).
   void StopLoadThread() { broadcaster_.Stop(); }
+  // Runs the LoRA loads already accepted and takes no more (LoadLoraAdapter then answers
+  // UNAVAILABLE); before the engine goes away, as StopLoadThread.
+  void StopLoraLoader() { lora_loader_.Shutdown(); }
   // Requests in the engine now (Generate calls whose request has not finished, cancelled ones
   // included until the engine has released them).
   int live_requests() const;
@@ -109,8 +114,14 @@ class WorkerService final : public RawWorkerService {
   std::vector<int32_t> crash_marker_;
   common::tracing::Tracer* tracer_ = nullptr;
   bool allow_runtime_lora_updating_ = false;
+  // Reads LoadLoraAdapter's files; its tasks finish their calls (the server waits for them when it
+  // shuts down, before the service goes).
+  common::ThreadPool lora_loader_{1, 16};
   // PERMISSION_DENIED without allow_runtime_lora_updating_.
   absl::Status LoraUpdatesAllowed() const;
+  // LoadLoraAdapter's work, on lora_loader_: the answer goes into `response` when it succeeds.
+  absl::Status LoadAndAddLoraAdapter(const v1::LoadLoraAdapterRequest& request,
+                                     grpc::ByteBuffer* response);
 
   mutable absl::Mutex mutex_;
   bool draining_ ABSL_GUARDED_BY(mutex_) = false;

@@ -195,8 +195,7 @@ absl::Status CpuBackend::Forward(const ForwardBatch& batch, ForwardOutput* outpu
       token_pos_[t] = batch.num_computed[s] + (t - batch.query_start[s]);
     }
   }
-  step_has_lora_ = false;
-  token_lora_.assign(tokens, -1);
+  for (LoraGroup& group : lora_groups_) group.tokens.clear();
   for (int32_t s = 0; s < batch.num_seqs(); ++s) {
     const int32_t slot = batch.lora_slot(s);
     if (slot < 0) continue;
@@ -207,10 +206,19 @@ absl::Status CpuBackend::Forward(const ForwardBatch& batch, ForwardOutput* outpu
                                                      "adapter (",
                                                      max_loras(), " slots)"));
     }
-    step_has_lora_ = true;
-    std::fill(token_lora_.begin() + batch.query_start[s],
-              token_lora_.begin() + batch.query_start[s + 1], slot);
+    auto group = std::find_if(lora_groups_.begin(), lora_groups_.end(),
+                              [slot](const LoraGroup& g) { return g.slot == slot; });
+    if (group == lora_groups_.end()) {
+      lora_groups_.push_back({.slot = slot});
+      group = lora_groups_.end() - 1;
+    }
+    for (int64_t t = batch.query_start[s]; t < batch.query_start[s + 1]; ++t) {
+      group->tokens.push_back(t);
+    }
   }
+  // Kept (with their capacity) for later steps; a step uses those with tokens.
+  std::stable_partition(lora_groups_.begin(), lora_groups_.end(),
+                        [](const LoraGroup& g) { return !g.tokens.empty(); });
   hidden_.resize(tokens * c.hidden_size);
   normed_.resize(tokens * c.hidden_size);
   qkv_.resize(tokens * qkv_width);
@@ -258,11 +266,10 @@ void CpuBackend::RunLayer(int layer, const ForwardBatch& batch) {
   });
   matmul_.Run(normed_.data(), tokens, projections_[layer].qkv, qkv_.data());
   const int64_t qkv_width = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
-  ApplyLora(layer, LoraTarget::kQkv, normed_.data(), h, qkv_.data(), qkv_width, tokens);
+  ApplyLora(layer, LoraTarget::kQkv, normed_.data(), h, qkv_.data(), qkv_width);
   Attention(layer, batch);
   matmul_.Run(attn_out_.data(), tokens, projections_[layer].o, proj_.data());
-  ApplyLora(layer, LoraTarget::kO, attn_out_.data(), c.num_heads * c.head_dim, proj_.data(), h,
-            tokens);
+  ApplyLora(layer, LoraTarget::kO, attn_out_.data(), c.num_heads * c.head_dim, proj_.data(), h);
   pool_.ParallelFor(tokens, [&](int, int64_t begin, int64_t end) {
     if (!w.o_bias.empty())
       cpu::AddBias(proj_.data() + begin * h, BiasOrNull(w.o_bias), end - begin, h);
@@ -317,7 +324,7 @@ void CpuBackend::Mlp(int layer, const LayerWeights& w, const LayerProjections& p
   const int64_t h = c.hidden_size, inter = c.intermediate_size;
   const int64_t up_width = c.gated_mlp ? 2 * inter : inter;
   matmul_.Run(normed_.data(), tokens, projections.up, mlp_up_.data());
-  ApplyLora(layer, LoraTarget::kUp, normed_.data(), h, mlp_up_.data(), up_width, tokens);
+  ApplyLora(layer, LoraTarget::kUp, normed_.data(), h, mlp_up_.data(), up_width);
   pool_.ParallelFor(tokens, [&](int, int64_t begin, int64_t end) {
     float* up = mlp_up_.data() + begin * up_width;
     if (!w.up_bias.empty()) cpu::AddBias(up, w.up_bias.data_as<float>(), end - begin, up_width);
@@ -329,7 +336,7 @@ void CpuBackend::Mlp(int layer, const LayerWeights& w, const LayerProjections& p
     }
   });
   matmul_.Run(mlp_act_.data(), tokens, projections.down, proj_.data());
-  ApplyLora(layer, LoraTarget::kDown, mlp_act_.data(), inter, proj_.data(), h, tokens);
+  ApplyLora(layer, LoraTarget::kDown, mlp_act_.data(), inter, proj_.data(), h);
   pool_.ParallelFor(tokens, [&](int, int64_t begin, int64_t end) {
     if (!w.down_bias.empty()) {
       cpu::AddBias(proj_.data() + begin * h, w.down_bias.data_as<float>(), end - begin, h);
@@ -358,18 +365,65 @@ absl::Status CpuBackend::SetLoraAdapter(int32_t slot, std::shared_ptr<const Lora
 }
 
 void CpuBackend::ApplyLora(int layer, LoraTarget target, const float* x, int64_t x_width, float* y,
-                           int64_t y_width, int64_t tokens) {
-  if (!step_has_lora_) return;
-  pool_.ParallelFor(tokens, [&](int, int64_t begin, int64_t end) {
-    float scratch[kMaxLoraRank];
-    for (int64_t t = begin; t < end; ++t) {
-      if (token_lora_[t] < 0) continue;
-      const LoraAdapter& adapter = *lora_slots_[token_lora_[t]];
-      for (const LoraModule& module : adapter.layers[layer]) {
-        if (module.target != target) continue;
-        cpu::AddLoraDelta(module, adapter.rank, x + t * x_width, y + t * y_width, scratch);
-      }
+                           int64_t y_width) {
+  lora_jobs_.clear();
+  lora_xs_.clear();
+  lora_ys_.clear();
+  int64_t s_size = 0;
+  for (const LoraGroup& group : lora_groups_) {
+    if (group.tokens.empty()) break;  // the groups in use come first
+    const LoraAdapter& adapter = *lora_slots_[group.slot];
+    const int64_t io_offset = static_cast<int64_t>(lora_xs_.size());
+    const int64_t n = static_cast<int64_t>(group.tokens.size());
+    bool any = false;
+    for (const LoraModule& module : adapter.layers[layer]) {
+      if (module.target != target) continue;
+      any = true;
+      lora_jobs_.push_back({.module = &module,
+                            .rank = adapter.rank,
+                            .num_tokens = n,
+                            .s_offset = s_size,
+                            .io_offset = io_offset});
+      s_size += n * adapter.rank;
     }
+    if (!any) continue;
+    for (int64_t t : group.tokens) {
+      lora_xs_.push_back(x + t * x_width);
+      lora_ys_.push_back(y + t * y_width);
+    }
+  }
+  if (lora_jobs_.empty()) return;
+  lora_s_.resize(s_size);
+  // Work items: each job's rank rows (shrink), then its columns in chunks (expand); a thread's
+  // range of items is cut at job boundaries into one kernel call per job.
+  constexpr int64_t kColumnChunk = 64;
+  std::vector<int64_t> shrink_start(1, 0), expand_start(1, 0);
+  for (const LoraJob& job : lora_jobs_) {
+    shrink_start.push_back(shrink_start.back() + job.rank);
+    expand_start.push_back(expand_start.back() +
+                           (job.module->out + kColumnChunk - 1) / kColumnChunk);
+  }
+  const auto for_each_job = [&](const std::vector<int64_t>& start, int64_t begin, int64_t end,
+                                const auto& run) {
+    size_t j = std::upper_bound(start.begin(), start.end(), begin) - start.begin() - 1;
+    for (int64_t item = begin; item < end; ++j) {
+      const int64_t last = std::min(end, start[j + 1]);
+      run(lora_jobs_[j], item - start[j], last - start[j]);
+      item = last;
+    }
+  };
+  pool_.ParallelFor(shrink_start.back(), [&](int, int64_t begin, int64_t end) {
+    for_each_job(shrink_start, begin, end, [&](const LoraJob& job, int64_t r0, int64_t r1) {
+      cpu::LoraShrink(*job.module, job.rank, r0, r1, lora_xs_.data() + job.io_offset,
+                      job.num_tokens, lora_s_.data() + job.s_offset);
+    });
+  });
+  pool_.ParallelFor(expand_start.back(), [&](int, int64_t begin, int64_t end) {
+    for_each_job(expand_start, begin, end, [&](const LoraJob& job, int64_t c0, int64_t c1) {
+      cpu::LoraExpand(*job.module, job.rank, lora_s_.data() + job.s_offset, job.num_tokens,
+                      lora_ys_.data() + job.io_offset, c0 * kColumnChunk,
+                      std::min(c1 * kColumnChunk, job.module->out));
+    });
   });
 }
 

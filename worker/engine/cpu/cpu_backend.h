@@ -104,9 +104,10 @@ class CpuBackend final : public Backend {
            int64_t tokens);
   void ComputeLogits(const ForwardBatch& batch, ForwardOutput* output);
   // Adds the LoRA deltas of layer `layer`'s `target` projection, input rows `x` ([tokens, in]),
-  // to its output rows `y` ([tokens, y_width]), for the tokens whose sequence names an adapter.
+  // to its output rows `y` ([tokens, y_width]), for the tokens whose sequence names an adapter:
+  // per adapter of the step, its tokens as one group (cpu/lora_kernels.h).
   void ApplyLora(int layer, LoraTarget target, const float* x, int64_t x_width, float* y,
-                 int64_t y_width, int64_t tokens);
+                 int64_t y_width);
 
   // Norms, biases and the untied embedding table; the projections have moved out into
   // projections_ and lm_head_.
@@ -125,11 +126,27 @@ class CpuBackend final : public Backend {
   cpu::MatMul matmul_;
   std::vector<float> k_cache_;  // [layers][num_blocks, num_kv_heads, block_size, head_dim]
   std::vector<float> v_cache_;
-  // LoRA: the adapter in each slot (null: empty), and this step's slot of each token (-1: none).
+  // LoRA: the adapter in each slot (null: empty), and this step's tokens of each slot in use.
+  struct LoraGroup {
+    int32_t slot = 0;
+    std::vector<int64_t> tokens;
+  };
+  // One module's work on one group in ApplyLora: the group's shrink outputs start at s_offset of
+  // lora_s_, its input and output row pointers at io_offset of lora_xs_ / lora_ys_.
+  struct LoraJob {
+    const LoraModule* module = nullptr;
+    int64_t rank = 0;
+    int64_t num_tokens = 0;
+    int64_t s_offset = 0;
+    int64_t io_offset = 0;
+  };
   std::vector<std::shared_ptr<const LoraAdapter>> lora_slots_;
   int64_t max_lora_rank_ = 0;
-  std::vector<int32_t> token_lora_;
-  bool step_has_lora_ = false;
+  std::vector<LoraGroup> lora_groups_;
+  std::vector<LoraJob> lora_jobs_;
+  std::vector<float> lora_s_;
+  std::vector<const float*> lora_xs_;
+  std::vector<float*> lora_ys_;
 
   // Per-step scratch, grown to the largest batch seen.
   std::vector<int32_t> token_seq_;          // [tokens] sequence of each token

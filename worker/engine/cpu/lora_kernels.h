@@ -1,6 +1,10 @@
-// The unmerged LoRA delta of one token's projection (lora_adapter.h): y[row_offset ..] +=
-// B (A x), with the adapter's scaling already in B. Two small matrix-vector products per module,
-// on AVX2/FMA when the CPU has it (cpu_features.h), else portable code.
+// The unmerged LoRA delta of a group of tokens that share one adapter (lora_adapter.h):
+// Y[:, row_offset ..] += (X A^T) B^T, with the adapter's scaling already in B, in two steps as
+// Punica's SGMV does on GPUs: shrink (each token's input down to `rank` values, S = X A^T) and
+// expand (S B^T added to the outputs). Grouping a step's tokens by adapter reads each adapter's A
+// and B once per step instead of once per token; each step's loops keep one row of A (shrink) or
+// of B^T (expand) in cache across the group's tokens. AVX2/FMA when the CPU has it
+// (cpu_features.h), else portable code.
 
 #ifndef LLMSERVE_WORKER_ENGINE_CPU_LORA_KERNELS_H_
 #define LLMSERVE_WORKER_ENGINE_CPU_LORA_KERNELS_H_
@@ -11,10 +15,16 @@
 
 namespace llmserve::worker::cpu {
 
-// Adds `module`'s delta for input row `x` (module.in floats) to output row `y` (the fused
-// projection's row; the module writes y[row_offset, row_offset + out)). `scratch` holds at least
-// the adapter's rank floats.
-void AddLoraDelta(const LoraModule& module, int64_t rank, const float* x, float* y, float* scratch);
+// s[t * rank + r] = A[r] . xs[t] (module.in floats each) for ranks [r_begin, r_end) and the
+// `num_tokens` inputs `xs`.
+void LoraShrink(const LoraModule& module, int64_t rank, int64_t r_begin, int64_t r_end,
+                const float* const* xs, int64_t num_tokens, float* s);
+
+// ys[t][row_offset + c] += sum over r of s[t * rank + r] * B^T[r, c], for columns
+// [c_begin, c_end) of the module's `out` and the `num_tokens` outputs `ys` (the fused
+// projection's rows).
+void LoraExpand(const LoraModule& module, int64_t rank, const float* s, int64_t num_tokens,
+                float* const* ys, int64_t c_begin, int64_t c_end);
 
 }  // namespace llmserve::worker::cpu
 

@@ -295,6 +295,48 @@ TEST_F(LoraAdminApiTest, ARequestWhoseAdapterNoWorkerHasLoadsItOnDemand) {
   EXPECT_TRUE(absl::StrContains(failed, "no such directory")) << failed;
 }
 
+TEST_F(LoraAdminApiTest, AWorkerThatLostTheAdapterIsLeftForOneThatHasItOrLoadsIt) {
+  ASSERT_EQ(HttpStatus(Post("/v1/load_lora_adapter",
+                            {{"lora_name", "chat"}, {"lora_path", "/adapters/chat"}}, "ops-key")),
+            200);
+  // The first worker tried answers as a worker that lost the adapter (restarted since its last
+  // load report); the request goes on to the other, which has it.
+  std::string response;
+  std::thread client([&] {
+    response = Post("/v1/completions", {{"model", "chat"}, {"prompt", "hi"}, {"max_tokens", 2}},
+                    "all-key");
+  });
+  std::shared_ptr<FakeCall> first = fake_.WaitForCall(0);
+  ASSERT_NE(first, nullptr);
+  first->Finish(absl::NotFoundError("LoRA adapter \"chat\" is not loaded on this worker"));
+  std::shared_ptr<FakeCall> second = fake_.WaitForCall(1);
+  ASSERT_NE(second, nullptr);
+  EXPECT_NE(second->address(), first->address());
+  second->Send({'o', 'k'}, ::llmserve::v1::FINISH_REASON_LENGTH);
+  client.join();
+  EXPECT_EQ(HttpStatus(response), 200) << response;
+  EXPECT_EQ(fake_.missing_reports(), std::vector<std::string>{first->address() + " chat"});
+  EXPECT_EQ(fake_.lora_calls().size(), 2u);  // no load: a worker had it
+
+  // Now the other loses it too: no worker has it, so it is loaded again on demand.
+  std::thread again([&] {
+    response = Post("/v1/completions", {{"model", "chat"}, {"prompt", "hi"}, {"max_tokens", 2}},
+                    "all-key");
+  });
+  std::shared_ptr<FakeCall> third = fake_.WaitForCall(2);
+  ASSERT_NE(third, nullptr);
+  EXPECT_EQ(third->address(), second->address());
+  third->Finish(absl::NotFoundError("LoRA adapter \"chat\" is not loaded on this worker"));
+  std::shared_ptr<FakeCall> fourth = fake_.WaitForCall(3);
+  ASSERT_NE(fourth, nullptr);
+  fourth->Send({'o', 'k'}, ::llmserve::v1::FINISH_REASON_LENGTH);
+  again.join();
+  EXPECT_EQ(HttpStatus(response), 200) << response;
+  ASSERT_EQ(fake_.lora_calls().size(), 3u);
+  EXPECT_TRUE(fake_.lora_calls()[2].load);
+  EXPECT_EQ(fake_.lora_calls()[2].address, fourth->address());
+}
+
 TEST_F(LoraAdminApiTest, KeysLimitedToModelsListAndUseOnlyThose) {
   EXPECT_EQ(Ids(Models("app-key")), std::vector<std::string>{"sql"});
   EXPECT_EQ(Ids(Models("all-key")), (std::vector<std::string>{"sql", "tiny"}));

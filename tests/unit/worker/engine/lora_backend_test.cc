@@ -82,26 +82,28 @@ TEST_P(LoraBackendTest, ABatchMixingTheBaseAndTwoAdaptersGivesEachItsMergedModel
     merged_files.push_back(*std::move(opened));
   }
 
-  // Three sequences in one pass: the base model, adapter 0 (slot 2), adapter 1 (slot 0); every
-  // new token's logits.
+  // Four sequences in one pass: the base model, adapter 0 (slot 2), adapter 1 (slot 0), adapter 0
+  // again (its tokens grouped with the second sequence's, not next to them); every new token's
+  // logits.
   std::mt19937 rng(9);
   std::uniform_int_distribution<int32_t> token(1, static_cast<int32_t>(config.vocab_size) - 1);
-  std::vector<std::vector<int32_t>> prompts(3);
+  std::vector<std::vector<int32_t>> prompts(4);
   for (auto& prompt : prompts) {
     prompt.resize(11);
     for (int32_t& id : prompt) id = token(rng);
   }
   ForwardBatch batch;
   batch.Clear();
-  const std::vector<int32_t> slots = {-1, 2, 0};
-  for (int s = 0; s < 3; ++s) {
+  const std::vector<int32_t> slots = {-1, 2, 0, 2};
+  const std::vector<int> adapter_of = {-1, 0, 1, 0};
+  for (int s = 0; s < 4; ++s) {
     batch.AddSequence(prompts[s], 0, {3 * s, 3 * s + 1, 3 * s + 2}, /*want_all_logits=*/true,
                       /*want_hidden_states=*/false, slots[s]);
   }
   ForwardOutput output;
   ASSERT_TRUE((*backend)->Forward(batch, &output).ok());
-  for (int s = 0; s < 3; ++s) {
-    const ModelFiles& reference_files = s == 0 ? **files : *merged_files[s - 1];
+  for (int s = 0; s < 4; ++s) {
+    const ModelFiles& reference_files = s == 0 ? **files : *merged_files[adapter_of[s]];
     const auto want = testing::ReferenceModel(reference_files, config).Logits(prompts[s]);
     for (int32_t p = 0; p < 11; ++p) {
       const float* row = output.Row(output.row_start[s] + p);
