@@ -23,7 +23,7 @@ if ! ninja -C "$build" -t targets all 2>/dev/null | grep -q '^llmserve_cuda:'; t
 fi
 
 tests=(cuda_kernels_test cuda_backend_test cuda_quantized_kernels_test
-  cuda_quantized_backend_test cuda_plugin_loader_test cuda_weight_layout_test)
+  cuda_quantized_backend_test cuda_lora_test cuda_plugin_loader_test cuda_weight_layout_test)
 tools=(llmserve-bench-engine llmserve-make-model llmserve-dump-logits llmserve-worker
   llmserve-gateway llmserve-cli)
 cmake --build "$build" -j "${JOBS:-$(nproc)}" --target "${tests[@]}" llmserve_bench_engine \

@@ -127,6 +127,7 @@ gtest cuda_kernels_test 120
 gtest cuda_quantized_kernels_test 90
 gtest cuda_backend_test 150
 gtest cuda_quantized_backend_test 150
+gtest cuda_lora_test 60
 
 # --- 3. parity with transformers ----------------------------------------------------------------
 make_model() {  # make_model NAME ARGS...

@@ -553,6 +553,7 @@ check('ci files turn on what they promise', () => {
   const w = workloads(gpu).find((o) => component(o) === 'worker');
   assert.equal(Number(mainContainer(w).resources.limits['nvidia.com/gpu']), 1, 'GPU group: nvidia.com/gpu 1');
   assert.equal(flag(mainContainer(w).args, 'backend'), 'cuda');
+  assert.equal(flag(mainContainer(w).args, 'allow_runtime_lora_updating'), 'true', 'GPU group: LoRA at run time');
   const groups = workloads(rendered['ci/two-models-values.yaml']).filter((o) => component(o) === 'worker');
   assert.equal(groups.length, 3);
   // The embedding group gets its task and pooling; the others generate.

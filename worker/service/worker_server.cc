@@ -218,11 +218,6 @@ absl::Status ValidateWorkerServerOptions(const WorkerServerOptions& o) {
   }
   LLMSERVE_RETURN_IF_ERROR(CheckRange("max_loras", o.max_loras, 0, 1024));
   LLMSERVE_RETURN_IF_ERROR(CheckRange("max_lora_rank", o.max_lora_rank, 1, kMaxLoraRank));
-  if (o.max_loras > 0 && o.backend != "cpu") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("LoRA adapters (--max_loras, --lora_modules) run on --backend=cpu only (the ",
-                     o.backend, " backend has no LoRA kernels yet)"));
-  }
   if ((!o.lora_modules.empty() || o.allow_runtime_lora_updating) && o.max_loras == 0) {
     return absl::InvalidArgumentError(
         "--lora_modules and --allow_runtime_lora_updating need --max_loras of at least 1");
@@ -330,6 +325,7 @@ absl::Status WorkerServer::LoadEngine() {
         .kv_cache_fraction = options.kv_cache_fraction,
         .block_size = options.block_size,
         .max_model_len = options.max_model_len,
+        .max_lora_rank = options.max_lora_rank,
         .engine = engine_options.engine,
         .load_progress = engine_options.load_progress,
     };

@@ -13,6 +13,7 @@
 #include "worker/engine/cuda/attention.h"
 #include "worker/engine/cuda/cuda_status.h"
 #include "worker/engine/cuda/gemm.h"
+#include "worker/engine/cuda/lora_kernels.h"
 #include "worker/engine/cuda/projection_image.h"
 #include "worker/engine/cuda/quantized_gemm.h"
 #include "worker/model/rope.h"
@@ -141,6 +142,12 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
   // int8 on 4-bit weights, or 4-bit weights without their checkpoint's quantization_config.
   Quantization resolved;
   LLMSERVE_ASSIGN_OR_RETURN(resolved, ResolveQuantization(options.quantization, c.quantization));
+  if (options.max_loras < 0 || options.max_loras > 1024 || options.max_lora_rank < 1 ||
+      options.max_lora_rank > 512) {
+    return absl::InvalidArgumentError(absl::StrCat("max_loras ", options.max_loras,
+                                                   " or max_lora_rank ", options.max_lora_rank,
+                                                   " is outside [0, 1024] / [1, 512]"));
+  }
 
   LLMSERVE_RETURN_IF_ERROR(CheckDevice(options.device));
   LLMSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
@@ -149,6 +156,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
   std::unique_ptr<CudaBackend> backend(new CudaBackend(c, options));
   backend->quantization_ = resolved;
   backend->num_sms_ = std::max(1, props.multiProcessorCount);
+  backend->lora_slots_.resize(options.max_loras);
   LLMSERVE_RETURN_IF_ERROR(backend->Init(*weights));
   return backend;
 }
@@ -480,8 +488,154 @@ absl::Status CudaBackend::Forward(const ForwardBatch& batch, ForwardOutput* outp
   LLMSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
   Metadata meta;
   LLMSERVE_RETURN_IF_ERROR(StageMetadata(batch, &meta));
+  LLMSERVE_RETURN_IF_ERROR(StageLora(batch));
   LLMSERVE_RETURN_IF_ERROR(RunLayers(batch, meta));
   return ComputeLogits(meta, output);
+}
+
+absl::Status CudaBackend::SetLoraAdapter(int32_t slot, std::shared_ptr<const LoraAdapter> adapter) {
+  if (slot < 0 || slot >= max_loras()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("LoRA slot ", slot, " is outside [0, ", max_loras(), ")"));
+  }
+  if (adapter != nullptr) {
+    if (adapter->rank > options_.max_lora_rank) {
+      return absl::InvalidArgumentError(absl::StrCat("the adapter's rank ", adapter->rank,
+                                                     " is above max_lora_rank ",
+                                                     options_.max_lora_rank));
+    }
+    if (static_cast<int64_t>(adapter->layers.size()) != config_.num_layers) {
+      return absl::InvalidArgumentError(absl::StrCat("the adapter has ", adapter->layers.size(),
+                                                     " layers; the model ", config_.num_layers));
+    }
+  }
+  LLMSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
+  // A step that failed midway may still read the slot's memory.
+  LLMSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  DeviceLoraSlot& target = lora_slots_[slot];
+  target = DeviceLoraSlot();
+  if (adapter == nullptr) return absl::OkStatus();
+  size_t floats = 0;
+  for (const auto& layer : adapter->layers) {
+    for (const LoraModule& module : layer) floats += module.a.size() + module.b_t.size();
+  }
+  LLMSERVE_ASSIGN_OR_RETURN(
+      target.memory,
+      cuda::DeviceBuffer::Allocate(std::max<size_t>(floats, 1) * sizeof(float), "LoRA adapter"));
+  float* at = target.memory.as<float>();
+  const auto copy = [&](const std::vector<float>& values) -> absl::StatusOr<const float*> {
+    float* where = at;
+    LLMSERVE_CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(where, values.data(), values.size() * sizeof(float), cudaMemcpyHostToDevice));
+    at += values.size();
+    return where;
+  };
+  target.layers.resize(adapter->layers.size());
+  for (size_t l = 0; l < adapter->layers.size(); ++l) {
+    for (const LoraModule& module : adapter->layers[l]) {
+      DeviceLoraModule device{.target = module.target,
+                              .a = nullptr,
+                              .b_t = nullptr,
+                              .in = static_cast<int32_t>(module.in),
+                              .out = static_cast<int32_t>(module.out),
+                              .rank = static_cast<int32_t>(adapter->rank),
+                              .row_offset = static_cast<int32_t>(module.row_offset)};
+      LLMSERVE_ASSIGN_OR_RETURN(device.a, copy(module.a));
+      LLMSERVE_ASSIGN_OR_RETURN(device.b_t, copy(module.b_t));
+      target.layers[l].push_back(device);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::StageLora(const ForwardBatch& batch) {
+  lora_pair_start_.clear();
+  lora_max_out_.clear();
+  bool any = false;
+  for (int32_t s = 0; s < batch.num_seqs(); ++s) {
+    const int32_t slot = batch.lora_slot(s);
+    if (slot < 0) continue;
+    if (slot >= max_loras() || lora_slots_[slot].layers.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("forward batch: sequence ", s, " names LoRA slot ", slot,
+                       ", which holds no adapter (", max_loras(), " slots)"));
+    }
+    any = true;
+  }
+  if (!any) return absl::OkStatus();
+  constexpr LoraTarget kTargets[] = {LoraTarget::kQkv, LoraTarget::kO, LoraTarget::kUp,
+                                     LoraTarget::kDown};
+  std::vector<cuda::LoraPair> pairs;
+  int64_t most_s = 0;
+  lora_pair_start_.push_back(0);
+  for (int64_t l = 0; l < config_.num_layers; ++l) {
+    for (LoraTarget target : kTargets) {
+      int32_t s_size = 0, max_out = 0;
+      for (int32_t seq = 0; seq < batch.num_seqs(); ++seq) {
+        const int32_t slot = batch.lora_slot(seq);
+        if (slot < 0) continue;
+        for (const DeviceLoraModule& module : lora_slots_[slot].layers[l]) {
+          if (module.target != target) continue;
+          max_out = std::max(max_out, module.out);
+          for (int32_t t = batch.query_start[seq]; t < batch.query_start[seq + 1]; ++t) {
+            pairs.push_back({.a = module.a,
+                             .b_t = module.b_t,
+                             .token = t,
+                             .in = module.in,
+                             .out = module.out,
+                             .rank = module.rank,
+                             .row_offset = module.row_offset,
+                             .s_offset = s_size});
+            s_size += module.rank;
+          }
+        }
+      }
+      most_s = std::max<int64_t>(most_s, s_size);
+      lora_pair_start_.push_back(static_cast<int32_t>(pairs.size()));
+      lora_max_out_.push_back(max_out);
+    }
+  }
+  const size_t bytes = std::max<size_t>(pairs.size(), 1) * sizeof(cuda::LoraPair);
+  // StageMetadata synchronised the stream: the previous step's pairs are no longer read.
+  if (bytes > pinned_lora_.size()) {
+    const size_t capacity = std::max(bytes + bytes / 2, size_t{1} << 16);
+    LLMSERVE_ASSIGN_OR_RETURN(pinned_lora_, cuda::PinnedBuffer::Allocate(capacity, "LoRA pairs"));
+    LLMSERVE_ASSIGN_OR_RETURN(device_lora_, cuda::DeviceBuffer::Allocate(capacity, "LoRA pairs"));
+  }
+  const size_t s_bytes = std::max<size_t>(most_s, 1) * sizeof(float);
+  if (s_bytes > lora_s_.size()) {
+    LLMSERVE_ASSIGN_OR_RETURN(
+        lora_s_, cuda::DeviceBuffer::Allocate(s_bytes + s_bytes / 2, "LoRA shrink values"));
+  }
+  std::memcpy(pinned_lora_.data(), pairs.data(), pairs.size() * sizeof(cuda::LoraPair));
+  LLMSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(device_lora_.data(), pinned_lora_.data(),
+                                                pairs.size() * sizeof(cuda::LoraPair),
+                                                cudaMemcpyHostToDevice, stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::ApplyLora(int64_t layer, LoraTarget target, const void* x,
+                                    int64_t x_width, float* y, int64_t y_width) {
+  if (lora_pair_start_.empty()) return absl::OkStatus();
+  const size_t range = static_cast<size_t>(layer) * 4 + static_cast<size_t>(target);
+  const int32_t begin = lora_pair_start_[range], end = lora_pair_start_[range + 1];
+  if (begin == end) return absl::OkStatus();
+  const cuda::LoraPair* pairs = device_lora_.as<cuda::LoraPair>() + begin;
+  LLMSERVE_LAUNCH(cuda::LaunchLoraShrink(dtype_,
+                                         {.pairs = pairs,
+                                          .num_pairs = end - begin,
+                                          .x = x,
+                                          .x_width = static_cast<int32_t>(x_width),
+                                          .s = lora_s_.as<float>()},
+                                         stream_));
+  LLMSERVE_LAUNCH(cuda::LaunchLoraExpand({.pairs = pairs,
+                                          .num_pairs = end - begin,
+                                          .s = lora_s_.as<float>(),
+                                          .y = y,
+                                          .y_width = static_cast<int32_t>(y_width),
+                                          .max_out = lora_max_out_[range]},
+                                         stream_));
+  return absl::OkStatus();
 }
 
 absl::Status CudaBackend::StageMetadata(const ForwardBatch& batch, Metadata* meta) {
@@ -592,9 +746,13 @@ absl::Status CudaBackend::RunLayers(const ForwardBatch& batch, const Metadata& m
                              .eps = eps,
                              .rms_norm = rms},
                             stream_));
+    const int64_t q_width = c.num_heads * c.head_dim;
+    const int64_t qkv_width = q_width + 2 * c.num_kv_heads * c.head_dim;
     LLMSERVE_RETURN_IF_ERROR(Project(normed_, w.qkv, qkv_, tokens, "qkv"));
+    LLMSERVE_RETURN_IF_ERROR(ApplyLora(l, LoraTarget::kQkv, normed_, hidden, qkv_, qkv_width));
     LLMSERVE_RETURN_IF_ERROR(Attention(static_cast<int>(l), meta));
     LLMSERVE_RETURN_IF_ERROR(Project(attn_out_, w.o, proj_, tokens, "o_proj"));
+    LLMSERVE_RETURN_IF_ERROR(ApplyLora(l, LoraTarget::kO, attn_out_, q_width, proj_, hidden));
     LLMSERVE_LAUNCH(cuda::LaunchAddNorm(dtype_,
                                         {.residual = residual_,
                                          .delta = proj_,
@@ -609,6 +767,9 @@ absl::Status CudaBackend::RunLayers(const ForwardBatch& batch, const Metadata& m
                                          .rms_norm = rms},
                                         stream_));
     LLMSERVE_RETURN_IF_ERROR(Project(normed_, w.up, mlp_up_, tokens, "up_proj"));
+    LLMSERVE_RETURN_IF_ERROR(
+        ApplyLora(l, LoraTarget::kUp, normed_, hidden, mlp_up_,
+                  c.gated_mlp ? 2 * c.intermediate_size : c.intermediate_size));
     LLMSERVE_LAUNCH(
         cuda::LaunchActivation(dtype_,
                                {.up = mlp_up_,
@@ -620,6 +781,8 @@ absl::Status CudaBackend::RunLayers(const ForwardBatch& batch, const Metadata& m
                                 .activation = ToDeviceActivation(c.activation)},
                                stream_));
     LLMSERVE_RETURN_IF_ERROR(Project(mlp_act_, w.down, proj_, tokens, "down_proj"));
+    LLMSERVE_RETURN_IF_ERROR(
+        ApplyLora(l, LoraTarget::kDown, mlp_act_, c.intermediate_size, proj_, hidden));
   }
   // The last MLP output joins the residual stream (the final norm reads only the logit rows).
   return cuda::CudaStatus(cuda::LaunchAddNorm(dtype_,

@@ -74,6 +74,11 @@ class CudaBackend final : public Backend {
   // Bytes one KV block of `block_size` tokens takes for `config` in 16-bit (K and V, all layers).
   static int64_t KvBytesPerBlock(const ModelConfig& config, int32_t block_size);
   // Bytes of the uploaded weights.
+  int32_t max_loras() const override { return static_cast<int32_t>(lora_slots_.size()); }
+  int64_t max_lora_rank() const override { return options_.max_lora_rank; }
+  // Copies the adapter's A and B^T (f32) to the device; null empties the slot.
+  absl::Status SetLoraAdapter(int32_t slot, std::shared_ptr<const LoraAdapter> adapter) override;
+
   int64_t weight_bytes() const { return static_cast<int64_t>(weights_.size()); }
   int64_t workspace_bytes() const { return workspace_bytes_; }
   // kNone, kInt8, kAwq or kGptq: how the projections are held.
@@ -95,6 +100,13 @@ class CudaBackend final : public Backend {
   // internals before free memory is measured for the KV cache.
   absl::Status ProfileForward();
   absl::Status StageMetadata(const ForwardBatch& batch, Metadata* meta);
+  // The step's LoRA pairs (lora_kernels.h), per layer and target, uploaded; none without an
+  // adapter in the batch.
+  absl::Status StageLora(const ForwardBatch& batch);
+  // Adds the LoRA deltas of layer `layer`'s `target` projection: input `x` (16-bit, x_width
+  // wide), output `y` (f32, y_width wide).
+  absl::Status ApplyLora(int64_t layer, LoraTarget target, const void* x, int64_t x_width, float* y,
+                         int64_t y_width);
   absl::Status RunLayers(const ForwardBatch& batch, const Metadata& meta);
   absl::Status Attention(int layer, const Metadata& meta);
   absl::Status ComputeLogits(const Metadata& meta, ForwardOutput* output);
@@ -145,6 +157,29 @@ class CudaBackend final : public Backend {
   // Per-step int32 metadata, grown when a batch needs more.
   cuda::PinnedBuffer pinned_meta_;
   cuda::DeviceBuffer device_meta_;
+
+  // LoRA: each slot's adapter on the device (its modules' A and B^T in one allocation), empty
+  // when the slot holds none.
+  struct DeviceLoraModule {
+    LoraTarget target;
+    const float* a;
+    const float* b_t;
+    int32_t in, out, rank, row_offset;
+  };
+  struct DeviceLoraSlot {
+    cuda::DeviceBuffer memory;
+    std::vector<std::vector<DeviceLoraModule>> layers;
+  };
+  std::vector<DeviceLoraSlot> lora_slots_;
+  // This step's pairs on the device; (layer, target) = layer * 4 + target owns pairs
+  // [lora_pair_start_[i], lora_pair_start_[i + 1]) with outputs up to lora_max_out_[i] wide.
+  // Empty: no adapter in the step.
+  std::vector<int32_t> lora_pair_start_;
+  std::vector<int32_t> lora_max_out_;
+  cuda::PinnedBuffer pinned_lora_;
+  cuda::DeviceBuffer device_lora_;
+  // Shrink values of one projection's pairs.
+  cuda::DeviceBuffer lora_s_;
 };
 
 }  // namespace llmserve::worker

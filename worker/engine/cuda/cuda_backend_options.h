@@ -36,6 +36,10 @@ struct CudaBackendOptions {
   // workspace is sized for it.
   int32_t max_num_batched_tokens = 2048;
   int32_t max_num_seqs = 256;
+  // LoRA adapter slots served unmerged (Backend::SetLoraAdapter), and the largest rank one may
+  // have (at most 512).
+  int32_t max_loras = 0;
+  int64_t max_lora_rank = 64;
 };
 
 // Bytes of one KV block on the device: K and V of every layer in the 16-bit device dtype. Here

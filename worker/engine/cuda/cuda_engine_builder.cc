@@ -40,7 +40,9 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildCudaEngine(const CudaEngineOptions&
                          .kv_cache_fraction = options.kv_cache_fraction,
                          .block_size = options.block_size,
                          .max_num_batched_tokens = options.engine.max_num_batched_tokens,
-                         .max_num_seqs = options.engine.max_num_seqs}));
+                         .max_num_seqs = options.engine.max_num_seqs,
+                         .max_loras = options.engine.max_loras,
+                         .max_lora_rank = options.max_lora_rank}));
   return Engine::Create(std::move(backend), options.engine);
 }
 

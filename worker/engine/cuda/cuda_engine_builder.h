@@ -36,6 +36,8 @@ struct CudaEngineOptions {
   // Context length to serve; 0 = the model's. Above the model's is INVALID_ARGUMENT, except for
   // a GGUF file's RoPE model (model_loader.h).
   int64_t max_model_len = 0;
+  // LoRA: engine.max_loras adapter slots, each of rank at most this.
+  int64_t max_lora_rank = 64;
   // Its max_num_batched_tokens and max_num_seqs also size the backend's workspace.
   EngineConfig engine;
   LoadProgress load_progress;
