@@ -7,7 +7,9 @@ model with the adapter (--lora_modules sql=DIR), another serves the merged copy:
 
   1. /v1/models lists "sql" with parent "tiny".
   2. Greedy completions and chats of model "sql" through the gateway equal those of the merged
-     model, token for token; the base model "tiny" answers differently.
+     model, token for token; the base model "tiny" answers differently. A second adapter "chat"
+     (rank 64, rsLoRA, all seven projections) gives its merged model's tokens and logprobs
+     (within 1e-4).
   3. The adapter's usage and the response name it; a name nobody serves is a 404.
   4. The gateway's admin endpoints (an anonymous loopback gateway: every caller is admin):
      /v1/load_lora_adapter loads the same directory as "sql2" on the worker that loads at run time
@@ -23,6 +25,7 @@ Exit 0 on success, 1 on failure, 77 when NumPy is missing (skipped).
 
 import json
 import os
+import re
 import shutil
 import struct
 import sys
@@ -69,36 +72,53 @@ def write_safetensors(path, tensors):
         f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
-def write_adapter_and_merged(model_dir, adapter_dir, merged_dir):
+def write_adapter_and_merged(model_dir, adapter_dir, merged_dir, rank=RANK, alpha=ALPHA,
+                             rslora=False, targets=("q_proj", "v_proj", "down_proj"), seed=7,
+                             scale=0.3):
+    """A random PEFT adapter in adapter_dir and the model with it merged (NumPy float64, stored
+    as float32) in merged_dir; the number of adapted weights."""
     weights = read_safetensors(os.path.join(model_dir, "model.safetensors"))
-    rng = np.random.default_rng(7)
+    rng = np.random.default_rng(seed)
+    scaling = alpha / (np.sqrt(rank) if rslora else rank)
     adapter, merged = {}, dict(weights)
     for name in sorted(weights):
-        if not name.endswith(("q_proj.weight", "v_proj.weight", "down_proj.weight")):
+        if not name.endswith(tuple(f"{t}.weight" for t in targets)):
             continue
         out_dim, in_dim = weights[name].shape
-        a = rng.uniform(-0.3, 0.3, (RANK, in_dim)).astype(np.float32)
-        b = rng.uniform(-0.3, 0.3, (out_dim, RANK)).astype(np.float32)
+        a = rng.uniform(-scale, scale, (rank, in_dim)).astype(np.float32)
+        b = rng.uniform(-scale, scale, (out_dim, rank)).astype(np.float32)
         stem = "base_model.model." + name[:-len(".weight")]
         adapter[stem + ".lora_A.weight"] = a
         adapter[stem + ".lora_B.weight"] = b
-        delta = (ALPHA / RANK) * (b.astype(np.float64) @ a.astype(np.float64))
+        delta = scaling * (b.astype(np.float64) @ a.astype(np.float64))
         merged[name] = (weights[name].astype(np.float64) + delta).astype(np.float32)
     os.makedirs(adapter_dir)
     write_safetensors(os.path.join(adapter_dir, "adapter_model.safetensors"), adapter)
     with open(os.path.join(adapter_dir, "adapter_config.json"), "w") as f:
-        json.dump({"peft_type": "LORA", "r": RANK, "lora_alpha": ALPHA,
-                   "target_modules": ["q_proj", "v_proj", "down_proj"], "bias": "none",
-                   "use_rslora": False, "use_dora": False, "base_model_name_or_path": "tiny"}, f)
+        json.dump({"peft_type": "LORA", "r": rank, "lora_alpha": alpha,
+                   "target_modules": list(targets), "bias": "none",
+                   "use_rslora": rslora, "use_dora": False, "base_model_name_or_path": "tiny"}, f)
     shutil.copytree(model_dir, merged_dir)
     write_safetensors(os.path.join(merged_dir, "model.safetensors"), merged)
     return len(adapter) // 2
 
 
-def complete(gateway, model, prompt):
-    result = post_json(gateway.http_port, "/v1/completions",
-                       {"model": model, "prompt": prompt, "max_tokens": 16, "temperature": 0,
-                        "ignore_eos": True})
+def start_served(cluster, name, model_dir):
+    """A worker serving `model_dir` as `name`."""
+    process = cluster.start(f"worker-{name}", [
+        cluster.worker_bin, f"--model={model_dir}", f"--served_model_name={name}",
+        "--host=127.0.0.1", "--port=0", "--metrics_port=0", "--threads=1",
+        "--kv_cache_memory=32MiB"])
+    match = process.wait_for(rf"serving {re.escape(name)} on 127\.0\.0\.1:(\d+)")
+    return Worker(f"worker-{name}", process, "127.0.0.1", int(match.group(1)), None)
+
+
+def complete(gateway, model, prompt, logprobs=None):
+    body = {"model": model, "prompt": prompt, "max_tokens": 16, "temperature": 0,
+            "ignore_eos": True}
+    if logprobs is not None:
+        body["logprobs"] = logprobs
+    result = post_json(gateway.http_port, "/v1/completions", body)
     expect(result.status == 200, f"completion of {model}: {result}")
     return result.json()
 
@@ -160,16 +180,20 @@ def run(binaries):
             merged_dir = os.path.join(cluster.temp, "merged")
             summary["adapted_modules"] = write_adapter_and_merged(cluster.model, adapter_dir,
                                                                   merged_dir)
-            base = cluster.start_worker("worker-lora", f"--lora_modules=sql={adapter_dir}",
+            # A second adapter: rank 64, rsLoRA, all seven projections, smaller values.
+            chat_dir = os.path.join(cluster.temp, "chat")
+            merged_chat_dir = os.path.join(cluster.temp, "merged-chat")
+            summary["adapted_modules_chat"] = write_adapter_and_merged(
+                cluster.model, chat_dir, merged_chat_dir, rank=64, alpha=16.0, rslora=True,
+                targets=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                         "down_proj"), seed=11, scale=0.05)
+            base = cluster.start_worker("worker-lora",
+                                        f"--lora_modules=sql={adapter_dir},chat={chat_dir}",
                                         "--allow_runtime_lora_updating", "--vllm_metric_names")
-            process = cluster.start("worker-merged", [
-                cluster.worker_bin, f"--model={merged_dir}", "--served_model_name=merged",
-                "--host=127.0.0.1", "--port=0", "--metrics_port=0", "--threads=1",
-                "--kv_cache_memory=32MiB"])
-            match = process.wait_for(r"serving merged on 127\.0\.0\.1:(\d+)")
-            merged = Worker("worker-merged", process, "127.0.0.1", int(match.group(1)), None)
-            gateway = cluster.start_gateway([base, merged])
-            cluster.wait_ready(gateway, [base, merged])
+            merged = start_served(cluster, "merged", merged_dir)
+            merged_chat = start_served(cluster, "merged-chat", merged_chat_dir)
+            gateway = cluster.start_gateway([base, merged, merged_chat])
+            cluster.wait_ready(gateway, [base, merged, merged_chat])
 
             status, text = http_get(gateway.http_port, "/v1/models")
             models = {m["id"]: m for m in json.loads(text)["data"]}
@@ -187,6 +211,19 @@ def run(binaries):
                 differs += adapted["choices"][0]["text"] != plain["choices"][0]["text"]
             summary["prompts"] = len(PROMPTS)
             summary["differ_from_base"] = differs
+            # Rank 64 and rsLoRA: the same tokens and, within f32 rounding, the same logprobs.
+            worst = 0.0
+            for prompt in PROMPTS:
+                adapted = complete(gateway, "chat", prompt, logprobs=2)["choices"][0]
+                reference = complete(gateway, "merged-chat", prompt, logprobs=2)["choices"][0]
+                expect(adapted["text"] == reference["text"],
+                       f"{prompt!r}: adapter chat {adapted['text']!r} != merged "
+                       f"{reference['text']!r}")
+                for got, want in zip(adapted["logprobs"]["token_logprobs"],
+                                     reference["logprobs"]["token_logprobs"]):
+                    worst = max(worst, abs(got - want))
+            expect(worst < 1e-4, f"adapter chat's logprobs differ from the merged model's by {worst}")
+            summary["chat_logprob_max_abs_diff"] = worst
             expect(differs > 0, "the adapter changed no output: the test proves nothing")
             chat = {"messages": [{"role": "user", "content": "Say something."}],
                     "max_tokens": 12, "temperature": 0}
