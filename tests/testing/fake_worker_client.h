@@ -76,6 +76,20 @@ inline ::llmserve::worker::v1::ModelInfo FakeEmbeddingModelInfo(
   return info;
 }
 
+// FakeModelInfo of a worker with `max_loras` LoRA slots (rank up to 64) holding `adapters`, which
+// loads and unloads adapters at run time when `runtime_updates` (--allow_runtime_lora_updating).
+inline ::llmserve::worker::v1::ModelInfo FakeLoraModelInfo(const std::string& name,
+                                                           uint32_t max_loras,
+                                                           const std::vector<std::string>& adapters,
+                                                           bool runtime_updates) {
+  ::llmserve::worker::v1::ModelInfo info = FakeModelInfo(name);
+  info.set_max_loras(max_loras);
+  info.set_max_lora_rank(64);
+  for (const std::string& adapter : adapters) info.add_lora_adapters(adapter);
+  info.set_allow_runtime_lora_updating(runtime_updates);
+  return info;
+}
+
 // One Generate call as the fake worker sees it.
 class FakeCall {
  public:

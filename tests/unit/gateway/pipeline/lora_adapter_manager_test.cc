@@ -19,16 +19,9 @@ namespace llmserve::gateway {
 namespace {
 
 using ::llmserve::testing::FakeLoraCall;
+using ::llmserve::testing::FakeLoraModelInfo;
 using ::llmserve::testing::FakeModelInfo;
 using ::llmserve::testing::FakeWorkerClient;
-
-worker::v1::ModelInfo RuntimeLoraInfo(const std::string& model) {
-  worker::v1::ModelInfo info = FakeModelInfo(model);
-  info.set_max_loras(4);
-  info.set_max_lora_rank(64);
-  info.set_allow_runtime_lora_updating(true);
-  return info;
-}
 
 // A change's result, waited for (the fake answers on its own thread).
 struct ChangeWaiter {
@@ -66,12 +59,9 @@ struct StatusWaiter {
 class LoraAdapterManagerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    worker::v1::ModelInfo fixed = FakeModelInfo("tiny");
-    fixed.set_max_loras(2);
-    fixed.add_lora_adapters("startup");
-    fake_.AddWorker("a:1", fixed);
-    fake_.AddWorker("b:1", RuntimeLoraInfo("tiny"));
-    fake_.AddWorker("c:1", RuntimeLoraInfo("tiny"));
+    fake_.AddWorker("a:1", FakeLoraModelInfo("tiny", 2, {"startup"}, false));
+    fake_.AddWorker("b:1", FakeLoraModelInfo("tiny", 4, {}, true));
+    fake_.AddWorker("c:1", FakeLoraModelInfo("tiny", 4, {}, true));
     fake_.AddWorker("d:1", FakeModelInfo("other"));
     fake_.SetLoraAnswer([](const FakeLoraCall&) { return absl::OkStatus(); });
   }
@@ -157,7 +147,7 @@ TEST_F(LoraAdapterManagerTest, LoadRefusesWhatCannotWorkBeforeCallingAnyWorker) 
   EXPECT_TRUE(manager_.Sources().empty());
 
   // With runtime workers of two models, the base model must be named.
-  fake_.AddWorker("e:1", RuntimeLoraInfo("other"));
+  fake_.AddWorker("e:1", FakeLoraModelInfo("other", 4, {}, true));
   const absl::StatusOr<LoraAdapterChangeResult> ambiguous = Load({.name = "x", .path = "/p"});
   EXPECT_EQ(ambiguous.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(ambiguous.status().message(), "base_model_name: required"))

@@ -35,7 +35,9 @@ class WorkerPoolTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(::llmserve::testing::WriteTinyModel(dir_.path()).ok()); }
 
-  std::unique_ptr<worker::WorkerServer> StartWorker(const std::string& name) {
+  // `max_loras` > 0: LoRA slots, loaded and unloaded at run time.
+  std::unique_ptr<worker::WorkerServer> StartWorker(const std::string& name,
+                                                    int32_t max_loras = 0) {
     absl::StatusOr<std::unique_ptr<worker::WorkerServer>> server =
         worker::WorkerServer::Start({.model_dir = dir_.path(),
                                      .served_model_name = name,
@@ -44,7 +46,9 @@ class WorkerPoolTest : public ::testing::Test {
                                      .metrics_port = -1,
                                      .kv_cache_bytes = 8 << 20,
                                      .threads = 1,
-                                     .drain_timeout = absl::Seconds(5)});
+                                     .drain_timeout = absl::Seconds(5),
+                                     .max_loras = max_loras,
+                                     .allow_runtime_lora_updating = max_loras > 0});
     EXPECT_TRUE(server.ok()) << server.status();
     return server.ok() ? *std::move(server) : nullptr;
   }
@@ -430,19 +434,10 @@ TEST_F(WorkerPoolTest, LoraAdapterCallsChangeRoutingAtOnce) {
   ASSERT_TRUE(config.ok()) << config.status();
   const std::string adapter = dir_.path() + "/adapter";
   worker::testing::WriteAdapter(*config, {{"q_proj", "v_proj"}, 8, 16, false, 5}, adapter);
-  absl::StatusOr<std::unique_ptr<worker::WorkerServer>> server =
-      worker::WorkerServer::Start({.model_dir = dir_.path(),
-                                   .served_model_name = "tiny",
-                                   .host = "127.0.0.1",
-                                   .port = 0,
-                                   .metrics_port = -1,
-                                   .kv_cache_bytes = 8 << 20,
-                                   .threads = 1,
-                                   .max_loras = 2,
-                                   .allow_runtime_lora_updating = true});
-  ASSERT_TRUE(server.ok()) << server.status();
+  std::unique_ptr<worker::WorkerServer> server = StartWorker("tiny", /*max_loras=*/2);
+  ASSERT_TRUE(server);
   BlackholedWorker blackholed;
-  WorkerPoolOptions options = FastOptions({Address(**server), blackholed.address()});
+  WorkerPoolOptions options = FastOptions({Address(*server), blackholed.address()});
   // Reports far apart: a change that routing sees came through the call, not a report.
   options.load_interval = absl::Seconds(20);
   options.probe_timeout = absl::Minutes(1);
@@ -450,7 +445,7 @@ TEST_F(WorkerPoolTest, LoraAdapterCallsChangeRoutingAtOnce) {
   ASSERT_TRUE(pool.ok()) << pool.status();
   ASSERT_TRUE(WaitFor(**pool, [&](const std::vector<WorkerStatus>& workers) {
     for (const WorkerStatus& w : workers) {
-      if (w.address == Address(**server)) return w.ready;
+      if (w.address == Address(*server)) return w.ready;
     }
     return false;
   }));
@@ -470,11 +465,9 @@ TEST_F(WorkerPoolTest, LoraAdapterCallsChangeRoutingAtOnce) {
       worker::v1::LoadLoraAdapterRequest request;
       request.set_lora_name("sql");
       request.set_lora_path(path);
-      (*pool)->LoadLoraAdapter(Address(**server), request, absl::Now() + absl::Seconds(30),
-                               on_done);
+      (*pool)->LoadLoraAdapter(Address(*server), request, absl::Now() + absl::Seconds(30), on_done);
     } else {
-      (*pool)->UnloadLoraAdapter(Address(**server), "sql", absl::Now() + absl::Seconds(30),
-                                 on_done);
+      (*pool)->UnloadLoraAdapter(Address(*server), "sql", absl::Now() + absl::Seconds(30), on_done);
     }
     EXPECT_TRUE(done.WaitForNotificationWithTimeout(kPatience));
     return result;
@@ -484,9 +477,9 @@ TEST_F(WorkerPoolTest, LoraAdapterCallsChangeRoutingAtOnce) {
   ASSERT_TRUE(call(true, adapter).ok());
   const absl::StatusOr<RoutedWorker> routed = route_sql();
   ASSERT_TRUE(routed.ok()) << routed.status();
-  EXPECT_EQ(routed->address, Address(**server));
+  EXPECT_EQ(routed->address, Address(*server));
   for (const WorkerStatus& w : (*pool)->Workers()) {
-    if (w.address == Address(**server)) {
+    if (w.address == Address(*server)) {
       EXPECT_EQ(w.lora_adapters, std::vector<std::string>{"sql"});
     }
   }

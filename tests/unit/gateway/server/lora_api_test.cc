@@ -30,6 +30,7 @@ namespace {
 
 using ::llmserve::testing::FakeCall;
 using ::llmserve::testing::FakeLoraCall;
+using ::llmserve::testing::FakeLoraModelInfo;
 using ::llmserve::testing::FakeModelInfo;
 using ::llmserve::testing::FakeWorkerClient;
 using ::llmserve::testing::HttpExchange;
@@ -115,15 +116,9 @@ TEST_F(LoraApiTest, AnAdaptersRequestsGoOnlyToWorkersThatHaveIt) {
 class LoraAdminApiTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    worker::v1::ModelInfo fixed = FakeModelInfo("tiny");
-    fixed.set_max_loras(2);
-    fixed.add_lora_adapters("sql");
-    fake_.AddWorker("fixed:1", fixed);
+    fake_.AddWorker("fixed:1", FakeLoraModelInfo("tiny", 2, {"sql"}, false));
     for (const char* address : {"r1:1", "r2:1"}) {
-      worker::v1::ModelInfo runtime = FakeModelInfo("tiny");
-      runtime.set_max_loras(4);
-      runtime.set_allow_runtime_lora_updating(true);
-      fake_.AddWorker(address, runtime);
+      fake_.AddWorker(address, FakeLoraModelInfo("tiny", 4, {}, true));
     }
     fake_.SetLoraAnswer([](const FakeLoraCall&) { return absl::OkStatus(); });
     const std::string keys = dir_.File("keys.txt");

@@ -28,24 +28,9 @@
 namespace llmserve::worker {
 namespace {
 
+using cuda::testing::LlamaConfig;
 using cuda::testing::Nmse;
 using cuda::testing::TestModel;
-
-ModelConfig LoraLlamaConfig() {
-  ModelConfig c;
-  c.architecture = "LlamaForCausalLM";
-  c.family = ModelFamily::kLlama;
-  c.vocab_size = 301;
-  c.num_layers = 2;
-  c.max_position_embeddings = c.max_model_len = 512;
-  c.eos_token_ids = {0};
-  c.num_kv_heads = 2;
-  c.num_heads = 4;
-  c.head_dim = 64;
-  c.hidden_size = 160;
-  c.intermediate_size = 224;
-  return c;
-}
 
 class CudaLoraVsCpuTest : public ::testing::TestWithParam<std::tuple<bool, DType>> {};
 
@@ -53,7 +38,7 @@ TEST_P(CudaLoraVsCpuTest, MixedAdaptersGiveTheCpuLogits) {
   LLMSERVE_SKIP_WITHOUT_CUDA_DEVICE();
   const auto [gpt2, dtype] = GetParam();
   const double max_nmse = dtype == DType::kBF16 ? 1e-3 : 1e-4;
-  const ModelConfig config = gpt2 ? cuda::testing::Gpt2TestConfig() : LoraLlamaConfig();
+  const ModelConfig config = gpt2 ? cuda::testing::Gpt2TestConfig() : LlamaConfig(2, 2, 64);
   TestModel model(config, 21, "cuda_lora_test");
   const std::vector<testing::AdapterSpec> specs =
       gpt2 ? std::vector<testing::AdapterSpec>{{{"c_attn"}, 8, 16, false, 1},
@@ -148,7 +133,7 @@ INSTANTIATE_TEST_SUITE_P(FamiliesDtypes, CudaLoraVsCpuTest,
 
 TEST(CudaLoraTest, EmptySlotsAndRanksAboveTheLimitAreRefused) {
   LLMSERVE_SKIP_WITHOUT_CUDA_DEVICE();
-  TestModel model(LoraLlamaConfig(), 22, "cuda_lora_test");
+  TestModel model(LlamaConfig(2, 2, 64), 22, "cuda_lora_test");
   auto cuda = CudaBackend::Create(model.Weights(DType::kF32), {.dtype = DType::kBF16,
                                                                .kv_cache_bytes = 4 << 20,
                                                                .max_num_batched_tokens = 64,

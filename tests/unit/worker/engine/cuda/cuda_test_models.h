@@ -18,6 +18,28 @@
 
 namespace llmserve::worker::cuda::testing {
 
+// A small Llama with `kv_heads` KV heads of `group` query heads each, of `head_dim` (64 or 128:
+// the sizes the attention kernels have), and llama3 RoPE scaling.
+inline ModelConfig LlamaConfig(int64_t kv_heads, int64_t group, int64_t head_dim) {
+  ModelConfig c;
+  c.architecture = "LlamaForCausalLM";
+  c.family = ModelFamily::kLlama;
+  c.vocab_size = 301;
+  c.num_layers = 2;
+  c.max_position_embeddings = c.max_model_len = 512;
+  c.eos_token_ids = {0};
+  c.num_kv_heads = kv_heads;
+  c.num_heads = kv_heads * group;
+  c.head_dim = head_dim;
+  c.hidden_size = 160;
+  c.intermediate_size = 224;
+  c.rope_theta = 500000;
+  c.rope_scaling.kind = RopeScaling::Kind::kLlama3;
+  c.rope_scaling.factor = 8;
+  c.rope_scaling.original_max_position_embeddings = 64;
+  return c;
+}
+
 // GPT-2 with head_dim 64 (a size the attention kernels have), biases everywhere, a tied head.
 inline ModelConfig Gpt2TestConfig() {
   ModelConfig c;
