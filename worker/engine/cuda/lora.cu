@@ -22,8 +22,8 @@ __global__ void LoraShrinkKernel(LoraShrinkParams p) {
 }
 
 __global__ void LoraExpandKernel(LoraExpandParams p) {
-  const LoraPair pair = p.pairs[blockIdx.y];
-  const int32_t c = blockIdx.x * kExpandThreads + threadIdx.x;
+  const LoraPair pair = p.pairs[blockIdx.x];
+  const int32_t c = blockIdx.y * kExpandThreads + threadIdx.x;
   if (c >= pair.out) return;
   const float* s = p.s + pair.s_offset;
   float sum = 0.0f;
@@ -45,7 +45,8 @@ cudaError_t LaunchLoraShrink(DeviceDType dtype, const LoraShrinkParams& p, cudaS
 
 cudaError_t LaunchLoraExpand(const LoraExpandParams& p, cudaStream_t stream) {
   if (p.num_pairs == 0 || p.max_out == 0) return cudaSuccess;
-  const dim3 grid((p.max_out + kExpandThreads - 1) / kExpandThreads, p.num_pairs);
+  // Pairs along x (up to 2^31 - 1: a long prefill has many), column chunks along y (a few).
+  const dim3 grid(p.num_pairs, (p.max_out + kExpandThreads - 1) / kExpandThreads);
   LoraExpandKernel<<<grid, kExpandThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }
