@@ -165,17 +165,19 @@ void LoraAdapterManager::Load(LoraAdapterSource source, ChangeDone done) {
         absl::StrCat("no ready worker of model \"", source.base_model,
                      "\" loads LoRA adapters at run time (--allow_runtime_lora_updating)")));
   }
+  absl::Status refused;
   {
     absl::MutexLock lock(&state_->mutex);
     if (state_->sources.contains(source.name)) {
-      return std::move(done)(absl::AlreadyExistsError(
-          absl::StrCat("LoRA adapter \"", source.name, "\" is already loaded")));
-    }
-    if (!state_->changing.insert(source.name).second) {
-      return std::move(done)(absl::FailedPreconditionError(absl::StrCat(
-          "LoRA adapter \"", source.name, "\" is being loaded or unloaded; retry when done")));
+      refused = absl::AlreadyExistsError(
+          absl::StrCat("LoRA adapter \"", source.name, "\" is already loaded"));
+    } else if (!state_->changing.insert(source.name).second) {
+      refused = absl::FailedPreconditionError(absl::StrCat(
+          "LoRA adapter \"", source.name, "\" is being loaded or unloaded; retry when done"));
     }
   }
+  // Answered outside the lock: `done` may do anything.
+  if (!refused.ok()) return std::move(done)(refused);
   auto fanout = std::make_shared<ChangeFanout>();
   {
     absl::MutexLock lock(&fanout->mutex);
@@ -209,20 +211,23 @@ void LoraAdapterManager::Unload(std::string name, ChangeDone done) {
   for (const WorkerStatus& worker : state_->workers->Workers()) {
     if (HasAdapter(worker, name)) targets.push_back(worker.address);
   }
+  absl::Status refused;
+  bool forgotten = false;
   {
     absl::MutexLock lock(&state_->mutex);
     if (targets.empty()) {
-      if (state_->sources.erase(name) > 0) {
-        return std::move(done)(LoraAdapterChangeResult{});
+      forgotten = state_->sources.erase(name) > 0;
+      if (!forgotten) {
+        refused = absl::NotFoundError(absl::StrCat("LoRA adapter \"", name, "\" is not loaded"));
       }
-      return std::move(done)(
-          absl::NotFoundError(absl::StrCat("LoRA adapter \"", name, "\" is not loaded")));
-    }
-    if (!state_->changing.insert(name).second) {
-      return std::move(done)(absl::FailedPreconditionError(absl::StrCat(
-          "LoRA adapter \"", name, "\" is being loaded or unloaded; retry when done")));
+    } else if (!state_->changing.insert(name).second) {
+      refused = absl::FailedPreconditionError(
+          absl::StrCat("LoRA adapter \"", name, "\" is being loaded or unloaded; retry when done"));
     }
   }
+  // Answered outside the lock: `done` may do anything.
+  if (!refused.ok()) return std::move(done)(refused);
+  if (forgotten) return std::move(done)(LoraAdapterChangeResult{});
   auto fanout = std::make_shared<ChangeFanout>();
   {
     absl::MutexLock lock(&fanout->mutex);
