@@ -50,6 +50,7 @@ class RecordingObserver final : public GenerationObserver {
   }
 
   bool WaitDone() { return done_.WaitForNotificationWithTimeout(kPatience); }
+  bool WaitDoneFor(absl::Duration timeout) { return done_.WaitForNotificationWithTimeout(timeout); }
   std::string text() {
     absl::MutexLock lock(&mutex_);
     return text_;
@@ -335,6 +336,40 @@ TEST_F(GenerationTest, ACancelDuringARetryStartsNoNewCall) {
   EXPECT_EQ(observer_->error().code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(fake_.calls_started(), 1u);
   EXPECT_TRUE(fake_.reported_failures().empty());
+}
+
+// A request whose LoRA adapter is being loaded on demand ends at once when cancelled (the load
+// may take up to --lora_load_timeout); the load's later answer starts no call.
+TEST_F(GenerationTest, ACancelWhileItsAdapterLoadsEndsAtOnce) {
+  fake_.AddWorker("r:1", ::llmserve::testing::FakeLoraModelInfo("tiny", 4, {}, true));
+  fake_.SetLoraAnswer([](const ::llmserve::testing::FakeLoraCall&) { return absl::OkStatus(); });
+  LoraAdapterManager manager(&fake_, absl::Seconds(30));
+  absl::Notification loaded;
+  manager.Load({.name = "sql", .path = "/p", .base_model = "tiny"},
+               [&](absl::StatusOr<LoraAdapterChangeResult> result) {
+                 EXPECT_TRUE(result.ok()) << result.status();
+                 loaded.Notify();
+               });
+  ASSERT_TRUE(loaded.WaitForNotificationWithTimeout(kPatience));
+  // The worker lost it; the next load is held.
+  absl::Notification dropped;
+  fake_.UnloadLoraAdapter("r:1", "sql", absl::InfiniteFuture(),
+                          [&](absl::Status) { dropped.Notify(); });
+  ASSERT_TRUE(dropped.WaitForNotificationWithTimeout(kPatience));
+  fake_.SetLoraAnswer(nullptr);
+  PreparedRequest request = Request();
+  request.worker_request.set_lora_adapter("sql");
+  std::shared_ptr<Generation> generation =
+      Generation::Start(&fake_, std::move(request), {.lora_adapters = &manager}, observer_);
+  ASSERT_TRUE(fake_.WaitForLoraCall(2));
+  EXPECT_FALSE(observer_->WaitDoneFor(absl::Milliseconds(50)));
+  generation->Cancel();
+  ASSERT_TRUE(observer_->WaitDone());
+  EXPECT_EQ(observer_->error().code(), absl::StatusCode::kCancelled);
+  fake_.AnswerLoraCall(2, absl::OkStatus());
+  // The answer lands on the fake's delivery thread; a call would follow it there at once.
+  EXPECT_EQ(fake_.WaitForCall(0, absl::Milliseconds(200)), nullptr);
+  EXPECT_EQ(observer_->ends(), 1);
 }
 
 TEST_F(GenerationTest, AStopStringEndsTheRequestAndCancelsTheWorker) {
