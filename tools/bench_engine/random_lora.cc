@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <utility>
 
@@ -12,7 +13,7 @@
 namespace llmserve::tools {
 namespace {
 
-// The module's weight name under a layer, and its [in, out].
+// The module's weight name under a layer ("self_attn.q_proj"), and its [in, out].
 struct ModuleShape {
   std::string path;
   int64_t in = 0;
@@ -20,16 +21,13 @@ struct ModuleShape {
 };
 
 absl::StatusOr<ModuleShape> ShapeOf(const worker::ModelConfig& c, const std::string& module) {
-  const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
-  const int64_t inter = c.intermediate_size;
-  if (module == "q_proj") return ModuleShape{"self_attn.q_proj", h, q};
-  if (module == "k_proj") return ModuleShape{"self_attn.k_proj", h, kv};
-  if (module == "v_proj") return ModuleShape{"self_attn.v_proj", h, kv};
-  if (module == "o_proj") return ModuleShape{"self_attn.o_proj", q, h};
-  if (module == "gate_proj" && c.gated_mlp) return ModuleShape{"mlp.gate_proj", h, inter};
-  if (module == "up_proj") return ModuleShape{"mlp.up_proj", h, inter};
-  if (module == "down_proj") return ModuleShape{"mlp.down_proj", inter, h};
-  return absl::InvalidArgumentError(absl::StrCat("--lora_targets: no module '", module, "'"));
+  const bool mlp = module == "gate_proj" || module == "up_proj" || module == "down_proj";
+  const std::string group = mlp ? "mlp" : "self_attn";
+  const std::optional<worker::LoraPlacement> place = worker::PlaceLoraModule(c, group, module);
+  if (!place.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat("--lora_targets: no module '", module, "'"));
+  }
+  return ModuleShape{absl::StrCat(group, ".", module), place->in, place->out};
 }
 
 std::string FloatBytes(const std::vector<float>& values) {

@@ -30,6 +30,37 @@ void ForwardBatch::AddSequence(const std::vector<int32_t>& tokens, int32_t compu
   lora_slots.push_back(lora_slot);
 }
 
+absl::Status Backend::CheckLoraAdapter(int32_t slot, const LoraAdapter* adapter) const {
+  if (slot < 0 || slot >= max_loras()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("LoRA slot ", slot, " is outside [0, ", max_loras(), ")"));
+  }
+  if (adapter == nullptr) return absl::OkStatus();
+  if (adapter->rank > max_lora_rank()) {
+    return absl::InvalidArgumentError(absl::StrCat("the adapter's rank ", adapter->rank,
+                                                   " is above max_lora_rank ", max_lora_rank()));
+  }
+  if (static_cast<int64_t>(adapter->layers.size()) != config().num_layers) {
+    return absl::InvalidArgumentError(absl::StrCat("the adapter has ", adapter->layers.size(),
+                                                   " layers; the model ", config().num_layers));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Backend::CheckLoraSlots(const ForwardBatch& batch,
+                                     absl::FunctionRef<bool(int32_t slot)> holds_adapter) const {
+  for (int32_t s = 0; s < batch.num_seqs(); ++s) {
+    const int32_t slot = batch.lora_slot(s);
+    if (slot < 0) continue;
+    if (slot >= max_loras() || !holds_adapter(slot)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("forward batch: sequence ", s, " names LoRA slot ", slot,
+                       ", which holds no adapter (", max_loras(), " slots)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Backend::SetLoraAdapter(int32_t, std::shared_ptr<const LoraAdapter>) {
   return absl::UnimplementedError(
       absl::StrCat("the ", name(), " backend does not serve LoRA adapters"));

@@ -20,6 +20,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "worker/model/lora_adapter.h"
@@ -102,6 +103,16 @@ class Backend {
   // Runs the batch. INVALID_ARGUMENT when it is malformed (see ValidateForwardBatch): the engine
   // never sends one, but a bad index would corrupt memory, so every backend checks.
   virtual absl::Status Forward(const ForwardBatch& batch, ForwardOutput* output) = 0;
+
+ protected:
+  // SetLoraAdapter's checks, the same on every backend: INVALID_ARGUMENT for a slot outside
+  // [0, max_loras()), or an adapter (null passes) whose rank is above max_lora_rank() or whose
+  // layer count is not the model's.
+  absl::Status CheckLoraAdapter(int32_t slot, const LoraAdapter* adapter) const;
+  // Forward's: INVALID_ARGUMENT naming the first sequence whose slot is outside [0, max_loras())
+  // or holds no adapter (`holds_adapter(slot)` false).
+  absl::Status CheckLoraSlots(const ForwardBatch& batch,
+                              absl::FunctionRef<bool(int32_t slot)> holds_adapter) const;
 };
 
 // Checks the batch's shape against the model and cache: sizes consistent, at least one token per

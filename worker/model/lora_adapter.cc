@@ -28,41 +28,6 @@ absl::Status ConfigError(absl::string_view field, absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat("adapter_config.json: ", field, " ", problem));
 }
 
-// Where a checkpoint module lands in the backend's fused projections.
-struct Placement {
-  LoraTarget target;
-  int64_t row_offset;
-  int64_t in;
-  int64_t out;
-};
-
-// The placement of module `group`.`module` ("self_attn"/"q_proj", "mlp"/"c_fc", ...) in a model of
-// `c`, or nullopt when the model has no such projection.
-std::optional<Placement> Place(const ModelConfig& c, const std::string& group,
-                               const std::string& module) {
-  const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
-  const int64_t inter = c.intermediate_size;
-  if (c.family == ModelFamily::kGpt2) {
-    if (group == "attn" && module == "c_attn") return Placement{LoraTarget::kQkv, 0, h, q + 2 * kv};
-    if (group == "attn" && module == "c_proj") return Placement{LoraTarget::kO, 0, q, h};
-    if (group == "mlp" && module == "c_fc") return Placement{LoraTarget::kUp, 0, h, inter};
-    if (group == "mlp" && module == "c_proj") return Placement{LoraTarget::kDown, 0, inter, h};
-    return std::nullopt;
-  }
-  if (group == "self_attn") {
-    if (module == "q_proj") return Placement{LoraTarget::kQkv, 0, h, q};
-    if (module == "k_proj") return Placement{LoraTarget::kQkv, q, h, kv};
-    if (module == "v_proj") return Placement{LoraTarget::kQkv, q + kv, h, kv};
-    if (module == "o_proj") return Placement{LoraTarget::kO, 0, q, h};
-  }
-  if (group == "mlp") {
-    if (module == "gate_proj" && c.gated_mlp) return Placement{LoraTarget::kUp, 0, h, inter};
-    if (module == "up_proj") return Placement{LoraTarget::kUp, c.gated_mlp ? inter : 0, h, inter};
-    if (module == "down_proj") return Placement{LoraTarget::kDown, 0, inter, h};
-  }
-  return std::nullopt;
-}
-
 // The module names this family has (for target_modules).
 std::set<std::string> KnownModules(const ModelConfig& c) {
   if (c.family == ModelFamily::kGpt2) return {"c_attn", "c_proj", "c_fc"};
@@ -189,6 +154,33 @@ absl::StatusOr<std::vector<float>> ToFloats(const SafetensorsTensor& tensor) {
 
 }  // namespace
 
+std::optional<LoraPlacement> PlaceLoraModule(const ModelConfig& c, const std::string& group,
+                                             const std::string& module) {
+  const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  const int64_t inter = c.intermediate_size;
+  if (c.family == ModelFamily::kGpt2) {
+    if (group == "attn" && module == "c_attn")
+      return LoraPlacement{LoraTarget::kQkv, 0, h, q + 2 * kv};
+    if (group == "attn" && module == "c_proj") return LoraPlacement{LoraTarget::kO, 0, q, h};
+    if (group == "mlp" && module == "c_fc") return LoraPlacement{LoraTarget::kUp, 0, h, inter};
+    if (group == "mlp" && module == "c_proj") return LoraPlacement{LoraTarget::kDown, 0, inter, h};
+    return std::nullopt;
+  }
+  if (group == "self_attn") {
+    if (module == "q_proj") return LoraPlacement{LoraTarget::kQkv, 0, h, q};
+    if (module == "k_proj") return LoraPlacement{LoraTarget::kQkv, q, h, kv};
+    if (module == "v_proj") return LoraPlacement{LoraTarget::kQkv, q + kv, h, kv};
+    if (module == "o_proj") return LoraPlacement{LoraTarget::kO, 0, q, h};
+  }
+  if (group == "mlp") {
+    if (module == "gate_proj" && c.gated_mlp) return LoraPlacement{LoraTarget::kUp, 0, h, inter};
+    if (module == "up_proj")
+      return LoraPlacement{LoraTarget::kUp, c.gated_mlp ? inter : 0, h, inter};
+    if (module == "down_proj") return LoraPlacement{LoraTarget::kDown, 0, inter, h};
+  }
+  return std::nullopt;
+}
+
 int64_t LoraAdapter::NumParameters() const {
   int64_t total = 0;
   for (const auto& layer : layers) {
@@ -227,7 +219,7 @@ absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadLoraAdapter(const std::string& 
                                                      " is for layer ", name->layer,
                                                      ", but the model has ", base.num_layers));
     }
-    if (!Place(base, name->group, name->module).has_value()) {
+    if (!PlaceLoraModule(base, name->group, name->module).has_value()) {
       return absl::InvalidArgumentError(absl::StrCat("adapter_model.safetensors: ", tensor.name,
                                                      " adapts ", name->group, ".", name->module,
                                                      ", which this model does not have"));
@@ -251,7 +243,7 @@ absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadLoraAdapter(const std::string& 
                                                      " has lora_", pair.first ? "A" : "B",
                                                      " but no lora_", pair.first ? "B" : "A"));
     }
-    const Placement place = *Place(base, group, module);
+    const LoraPlacement place = *PlaceLoraModule(base, group, module);
     const std::vector<int64_t> a_shape = {parsed.rank, place.in};
     const std::vector<int64_t> b_shape = {place.out, parsed.rank};
     if (pair.first->shape != a_shape || pair.second->shape != b_shape) {

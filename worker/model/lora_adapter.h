@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,20 @@ struct LoraAdapter {
   // Floats of A and B in all (what the adapter costs in memory, / 4 bytes).
   int64_t NumParameters() const;
 };
+
+// Where a checkpoint module lands in the backends' fused projections: its target, its first row
+// there, and its [in, out].
+struct LoraPlacement {
+  LoraTarget target;
+  int64_t row_offset;
+  int64_t in;
+  int64_t out;
+};
+
+// The placement of module `group`.`module` ("self_attn"/"q_proj", "mlp"/"c_fc", ...) in a model
+// of `config`, or nullopt when the model has no such projection.
+std::optional<LoraPlacement> PlaceLoraModule(const ModelConfig& config, const std::string& group,
+                                             const std::string& module);
 
 // Reads the adapter in `directory` for a model of `base`, with a rank of at most `max_rank`.
 // NOT_FOUND when a file is missing.

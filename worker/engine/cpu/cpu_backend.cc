@@ -195,17 +195,12 @@ absl::Status CpuBackend::Forward(const ForwardBatch& batch, ForwardOutput* outpu
       token_pos_[t] = batch.num_computed[s] + (t - batch.query_start[s]);
     }
   }
+  LLMSERVE_RETURN_IF_ERROR(
+      CheckLoraSlots(batch, [&](int32_t slot) { return lora_slots_[slot] != nullptr; }));
   for (LoraGroup& group : lora_groups_) group.tokens.clear();
   for (int32_t s = 0; s < batch.num_seqs(); ++s) {
     const int32_t slot = batch.lora_slot(s);
     if (slot < 0) continue;
-    if (slot >= max_loras() || lora_slots_[slot] == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("forward batch: sequence ", s,
-                                                     " names LoRA slot ", slot,
-                                                     ", which holds no "
-                                                     "adapter (",
-                                                     max_loras(), " slots)"));
-    }
     auto group = std::find_if(lora_groups_.begin(), lora_groups_.end(),
                               [slot](const LoraGroup& g) { return g.slot == slot; });
     if (group == lora_groups_.end()) {
@@ -346,20 +341,7 @@ void CpuBackend::Mlp(int layer, const LayerWeights& w, const LayerProjections& p
 }
 
 absl::Status CpuBackend::SetLoraAdapter(int32_t slot, std::shared_ptr<const LoraAdapter> adapter) {
-  if (slot < 0 || slot >= max_loras()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("LoRA slot ", slot, " is outside [0, ", max_loras(), ")"));
-  }
-  if (adapter != nullptr) {
-    if (adapter->rank > max_lora_rank_) {
-      return absl::InvalidArgumentError(absl::StrCat("the adapter's rank ", adapter->rank,
-                                                     " is above max_lora_rank ", max_lora_rank_));
-    }
-    if (static_cast<int64_t>(adapter->layers.size()) != config().num_layers) {
-      return absl::InvalidArgumentError(absl::StrCat("the adapter has ", adapter->layers.size(),
-                                                     " layers; the model ", config().num_layers));
-    }
-  }
+  LLMSERVE_RETURN_IF_ERROR(CheckLoraAdapter(slot, adapter.get()));
   lora_slots_[slot] = std::move(adapter);
   return absl::OkStatus();
 }

@@ -494,21 +494,7 @@ absl::Status CudaBackend::Forward(const ForwardBatch& batch, ForwardOutput* outp
 }
 
 absl::Status CudaBackend::SetLoraAdapter(int32_t slot, std::shared_ptr<const LoraAdapter> adapter) {
-  if (slot < 0 || slot >= max_loras()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("LoRA slot ", slot, " is outside [0, ", max_loras(), ")"));
-  }
-  if (adapter != nullptr) {
-    if (adapter->rank > options_.max_lora_rank) {
-      return absl::InvalidArgumentError(absl::StrCat("the adapter's rank ", adapter->rank,
-                                                     " is above max_lora_rank ",
-                                                     options_.max_lora_rank));
-    }
-    if (static_cast<int64_t>(adapter->layers.size()) != config_.num_layers) {
-      return absl::InvalidArgumentError(absl::StrCat("the adapter has ", adapter->layers.size(),
-                                                     " layers; the model ", config_.num_layers));
-    }
-  }
+  LLMSERVE_RETURN_IF_ERROR(CheckLoraAdapter(slot, adapter.get()));
   LLMSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
   // A step that failed midway may still read the slot's memory.
   LLMSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
@@ -551,18 +537,12 @@ absl::Status CudaBackend::SetLoraAdapter(int32_t slot, std::shared_ptr<const Lor
 absl::Status CudaBackend::StageLora(const ForwardBatch& batch) {
   lora_pair_start_.clear();
   lora_max_out_.clear();
-  bool any = false;
-  for (int32_t s = 0; s < batch.num_seqs(); ++s) {
-    const int32_t slot = batch.lora_slot(s);
-    if (slot < 0) continue;
-    if (slot >= max_loras() || lora_slots_[slot].layers.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("forward batch: sequence ", s, " names LoRA slot ", slot,
-                       ", which holds no adapter (", max_loras(), " slots)"));
-    }
-    any = true;
+  LLMSERVE_RETURN_IF_ERROR(
+      CheckLoraSlots(batch, [&](int32_t slot) { return !lora_slots_[slot].layers.empty(); }));
+  if (std::all_of(batch.lora_slots.begin(), batch.lora_slots.end(),
+                  [](int32_t slot) { return slot < 0; })) {
+    return absl::OkStatus();
   }
-  if (!any) return absl::OkStatus();
   constexpr LoraTarget kTargets[] = {LoraTarget::kQkv, LoraTarget::kO, LoraTarget::kUp,
                                      LoraTarget::kDown};
   std::vector<cuda::LoraPair> pairs;
