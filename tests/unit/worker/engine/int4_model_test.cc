@@ -23,6 +23,7 @@
 #include "tests/unit/worker/engine/random_request_mix.h"
 #include "tests/unit/worker/engine/reference_model.h"
 #include "tests/unit/worker/engine/reference_playback.h"
+#include "tests/unit/worker/engine/small_model_configs.h"
 #include "worker/engine/cpu/cpu_backend.h"
 #include "worker/engine/cpu_engine_builder.h"
 #include "worker/model/model_files.h"
@@ -46,22 +47,13 @@ std::vector<int32_t> Generate(const std::string& dir, bool quantize_lm_head,
                                prompt, max_tokens);
 }
 
-// Every group size used must divide hidden_size (64) and `intermediate` (down_proj's inputs).
+// small_model_configs.h's Llama at hidden 64 (heads of 16) and `intermediate`: every group size
+// used must divide hidden_size and `intermediate` (down_proj's inputs).
 ModelConfig Llama(bool qwen, bool tied, int64_t intermediate) {
-  ModelConfig c;
-  c.architecture = qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
-  c.family = ModelFamily::kLlama;
-  c.vocab_size = 101;
-  c.num_layers = 2;
-  c.max_position_embeddings = c.max_model_len = 96;
-  c.eos_token_ids = {0};
-  c.num_kv_heads = 2;
-  c.num_heads = 4;
+  ModelConfig c = testing::SmallLlama(qwen, tied);
   c.head_dim = 16;
   c.hidden_size = 64;
   c.intermediate_size = intermediate;
-  c.qkv_bias = qwen;
-  c.tied_embeddings = tied;
   return c;
 }
 

@@ -45,21 +45,12 @@ using cuda::testing::TestModel;
 using cuda::testing::Nmse;
 using Method = CheckpointQuantization::Method;
 
-// hidden 160 and intermediate 224: group sizes 8, 16 and 32 divide both.
+// cuda_test_models.h's Llama without RoPE scaling (hidden 160 and intermediate 224: group sizes
+// 8, 16 and 32 divide both); with `qwen`, a Qwen2 (q/k/v biases, a tied head).
 ModelConfig LlamaConfig(int64_t kv_heads, int64_t group, int64_t head_dim, bool qwen) {
-  ModelConfig c;
+  ModelConfig c = cuda::testing::LlamaConfig(kv_heads, group, head_dim);
+  c.rope_scaling = {};
   c.architecture = qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
-  c.family = ModelFamily::kLlama;
-  c.vocab_size = 301;
-  c.num_layers = 2;
-  c.max_position_embeddings = c.max_model_len = 512;
-  c.eos_token_ids = {0};
-  c.num_kv_heads = kv_heads;
-  c.num_heads = kv_heads * group;
-  c.head_dim = head_dim;
-  c.hidden_size = 160;
-  c.intermediate_size = 224;
-  c.rope_theta = 500000;
   c.qkv_bias = qwen;
   c.tied_embeddings = qwen;
   return c;

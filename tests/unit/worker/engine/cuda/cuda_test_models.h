@@ -11,6 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/testing/scoped_temp_dir.h"
+#include "tests/unit/worker/engine/small_model_configs.h"
 #include "worker/model/model_config.h"
 #include "worker/model/model_files.h"
 #include "worker/model/model_weights.h"
@@ -40,25 +41,16 @@ inline ModelConfig LlamaConfig(int64_t kv_heads, int64_t group, int64_t head_dim
   return c;
 }
 
-// GPT-2 with head_dim 64 (a size the attention kernels have), biases everywhere, a tied head.
+// small_model_configs.h's GPT-2 (biases everywhere, a tied head) at head_dim 64 (a size the
+// attention kernels have): 2 heads, hidden 128.
 inline ModelConfig Gpt2TestConfig() {
-  ModelConfig c;
-  c.architecture = "GPT2LMHeadModel";
-  c.family = ModelFamily::kGpt2;
+  ModelConfig c = worker::testing::SmallGpt2();
   c.vocab_size = 257;
-  c.num_layers = 2;
   c.max_position_embeddings = c.max_model_len = 512;
-  c.eos_token_ids = {0};
   c.num_heads = c.num_kv_heads = 2;
   c.head_dim = 64;
   c.hidden_size = 128;
   c.intermediate_size = 512;
-  c.norm = NormKind::kLayerNorm;
-  c.activation = Activation::kGeluTanh;
-  c.gated_mlp = false;
-  c.position = PositionKind::kLearned;
-  c.qkv_bias = c.o_bias = c.mlp_bias = c.norm_bias = true;
-  c.tied_embeddings = true;
   return c;
 }
 
