@@ -27,6 +27,12 @@
 // path (CPU only, quantized_dot.h); AWQ/GPTQ checkpoints run their 4-bit projections on both
 // backends. The JSON lines say which ran.
 //
+// --profile (CPU only) adds, after each batch size's line, a line with "kind": "profile": where the
+// decode steps' time went (cpu/forward_profile.h): per phase of the forward pass its milliseconds
+// per step, share of the step and, for projections, the weight bytes per step and the GB/s they
+// were read at; the thread pool's loops per step and the calling thread's wait for the other
+// threads in them; and the time per step outside Forward (the benchmark's argmax).
+//
 // --lora_adapters=0,1,4,16 (CPU only) runs every batch size once per count: each sequence's
 // projections add the delta of adapter (sequence index mod count), unmerged, as a worker serves
 // them (0: the base model alone, in the same process for a fair ratio). The adapters are random,
@@ -90,6 +96,9 @@ ABSL_FLAG(std::string, lora_adapters, "",
 ABSL_FLAG(int, lora_rank, 16, "the benchmark adapters' rank");
 ABSL_FLAG(std::string, lora_targets, "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj",
           "the modules the benchmark adapters adapt");
+ABSL_FLAG(bool, profile, false,
+          "CPU only: after each batch size, a JSON line with the decode steps' time per phase of "
+          "the forward pass");
 ABSL_FLAG(bool, quantized_activations, false,
           "with int8 or a 4-bit checkpoint: batches of up to 16 tokens quantize activations to "
           "int8 per block and multiply with integer dot products; CPU only");
@@ -126,8 +135,9 @@ int32_t Argmax(const float* logits, int64_t n) {
 // Prefills `batch` random prompts then decodes gen_len steps. Blocks are handed out
 // sequentially: sequence s owns blocks [s * per_seq, (s + 1) * per_seq).
 // `adapters` > 0: sequence s runs the adapter in slot s % adapters.
+// `profiled`: the CPU backend to profile the decode steps of (null: none).
 Result RunOnce(Backend& backend, int batch, int prompt_len, int gen_len, int max_tokens,
-               int adapters = 0) {
+               int adapters = 0, llmserve::worker::CpuBackend* profiled = nullptr) {
   const auto slot = [adapters](int s) { return adapters > 0 ? s % adapters : -1; };
   const int32_t bs = backend.block_size();
   const int32_t per_seq = (prompt_len + gen_len + bs - 1) / bs;
@@ -172,6 +182,10 @@ Result RunOnce(Backend& backend, int batch, int prompt_len, int gen_len, int max
     while (s < batch && done[s] == prompt_len) ++s;
   }
   result.prefill_s = Seconds(start);
+  if (profiled != nullptr) {
+    profiled->ResetProfile();
+    profiled->EnableProfile(true);
+  }
   start = std::chrono::steady_clock::now();
   for (int step = 0; step < gen_len; ++step) {
     fb.Clear();
@@ -189,7 +203,46 @@ Result RunOnce(Backend& backend, int batch, int prompt_len, int gen_len, int max
     for (int s = 0; s < batch; ++s) next[s] = Argmax(out.LastRow(s), vocab);
   }
   result.decode_s = Seconds(start);
+  if (profiled != nullptr) profiled->EnableProfile(false);
   return result;
+}
+
+// The "kind": "profile" JSON line of --profile (the top of this file), and a table on stderr.
+void PrintProfile(const llmserve::worker::cpu::ForwardProfile& p, int batch, const Result& r) {
+  using llmserve::worker::cpu::ForwardPhase;
+  const double steps = std::max<int64_t>(p.forwards, 1);
+  const double forward_ms = p.forward_nanos / 1e6 / steps;
+  std::string phases;
+  std::fprintf(stderr, "  %-14s %9s %6s %10s %7s\n", "phase", "ms/step", "share", "MB/step",
+               "GB/s");
+  double accounted_ms = 0;
+  for (int i = 0; i < llmserve::worker::cpu::kNumForwardPhases; ++i) {
+    const double ms = p.nanos[i] / 1e6 / steps;
+    const double mb = p.weight_bytes[i] / 1e6 / steps;
+    accounted_ms += ms;
+    const std::string name(ForwardPhaseName(static_cast<ForwardPhase>(i)));
+    const double gb_s = ms > 0 ? mb / ms : 0;
+    absl::StrAppendFormat(&phases,
+                          "%s\"%s\": {\"ms_per_step\": %.4f, \"share\": %.4f, "
+                          "\"weight_bytes_per_step\": %.0f, \"gb_s\": %.2f}",
+                          phases.empty() ? "" : ", ", name, ms,
+                          forward_ms > 0 ? ms / forward_ms : 0, p.weight_bytes[i] / steps, gb_s);
+    std::fprintf(stderr, "  %-14s %9.3f %5.1f%% %10.1f %7.2f\n", name.c_str(), ms,
+                 forward_ms > 0 ? 100 * ms / forward_ms : 0, mb, gb_s);
+  }
+  const double outside_ms = (r.decode_s - r.decode_forward_s) * 1e3 / steps;
+  const double loops = p.pool_loops / steps, wait_ms = p.pool_wait_nanos / 1e6 / steps;
+  std::printf(
+      "{\"kind\": \"profile\", \"batch\": %d, \"steps\": %lld, \"forward_ms_per_step\": %.4f, "
+      "\"unaccounted_ms_per_step\": %.4f, \"outside_forward_ms_per_step\": %.4f, "
+      "\"pool_loops_per_step\": %.1f, \"pool_wait_ms_per_step\": %.4f, \"phases\": {%s}}\n",
+      batch, static_cast<long long>(p.forwards), forward_ms, forward_ms - accounted_ms, outside_ms,
+      loops, wait_ms, phases.c_str());
+  std::fflush(stdout);
+  std::fprintf(stderr,
+               "  forward %.3f ms/step (%.3f unaccounted), outside forward %.3f ms/step; %.1f pool "
+               "loops/step, caller waited %.3f ms/step in them\n",
+               forward_ms, forward_ms - accounted_ms, outside_ms, loops, wait_ms);
 }
 
 }  // namespace
@@ -248,6 +301,9 @@ int main(int argc, char** argv) {
   if (lora && (lora_rank < 1 || lora_rank > llmserve::worker::kMaxLoraRank)) {
     return Fail("--lora_rank must be in [1, 512]");
   }
+  if (absl::GetFlag(FLAGS_profile) && absl::GetFlag(FLAGS_backend) != "cpu") {
+    return Fail("--profile runs on the CPU backend only");
+  }
   if (lora && absl::GetFlag(FLAGS_backend) != "cpu") {
     return Fail("--lora_adapters runs on the CPU backend only (no CUDA LoRA kernels yet)");
   }
@@ -278,6 +334,7 @@ int main(int argc, char** argv) {
       static_cast<int64_t>(max_batch) * ((prompt_len + gen_len + block_size - 1) / block_size);
   const std::string backend_name = absl::GetFlag(FLAGS_backend);
   std::unique_ptr<Backend> backend;
+  llmserve::worker::CpuBackend* profiled = nullptr;  // --profile
   int threads = 0;
   int64_t weight_bytes = static_cast<int64_t>((*weights)->SizeBytes());
   if (backend_name == "cpu") {
@@ -306,6 +363,7 @@ int main(int argc, char** argv) {
       }
     }
     threads = (*cpu)->num_threads();
+    if (absl::GetFlag(FLAGS_profile)) profiled = cpu->get();
     weight_bytes = (*cpu)->weight_bytes();
     backend = *std::move(cpu);
   } else if (backend_name == "cuda") {
@@ -345,7 +403,8 @@ int main(int argc, char** argv) {
   for (int batch : batches) {
     double base_decode_tok_s = 0;
     for (int adapters : lora_counts) {
-      const Result r = RunOnce(*backend, batch, prompt_len, gen_len, max_tokens, adapters);
+      const Result r =
+          RunOnce(*backend, batch, prompt_len, gen_len, max_tokens, adapters, profiled);
       const double prefill_tok_s = batch * static_cast<double>(prompt_len) / r.prefill_s;
       const double decode_tok_s = batch * static_cast<double>(gen_len) / r.decode_s;
       if (adapters == 0) base_decode_tok_s = decode_tok_s;
@@ -375,6 +434,7 @@ int main(int argc, char** argv) {
                    std::string(llmserve::worker::DTypeName(*dtype)).c_str(), prefill_tok_s,
                    decode_tok_s,
                    lora ? absl::StrFormat("  (%d LoRA adapters)", adapters).c_str() : "");
+      if (profiled != nullptr) PrintProfile(profiled->profile(), batch, r);
     }
   }
   return 0;

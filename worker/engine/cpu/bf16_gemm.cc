@@ -62,6 +62,7 @@ LLMSERVE_TARGET_AVX512BF16 inline void OneRow(const uint16_t* x, int64_t k, cons
   const __mmask32 all = ~__mmask32{0};
   int64_t c = 0;
   for (; c + 64 <= k; c += 64) {
+    PrefetchStream<64 * 2>(w + c);  // rows lie one after the other: past this one, the next
     const __m512bh w0 = Load32(w, c, all), w1 = Load32(w, c + 32, all);
 #pragma GCC unroll 8
     for (int i = 0; i < MX; ++i) {

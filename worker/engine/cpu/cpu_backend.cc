@@ -184,6 +184,10 @@ CpuBackend::CpuBackend(std::unique_ptr<ModelWeights> weights, const CpuBackendOp
 
 absl::Status CpuBackend::Forward(const ForwardBatch& batch, ForwardOutput* output) {
   LLMSERVE_RETURN_IF_ERROR(ValidateForwardBatch(batch, config(), block_size(), num_kv_blocks()));
+  const int64_t forward_start = profiling_ ? cpu::ProfileClockNanos() : 0;
+  const int64_t loops_before = pool_.loops_measured();
+  const int64_t wait_before = pool_.wait_nanos_measured();
+  mark_nanos_ = forward_start;
   const ModelConfig& c = config();
   const int64_t tokens = batch.num_tokens();
   const int64_t qkv_width = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
@@ -223,9 +227,21 @@ absl::Status CpuBackend::Forward(const ForwardBatch& batch, ForwardOutput* outpu
   mlp_act_.resize(tokens * c.intermediate_size);
 
   Embed(batch);
+  Mark(cpu::ForwardPhase::kEmbed);
   for (int layer = 0; layer < c.num_layers; ++layer) RunLayer(layer, batch);
   ComputeLogits(batch, output);
+  if (profiling_) {
+    ++profile_.forwards;
+    profile_.forward_nanos += cpu::ProfileClockNanos() - forward_start;
+    profile_.pool_loops += pool_.loops_measured() - loops_before;
+    profile_.pool_wait_nanos += pool_.wait_nanos_measured() - wait_before;
+  }
   return absl::OkStatus();
+}
+
+void CpuBackend::EnableProfile(bool on) {
+  profiling_ = on;
+  pool_.set_measure_waits(on);
 }
 
 void CpuBackend::Embed(const ForwardBatch& batch) {
@@ -259,12 +275,19 @@ void CpuBackend::RunLayer(int layer, const ForwardBatch& batch) {
     cpu::Norm(c.norm, hidden_.data() + begin * h, w.attn_norm_weight.data_as<float>(),
               BiasOrNull(w.attn_norm_bias), eps, end - begin, h, normed_.data() + begin * h);
   });
-  matmul_.Run(normed_.data(), tokens, projections_[layer].qkv, qkv_.data());
+  Mark(cpu::ForwardPhase::kNorm);
+  const LayerProjections& projections = projections_[layer];
+  matmul_.Run(normed_.data(), tokens, projections.qkv, qkv_.data());
+  Mark(cpu::ForwardPhase::kQkv, projections.qkv.SizeBytes());
   const int64_t qkv_width = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
   ApplyLora(layer, LoraTarget::kQkv, normed_.data(), h, qkv_.data(), qkv_width);
+  Mark(cpu::ForwardPhase::kLora);
   Attention(layer, batch);
-  matmul_.Run(attn_out_.data(), tokens, projections_[layer].o, proj_.data());
+  Mark(cpu::ForwardPhase::kAttention);
+  matmul_.Run(attn_out_.data(), tokens, projections.o, proj_.data());
+  Mark(cpu::ForwardPhase::kO, projections.o.SizeBytes());
   ApplyLora(layer, LoraTarget::kO, attn_out_.data(), c.num_heads * c.head_dim, proj_.data(), h);
+  Mark(cpu::ForwardPhase::kLora);
   pool_.ParallelFor(tokens, [&](int, int64_t begin, int64_t end) {
     if (!w.o_bias.empty())
       cpu::AddBias(proj_.data() + begin * h, BiasOrNull(w.o_bias), end - begin, h);
@@ -272,7 +295,8 @@ void CpuBackend::RunLayer(int layer, const ForwardBatch& batch) {
     cpu::Norm(c.norm, hidden_.data() + begin * h, w.mlp_norm_weight.data_as<float>(),
               BiasOrNull(w.mlp_norm_bias), eps, end - begin, h, normed_.data() + begin * h);
   });
-  Mlp(layer, w, projections_[layer], tokens);
+  Mark(cpu::ForwardPhase::kNorm);
+  Mlp(layer, w, projections, tokens);
 }
 
 void CpuBackend::Attention(int layer, const ForwardBatch& batch) {
@@ -319,7 +343,9 @@ void CpuBackend::Mlp(int layer, const LayerWeights& w, const LayerProjections& p
   const int64_t h = c.hidden_size, inter = c.intermediate_size;
   const int64_t up_width = c.gated_mlp ? 2 * inter : inter;
   matmul_.Run(normed_.data(), tokens, projections.up, mlp_up_.data());
+  Mark(cpu::ForwardPhase::kMlpUp, projections.up.SizeBytes());
   ApplyLora(layer, LoraTarget::kUp, normed_.data(), h, mlp_up_.data(), up_width);
+  Mark(cpu::ForwardPhase::kLora);
   pool_.ParallelFor(tokens, [&](int, int64_t begin, int64_t end) {
     float* up = mlp_up_.data() + begin * up_width;
     if (!w.up_bias.empty()) cpu::AddBias(up, w.up_bias.data_as<float>(), end - begin, up_width);
@@ -330,14 +356,18 @@ void CpuBackend::Mlp(int layer, const LayerWeights& w, const LayerProjections& p
       std::memcpy(mlp_act_.data() + begin * inter, up, (end - begin) * inter * sizeof(float));
     }
   });
+  Mark(cpu::ForwardPhase::kActivation);
   matmul_.Run(mlp_act_.data(), tokens, projections.down, proj_.data());
+  Mark(cpu::ForwardPhase::kMlpDown, projections.down.SizeBytes());
   ApplyLora(layer, LoraTarget::kDown, mlp_act_.data(), inter, proj_.data(), h);
+  Mark(cpu::ForwardPhase::kLora);
   pool_.ParallelFor(tokens, [&](int, int64_t begin, int64_t end) {
     if (!w.down_bias.empty()) {
       cpu::AddBias(proj_.data() + begin * h, w.down_bias.data_as<float>(), end - begin, h);
     }
     cpu::Add(hidden_.data() + begin * h, proj_.data() + begin * h, (end - begin) * h);
   });
+  Mark(cpu::ForwardPhase::kNorm);
 }
 
 absl::Status CpuBackend::SetLoraAdapter(int32_t slot, std::shared_ptr<const LoraAdapter> adapter) {
@@ -448,9 +478,14 @@ void CpuBackend::ComputeLogits(const ForwardBatch& batch, ForwardOutput* output)
   const int64_t num_rows = static_cast<int64_t>(rows.size());
   output->vocab_size = c.vocab_size;
   output->logits.resize(num_rows * c.vocab_size);
-  if (num_rows == 0) return;
+  if (num_rows == 0) {
+    Mark(cpu::ForwardPhase::kFinalNorm);
+    return;
+  }
   final_norm(rows, normed_.data());
+  Mark(cpu::ForwardPhase::kFinalNorm);
   matmul_.Run(normed_.data(), num_rows, lm_head_, output->logits.data());
+  Mark(cpu::ForwardPhase::kLmHead, lm_head_.SizeBytes());
 }
 
 }  // namespace llmserve::worker

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "worker/engine/backend.h"
 #include "worker/engine/cpu/aligned_vector.h"
+#include "worker/engine/cpu/forward_profile.h"
 #include "worker/engine/cpu/matmul.h"
 #include "worker/engine/cpu/paged_attention.h"
 #include "worker/engine/cpu/parallel_for_pool.h"
@@ -86,6 +87,12 @@ class CpuBackend final : public Backend {
   // Bytes of the weights as the backend holds them (packed, quantized): what a decode step reads.
   int64_t weight_bytes() const { return weight_bytes_; }
 
+  // Profiling (forward_profile.h): off by default. While on, each Forward adds its phases' times
+  // to profile(); ResetProfile starts over.
+  void EnableProfile(bool on);
+  const cpu::ForwardProfile& profile() const { return profile_; }
+  void ResetProfile() { profile_ = {}; }
+
   // Bytes one KV block of `block_size` tokens takes for `config` (K and V of every layer), so that
   // callers can size kv_cache_bytes for a number of tokens.
   static int64_t KvBytesPerBlock(const ModelConfig& config, int32_t block_size);
@@ -108,6 +115,14 @@ class CpuBackend final : public Backend {
   // per adapter of the step, its tokens as one group (cpu/lora_kernels.h).
   void ApplyLora(int layer, LoraTarget target, const float* x, int64_t x_width, float* y,
                  int64_t y_width);
+  // Profiling: the time since the previous mark goes to `phase` (and `weight_bytes` to its bytes).
+  void Mark(cpu::ForwardPhase phase, int64_t weight_bytes = 0) {
+    if (!profiling_) return;
+    const int64_t now = cpu::ProfileClockNanos();
+    profile_.nanos[static_cast<int>(phase)] += now - mark_nanos_;
+    profile_.weight_bytes[static_cast<int>(phase)] += weight_bytes;
+    mark_nanos_ = now;
+  }
 
   // Norms, biases and the untied embedding table; the projections have moved out into
   // projections_ and lm_head_.
@@ -159,6 +174,10 @@ class CpuBackend final : public Backend {
   cpu::AlignedVector<float> mlp_up_;        // [tokens, 2 * intermediate] or [tokens, intermediate]
   cpu::AlignedVector<float> mlp_act_;       // [tokens, intermediate]
   std::vector<std::vector<float>> scores_;  // per thread [max_model_len]
+
+  bool profiling_ = false;
+  cpu::ForwardProfile profile_;
+  int64_t mark_nanos_ = 0;
 };
 
 }  // namespace llmserve::worker

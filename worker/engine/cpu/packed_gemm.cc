@@ -71,6 +71,18 @@ int Log2(int64_t width) { return width == 1 ? 0 : width == 2 ? 1 : width == 4 ? 
 // ---- AVX-512: the panel's 32 outputs in two vectors per row; 2 x 8 accumulators at most.
 
 template <Elem kType>
+constexpr int64_t ElementBytes() {
+  return kType == Elem::kF32 ? 4 : kType == Elem::kF16 ? 2 : 1;
+}
+
+// PrefetchStream for `columns` columns of a 32-row panel of kType from column offset `offset`.
+template <Elem kType, int kColumns>
+inline void PrefetchColumns(const void* panel, int64_t offset) {
+  PrefetchStream<kColumns * kPanel * ElementBytes<kType>()>(static_cast<const char*>(panel) +
+                                                            offset * ElementBytes<kType>());
+}
+
+template <Elem kType>
 LLMSERVE_TARGET_AVX512 inline __m512 Load16(const void* panel, int64_t offset) {
   if constexpr (kType == Elem::kF32) {
     return _mm512_loadu_ps(static_cast<const float*>(panel) + offset);
@@ -105,6 +117,7 @@ LLMSERVE_TARGET_AVX512 void BlockAvx512(const float* x, int64_t k, const void* p
   }
   int64_t c = 0;
   for (; c + kSets <= k; c += kSets) {
+    PrefetchColumns<kType, kSets>(panel, c * kPanel);
 #pragma GCC unroll 2
     for (int set = 0; set < kSets; ++set) {
       const __m512 w0 = Load16<kType>(panel, (c + set) * kPanel);
@@ -176,6 +189,8 @@ LLMSERVE_TARGET_AVX2 void BlockAvx2(const float* x, int64_t k, const void* panel
 #pragma GCC unroll 4
     for (int i = 0; i < kWidth; ++i) acc0[i] = acc1[i] = _mm256_setzero_ps();
     for (int64_t c = 0; c < k; ++c) {
+      // The first half's pass reads every line of the panel; the second finds them in cache.
+      if (half == 0) PrefetchColumns<kType, 1>(panel, c * kPanel);
       const __m256 w0 = Load8<kType>(panel, c * kPanel + half * 16);
       const __m256 w1 = Load8<kType>(panel, c * kPanel + half * 16 + 8);
       const float* xc = x + c * kWidth;
@@ -312,6 +327,7 @@ LLMSERVE_TARGET_AVX512 void BlockInt4Avx512(const float* x, int64_t k, const uin
     const int64_t c1 = c0 + group_size;
     int64_t c = c0;
     for (; c + kSets <= c1; c += kSets) {
+      PrefetchStream<16 * kSets>(panel + c * 16);
 #pragma GCC unroll 2
       for (int set = 0; set < kSets; ++set) {
         Int4ColumnAvx512<kWidth>(panel, x, c + set, acc_a[set], acc_b[set]);
@@ -396,6 +412,7 @@ LLMSERVE_TARGET_AVX2 void BlockInt4Avx2(const float* x, int64_t k, const uint8_t
         for (int i = 0; i < kWidth; ++i) acc[v][i] = _mm256_setzero_ps();
       }
       for (int64_t c = c0; c < c0 + group_size; ++c) {
+        if (first_half == 0) PrefetchStream<16>(panel + c * 16);
         __m256 q[kVectors];
 #pragma GCC unroll 2
         for (int h = 0; h < kHalves; ++h) {

@@ -63,6 +63,7 @@ ParallelForPool::~ParallelForPool() {
 
 void ParallelForPool::ParallelFor(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn) {
   if (n <= 0) return;
+  if (measure_waits_) ++loops_measured_;
   const int threads = num_threads();
   if (threads == 1 || n == 1) {
     fn(0, 0, n);
@@ -81,7 +82,9 @@ void ParallelForPool::ParallelFor(int64_t n, const std::function<void(int, int64
   }
   const auto [begin, end] = Range(n, threads, 0);
   if (begin < end) fn(0, begin, end);
+  const int64_t wait_start = measure_waits_ ? NowNanos() : 0;
   AwaitWorkers(/*workers_were_spinning=*/!woke_sleepers);
+  if (measure_waits_) wait_nanos_measured_ += NowNanos() - wait_start;
   task_ = nullptr;
 }
 

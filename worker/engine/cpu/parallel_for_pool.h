@@ -47,6 +47,13 @@ class ParallelForPool {
   // per-thread scratch space.
   void ParallelFor(int64_t n, const std::function<void(int, int64_t, int64_t)>& fn);
 
+  // Counting for profiles (forward_profile.h), off by default: loops run, and the calling thread's
+  // nanoseconds between finishing its own range and every worker finishing theirs. Read and set
+  // by the calling thread only.
+  void set_measure_waits(bool on) { measure_waits_ = on; }
+  int64_t loops_measured() const { return loops_measured_; }
+  int64_t wait_nanos_measured() const { return wait_nanos_measured_; }
+
  private:
   void WorkerLoop(int index);
   // kSpin, or 0 while spinning is off after contention.
@@ -71,6 +78,9 @@ class ParallelForPool {
   std::atomic<bool> caller_sleeping_{false};
   // steady_clock nanoseconds until which nobody spins.
   std::atomic<int64_t> no_spin_until_ns_{0};
+  bool measure_waits_ = false;
+  int64_t loops_measured_ = 0;
+  int64_t wait_nanos_measured_ = 0;
   absl::Mutex mutex_;
   absl::CondVar wake_;
   absl::CondVar done_;

@@ -25,6 +25,23 @@
 
 namespace llmserve::worker::cpu {
 
+// How far ahead of its loads a weight-streaming kernel asks for cache lines. Decode reads every
+// weight once per step, each thread its own contiguous panels front to back (panels lie one after
+// the other, so prefetching past a panel's end fetches the next one). The hardware prefetcher alone
+// kept too few lines in flight: on the 2-core AVX-512 VM of docs/engine.md, f16 batch-1 decode
+// read 13-15 GB/s of the 20 measured; with 2 KiB ahead 18-19, with 4 KiB as much or more (512
+// bytes: no gain).
+inline constexpr int64_t kStreamPrefetchBytes = 4096;
+
+// Prefetches into L1 the lines of [p + kStreamPrefetchBytes, + kBytes): a kernel calls it once
+// per kBytes of weights it consumes, with p where those bytes start.
+template <int64_t kBytes>
+inline void PrefetchStream(const void* p) {
+  const char* at = static_cast<const char*>(p) + kStreamPrefetchBytes;
+#pragma GCC unroll 4
+  for (int64_t line = 0; line < kBytes; line += 64) _mm_prefetch(at + line, _MM_HINT_T0);
+}
+
 // e^x for x <= 0, within 1.2 ulp on (-87, 0] (checked against double
 // exp): x = n ln2 + r with |r| <= ln2 / 2, e^r from Cephes' expf polynomial, then scaled by 2^n
 // (vscalefps, which goes smoothly to 0 below the normal range).

@@ -43,6 +43,8 @@ LLMSERVE_TARGET_AVX512 inline void RowAvx512(const float* x, int64_t k, const vo
   for (int i = 0; i < M; ++i) acc0[i] = acc1[i] = _mm512_setzero_ps();
   int64_t c = 0;
   for (; c + 32 <= k; c += 32) {
+    // Rows lie one after the other: past this one, the next.
+    PrefetchStream<32 * 2>(static_cast<const uint16_t*>(w) + c);
     const __m512 w0 = Load16<kType>(w, c, kAll);
     const __m512 w1 = Load16<kType>(w, c + 16, kAll);
 #pragma GCC unroll 8
@@ -105,6 +107,7 @@ LLMSERVE_TARGET_AVX2 inline void RowAvx2(const float* x, int64_t k, const void* 
   for (int i = 0; i < M; ++i) acc0[i] = acc1[i] = _mm256_setzero_ps();
   int64_t c = 0;
   for (; c + 16 <= k; c += 16) {
+    if (c % 32 == 0) PrefetchStream<64>(static_cast<const uint16_t*>(w) + c);
     const __m256 w0 = Load8<kType>(w, c);
     const __m256 w1 = Load8<kType>(w, c + 8);
 #pragma GCC unroll 8

@@ -217,6 +217,78 @@ TEST(CpuBackendTest, SequencesShareBlocksWrittenInTheSameForwardPass) {
   ExpectClose(output.LastRow(1), reference_b.back(), "shared in the same step");
 }
 
+// The profile accounts for each decode step's time by phase, and each projection's weights once
+// per layer per step; it counts nothing until enabled and after it is disabled.
+TEST(CpuBackendTest, ProfileSplitsForwardTimeByPhaseAndCountsWeightBytes) {
+  std::mt19937 rng(21);
+  ModelConfig config = RandomConfig(rng, /*gpt2=*/false);
+  config.num_layers = 2;
+  const ::llmserve::testing::ScopedTempDir temp("cpu_backend_profile");
+  ASSERT_TRUE(WriteRandomModel(config, {.seed = 3, .scale = 0.3f}, temp.path()).ok());
+  auto files = ModelFiles::Open(temp.path());
+  ASSERT_TRUE(files.ok());
+  auto weights = LoadModelWeights(**files, config, DType::kF32);
+  ASSERT_TRUE(weights.ok());
+  auto backend =
+      CpuBackend::Create(*std::move(weights), {.kv_cache_bytes = 1 << 20, .num_threads = 2});
+  ASSERT_TRUE(backend.ok());
+  ForwardBatch batch;
+  ForwardOutput output;
+  batch.AddSequence({1, 2, 3}, 0, {0});
+  ASSERT_TRUE((*backend)->Forward(batch, &output).ok());
+  EXPECT_EQ((*backend)->profile().forwards, 0);
+
+  (*backend)->EnableProfile(true);
+  for (int32_t step = 0; step < 3; ++step) {
+    batch.Clear();
+    batch.AddSequence({4 + step}, 3 + step, {0});
+    ASSERT_TRUE((*backend)->Forward(batch, &output).ok());
+  }
+  (*backend)->EnableProfile(false);
+  batch.Clear();
+  batch.AddSequence({9}, 6, {0});
+  ASSERT_TRUE((*backend)->Forward(batch, &output).ok());
+
+  const cpu::ForwardProfile& profile = (*backend)->profile();
+  EXPECT_EQ(profile.forwards, 3);
+  int64_t phase_nanos = 0;
+  for (int i = 0; i < cpu::kNumForwardPhases; ++i) {
+    EXPECT_GE(profile.nanos[i], 0) << ForwardPhaseName(static_cast<cpu::ForwardPhase>(i));
+    phase_nanos += profile.nanos[i];
+  }
+  // The marks tile the pass: the phases add up to the whole but for the clock read that starts it.
+  EXPECT_GT(profile.forward_nanos, 0);
+  EXPECT_LE(phase_nanos, profile.forward_nanos);
+  EXPECT_GT(profile.nanos[static_cast<int>(cpu::ForwardPhase::kAttention)], 0);
+  EXPECT_GT(profile.nanos[static_cast<int>(cpu::ForwardPhase::kLmHead)], 0);
+  // f32 weights, packed as held: rows x cols x 4 bytes, padded to whole panels of 32 rows.
+  const auto packed_bytes = [](int64_t rows, int64_t cols) {
+    return (rows + 31) / 32 * 32 * cols * 4;
+  };
+  const int64_t h = config.hidden_size, d = config.head_dim;
+  const int64_t qkv_rows = (config.num_heads + 2 * config.num_kv_heads) * d;
+  const auto bytes = [&](cpu::ForwardPhase phase) {
+    return profile.weight_bytes[static_cast<int>(phase)];
+  };
+  EXPECT_EQ(bytes(cpu::ForwardPhase::kQkv), 3 * config.num_layers * packed_bytes(qkv_rows, h));
+  EXPECT_EQ(bytes(cpu::ForwardPhase::kO),
+            3 * config.num_layers * packed_bytes(h, config.num_heads * d));
+  EXPECT_EQ(bytes(cpu::ForwardPhase::kMlpUp),
+            3 * config.num_layers * packed_bytes(2 * config.intermediate_size, h));
+  EXPECT_EQ(bytes(cpu::ForwardPhase::kMlpDown),
+            3 * config.num_layers * packed_bytes(h, config.intermediate_size));
+  EXPECT_EQ(bytes(cpu::ForwardPhase::kLmHead), 3 * packed_bytes(config.vocab_size, h));
+  EXPECT_EQ(bytes(cpu::ForwardPhase::kAttention), 0);
+  // Two threads: the step's loops went through the pool (the norms of one token run inline and
+  // count as loops too).
+  EXPECT_GE(profile.pool_loops, 3 * config.num_layers);
+  EXPECT_GE(profile.pool_wait_nanos, 0);
+
+  (*backend)->ResetProfile();
+  EXPECT_EQ((*backend)->profile().forwards, 0);
+  EXPECT_EQ((*backend)->profile().weight_bytes[static_cast<int>(cpu::ForwardPhase::kQkv)], 0);
+}
+
 TEST(CpuBackendTest, RejectsMalformedBatchesAndBudgets) {
   std::mt19937 rng(5);
   const ModelConfig config = RandomConfig(rng, /*gpt2=*/true);
