@@ -12,23 +12,27 @@
 #      roofline);
 #   2. writes the models once (kept between runs): small-f16 (llmserve-make-model --dtype f16)
 #      and small-awq (--quantize awq, 4-bit, group 64); converts small-f16 to GGUF F16 with
-#      safetensors_to_gguf.py and quantizes it to Q8_0 and Q4_0 with llama-quantize (whose
+#      safetensors_to_gguf.py and makes BF16, Q8_0 and Q4_0 of it with llama-quantize (whose
 #      default rules choose the type of the tied token_embd/output matrix: see the model lines);
 #   3. runs ROUNDS alternating rounds; each round runs every configuration once:
 #        llama.cpp (llama-bench, one repetition): prefill `-p 512 -n 0`, decode `-p 0 -n 64 -d 128`
 #          (64 tokens after a 128-token context, as llmserve's decode run) for F16, Q8_0, Q4_0;
 #          a llama-bench without `-d` (before llama.cpp added it, e.g. c392e50) decodes with
 #          llama-batched-bench `-npp 128 -ntg 64 -npl 1` instead, the same measurement;
+#          for F16, BF16, Q8_0 and Q4_0;
 #        llmserve (llmserve-bench-engine): decode `--batch 1 --prompt-len 128 --gen-len 64`,
-#          prefill `--batch 1 --prompt-len 512 --gen-len 1`, for f16, int8 with the LM head,
-#          AWQ (head f16) and AWQ with an int8 head, and the last two of those with
-#          --quantized-activations (integer dot products at batches up to 16, "+qa");
-#        with --batched also batch 4 and 32 decode: llmserve `--batch 4,32 --prompt-len 128
-#          --gen-len 32` and llama-batched-bench `-npp 128 -ntg 32 -npl 1,4,32`.
+#          prefill `--batch 1 --prompt-len 512 --gen-len 1`, for f16, bf16, int8 with the LM
+#          head, AWQ (head f16) and AWQ with an int8 head, and the int8 and AWQ + int8 head ones
+#          with --quantized-activations (integer dot products at batches up to 16, "+qa");
+#        with --batched also batch 4, 16, 32 and 64 decode: llmserve `--batch 4,16,32,64
+#          --prompt-len 128 --gen-len 32` and llama-batched-bench `-npp 128 -ntg 32
+#          -npl 1,4,16,32,64`.
 #   4. prints medians over the rounds; a decode median also carries roofline_fraction, its gb_s
-#      over the measured read bandwidth.
-# --only runs just the named configurations (llama.cpp's F16, Q8_0, Q4_0; llmserve's f16,
-# int8+head, int8+head+qa, awq, awq+int8 head, awq+int8 head+qa).
+#      over the measured read bandwidth; then (on stderr, and in WORK/table.md) a Markdown table
+#      of the medians with each llmserve configuration's ratio to its llama.cpp counterpart (f16 /
+#      F16, bf16 / BF16, int8+head / Q8_0, awq+int8 head / Q4_0).
+# --only runs just the named configurations (llama.cpp's F16, BF16, Q8_0, Q4_0; llmserve's f16,
+# bf16, int8+head, int8+head+qa, awq, awq+int8 head, awq+int8 head+qa).
 #
 # Output: one JSON line per measurement on stdout (and appended to WORK/results.jsonl); logs of
 # every run in WORK/logs. Measurement lines carry engine, config, round, test (prefill,
@@ -48,7 +52,7 @@
 set -euo pipefail
 
 usage() {
-    sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'
+    awk 'NR > 1 && /^set -euo/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'
     exit "${1:-0}"
 }
 
@@ -279,6 +283,52 @@ def summary(path):
         print(json.dumps(line))
 
 
+# llmserve configuration -> the llama.cpp one of the same width, for the table's ratios.
+COUNTERPARTS = {"f16": "F16", "bf16": "BF16", "int8+head": "Q8_0", "int8+head+qa": "Q8_0",
+                "awq+int8 head": "Q4_0", "awq+int8 head+qa": "Q4_0"}
+
+
+def table(path):
+    """A Markdown table of the medians: tok/s per test, decode b1 with its roofline fraction."""
+    rows, tests = {}, set()
+    for raw in open(path):
+        r = json.loads(raw)
+        if r.get("kind") != "median":
+            continue
+        # llama-bench's and llama-batched-bench's batch-1 decode are the same test; prefer the
+        # 64-token run (the first) over --batched's 32-token one.
+        rows.setdefault((r["engine"], r["config"]), {}).setdefault(r["test"], r)
+        tests.add(r["test"])
+    decode = sorted((t for t in tests if t.startswith("decode_b")), key=lambda t: int(t[8:]))
+    columns = decode + (["prefill"] if "prefill" in tests else [])
+    print("| engine | config | MB/step | " + " | ".join(
+        c.replace("decode_b", "decode b") for c in columns) + " |")
+    print("|---|---|---:|" + "---:|" * len(columns))
+    order = sorted(rows, key=lambda k: (k[0] != "llama.cpp", k[1]))
+    for engine, config in order:
+        cells = rows[(engine, config)]
+        mb = next((r["weight_bytes_per_step"] for r in cells.values()
+                   if "weight_bytes_per_step" in r), None)
+        out = [engine, config, "%.0f" % (mb / 1e6) if mb else ""]
+        for c in columns:
+            r = cells.get(c)
+            if r is None:
+                out.append("")
+                continue
+            text = "%.1f" % r["tok_s"]
+            if c == "decode_b1" and "roofline_fraction" in r:
+                text += " (%.0f%%)" % (100 * r["roofline_fraction"])
+            peer = rows.get(("llama.cpp", COUNTERPARTS.get(config, "")), {}).get(c)
+            if engine == "llmserve" and peer:
+                text += " %.2fx" % (r["tok_s"] / peer["tok_s"])
+            out.append(text)
+        print("| " + " | ".join(out) + " |")
+    print()
+    print("decode b1: tok/s (share of the measured read bandwidth); llmserve cells: x its "
+          "llama.cpp counterpart (" + ", ".join("%s / %s" % kv for kv in COUNTERPARTS.items()) +
+          ")")
+
+
 if __name__ == "__main__":
     globals()[sys.argv[1].replace("-", "_")](*sys.argv[2:])
 EOF
@@ -313,14 +363,14 @@ if [[ ! -f "$AWQ_DIR/model.safetensors" ]]; then
         --out "$AWQ_DIR" > "$LOGS/make-awq.log" 2>&1 ||
         echo "AWQ model failed: $LOGS/make-awq.log" >&2
 fi
-declare -A GGUF=([F16]="$WORK/small-f16.gguf" [Q8_0]="$WORK/small-q8_0.gguf"
-                 [Q4_0]="$WORK/small-q4_0.gguf")
-LLAMA_CONFIGS=(F16 Q8_0 Q4_0)
+declare -A GGUF=([F16]="$WORK/small-f16.gguf" [BF16]="$WORK/small-bf16.gguf"
+                 [Q8_0]="$WORK/small-q8_0.gguf" [Q4_0]="$WORK/small-q4_0.gguf")
+LLAMA_CONFIGS=(F16 BF16 Q8_0 Q4_0)
 if [[ ! -f "${GGUF[F16]}" || "${GGUF[F16]}" -ot "$F16_DIR/model.safetensors" ]]; then
     python3 "$SCRIPT_DIR/safetensors_to_gguf.py" "$F16_DIR" "${GGUF[F16]}" --outtype f16 \
         > "$LOGS/convert.log" 2>&1
 fi
-for q in Q8_0 Q4_0; do
+for q in BF16 Q8_0 Q4_0; do
     if [[ ! -f "${GGUF[$q]}" || "${GGUF[$q]}" -ot "${GGUF[F16]}" ]]; then
         "$LLAMA_BIN/llama-quantize" "${GGUF[F16]}" "${GGUF[$q]}" "$q" "$THREADS" \
             > "$LOGS/quantize-$q.log" 2>&1
@@ -337,6 +387,7 @@ done
 # llmserve configurations: name|model dir|flags.
 LLMSERVE_CONFIGS=(
     "f16|$F16_DIR|--dtype f16"
+    "bf16|$F16_DIR|--dtype bf16"
     "int8+head|$F16_DIR|--dtype f16 --quantization int8 --quantize-lm-head"
     "int8+head+qa|$F16_DIR|--dtype f16 --quantization int8 --quantize-lm-head --quantized-activations"
     "awq|$AWQ_DIR|--dtype f16 --quantize-lm-head=false"
@@ -373,7 +424,7 @@ run_llama() {  # config round
     if [[ "$BATCHED" == 1 ]]; then
         log="$LOGS/llama-batched-$c-r$r.log"
         if "$LLAMA_BIN/llama-batched-bench" -m "${GGUF[$c]}" -t "$THREADS" -tb "$THREADS" \
-                -c $((32 * (128 + 32))) -b 2048 -ub 512 -npp 128 -ntg 32 -npl 1,4,32 \
+                -c $((64 * (128 + 32))) -b 2048 -ub 512 -npp 128 -ntg 32 -npl 1,4,16,32,64 \
                 --output-format jsonl > "$log" 2>&1; then
             python3 "$HELPER" batched-bench "$c" "$r" "${LLAMA_BYTES[$c]}" "$THREADS" \
                 < "$log" | emit
@@ -391,7 +442,7 @@ run_llmserve() {  # "name|dir|flags" round
     read -r -a flag_array <<< "$flags"
     local -a tests=("decode|--batch 1 --prompt-len 128 --gen-len 64"
                     "prefill|--batch 1 --prompt-len 512 --gen-len 1")
-    [[ "$BATCHED" == 1 ]] && tests+=("batched|--batch 4,32 --prompt-len 128 --gen-len 32")
+    [[ "$BATCHED" == 1 ]] && tests+=("batched|--batch 4,16,32,64 --prompt-len 128 --gen-len 32")
     for test in "${tests[@]}"; do
         local kind shape
         IFS='|' read -r kind shape <<< "$test"
@@ -420,3 +471,5 @@ done
 # --- 4. Medians. ---
 python3 "$HELPER" summary "$RESULTS" > "$WORK/summary.jsonl"
 emit < "$WORK/summary.jsonl"
+python3 "$HELPER" table "$WORK/summary.jsonl" > "$WORK/table.md"
+cat "$WORK/table.md" >&2

@@ -137,5 +137,49 @@ TEST_F(EngineToolsTest, BenchEngineReportsForwardTimeAndTheBytesAStepReads) {
   EXPECT_EQ(run.lines[1]["batch"], 3);
 }
 
+// --profile adds one "profile" line after each batch size's: every phase of the forward pass,
+// times that add up to at most the decode steps' Forward time, and the projections' weight bytes,
+// which sum to what a step reads.
+TEST_F(EngineToolsTest, BenchEngineProfileSplitsTheDecodeStepsByPhase) {
+  const JsonLinesRun run =
+      RunBinary({::llmserve::testing::BenchEngineBinary(), Model(), "--dtype=f32", "--threads=2",
+                 "--batch=1,2", "--prompt_len=8", "--gen_len=5", "--profile"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  ASSERT_EQ(run.lines.size(), 4u) << run.output;
+  for (int i = 0; i < 2; ++i) {
+    const Json& result = run.lines[2 * i];
+    const Json& profile = run.lines[2 * i + 1];
+    ASSERT_EQ(profile["kind"], "profile") << profile;
+    EXPECT_EQ(profile["batch"], result["batch"]);
+    EXPECT_EQ(profile["steps"], 5);
+    const double forward_ms = profile["forward_ms_per_step"];
+    EXPECT_NEAR(forward_ms * 5, result["decode_forward_s"].get<double>() * 1e3,
+                0.05 * forward_ms * 5 + 0.5)
+        << profile;
+    double phase_ms = 0;
+    int64_t bytes = 0;
+    for (const char* phase :
+         {"embed", "norm_residual", "qkv_proj", "attention", "o_proj", "gate_up_proj", "activation",
+          "down_proj", "lora", "final_norm", "lm_head"}) {
+      ASSERT_TRUE(profile["phases"].contains(phase)) << phase << " " << profile;
+      phase_ms += profile["phases"][phase]["ms_per_step"].get<double>();
+      bytes += profile["phases"][phase]["weight_bytes_per_step"].get<int64_t>();
+    }
+    EXPECT_LE(phase_ms, forward_ms * 1.001) << profile;
+    EXPECT_GT(profile["phases"]["qkv_proj"]["weight_bytes_per_step"].get<int64_t>(), 0);
+    EXPECT_EQ(profile["phases"]["attention"]["weight_bytes_per_step"].get<int64_t>(), 0);
+    // The projections and the LM head are everything a step reads but the norms (1-D, not
+    // counted) and an untied input embedding table (not read but for its rows).
+    EXPECT_LE(bytes, result["step_read_bytes"].get<int64_t>()) << profile;
+    EXPECT_GE(bytes, result["step_read_bytes"].get<int64_t>() * 9 / 10) << profile;
+    EXPECT_GT(profile["pool_loops_per_step"].get<double>(), 0) << profile;
+  }
+  const JsonLinesRun cuda = RunBinary({::llmserve::testing::BenchEngineBinary(), Model(),
+                                       "--backend=cuda", "--dtype=f16", "--profile"});
+  EXPECT_NE(cuda.exit_code, 0);
+  EXPECT_NE(cuda.output.find("--profile runs on the CPU backend only"), std::string::npos)
+      << cuda.output;
+}
+
 }  // namespace
 }  // namespace llmserve

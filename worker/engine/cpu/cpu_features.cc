@@ -51,11 +51,21 @@ bool HasAvx512Vnni() {
   return has;
 }
 
+bool HasAvx512Vbmi() {
+  static const bool has = [] {
+    unsigned int eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return HasAvx512Vnni() && __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0 &&
+           (ecx & (1u << 1)) != 0;
+  }();
+  return has;
+}
+
 #else
 
 bool HasAvx512() { return false; }
 bool HasAvxVnni() { return false; }
 bool HasAvx512Vnni() { return false; }
+bool HasAvx512Vbmi() { return false; }
 bool HasAvx512Bf16() { return false; }
 bool HasAvx2FmaF16c() { return false; }
 

@@ -21,6 +21,8 @@ bool HasAvx2FmaF16c();
 bool HasAvxVnni();
 // HasAvx512() and AVX512-VNNI (vpdpbusd; the integer-dot kernels use its 256-bit form).
 bool HasAvx512Vnni();
+// HasAvx512Vnni() and AVX512-VBMI (byte permutes across a 512-bit vector: vpermt2b).
+bool HasAvx512Vbmi();
 
 // The vector instruction sets the kernels have variants for that this CPU runs, best first:
 // "avx512" (HasAvx512), "avx2" (HasAvx2FmaF16c). Empty on a CPU with neither.

@@ -1,6 +1,7 @@
 #include "worker/engine/cpu/quantized_dot.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -118,6 +119,133 @@ KernelSet ScalarKernels() {
 #undef QD_TARGET
 #undef QD_DOT
 
+// ---- avx512vbmi: int4 on 512-bit vectors without the column transpose. 8 columns c..c+7 of an
+// int4 panel are two 64-byte loads (z0: columns c..c+3, z1: c+4..c+7, 16 bytes each). One vpermt2b
+// per vector gathers byte L of columns c, c+2, c+4, c+6 into 32-bit lane L ("even"), another those
+// of c+1, c+3, c+5, c+7 ("odd"): the order QuantizedActivations stores for int4, so each vector
+// meets one broadcast 4-byte group of activations. Byte L holds row 16(L/8) + L%8 in its low
+// nibble and that row + 8 in its high one (packed_matrix.h): the low nibbles are rows {0..7,
+// 16..23}, the high ones {8..15, 24..31}, as in packed_gemm.cc's AVX-512 int4 kernel. Per 8
+// columns of 32 rows: 2 permutes, 6 nibble operations and 4 vpdpbusd, where the 256-bit kernels
+// spend 8 unpacks and 8 vpdpbusd on half the rows.
+namespace avx512vbmi_dot {
+
+#define QD_TARGET_VBMI \
+  __attribute__((target("avx512vbmi,avx512vnni,avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
+
+// The vpermt2b indices: byte 4L + t of the even (odd) vector is byte L of column 2t (2t + 1) of
+// the 8, which lies at byte 16 * column + L of z0:z1 (bit 6 picks z1).
+constexpr std::array<uint8_t, 64> PairIndex(int odd) {
+  std::array<uint8_t, 64> index{};
+  for (int lane = 0; lane < 16; ++lane) {
+    for (int t = 0; t < 4; ++t)
+      index[4 * lane + t] = static_cast<uint8_t>(16 * (2 * t + odd) + lane);
+  }
+  return index;
+}
+alignas(64) constexpr std::array<uint8_t, 64> kEvenIndex = PairIndex(0);
+alignas(64) constexpr std::array<uint8_t, 64> kOddIndex = PairIndex(1);
+
+QD_TARGET_VBMI inline __m512 LowHalves(__m512 a, __m512 b) {
+  return _mm512_shuffle_f32x4(a, b, 0x44);
+}
+QD_TARGET_VBMI inline __m512 HighHalves(__m512 a, __m512 b) {
+  return _mm512_shuffle_f32x4(a, b, 0xEE);
+}
+QD_TARGET_VBMI inline __mmask16 LaneMask(int lanes) {
+  return lanes >= 16  ? static_cast<__mmask16>(0xffff)
+         : lanes <= 0 ? static_cast<__mmask16>(0)
+                      : static_cast<__mmask16>((1u << lanes) - 1);
+}
+
+template <int kWidth>
+QD_TARGET_VBMI void BlockInt4(const uint8_t* panel, const float* group_data, int64_t k,
+                              int64_t group_size, const QuantizedActivations& x, int64_t row0,
+                              float* out, int64_t ldc, int cols) {
+  // One row alone would wait on vpdpbusd's latency with one chain per nibble half: it keeps the
+  // even and odd columns' sums apart and adds them per block.
+  constexpr int kChains = kWidth == 1 ? 2 : 1;
+  const __m512i low_nibble = _mm512_set1_epi8(0x0F);
+  const __m512i even_index = _mm512_load_si512(kEvenIndex.data());
+  const __m512i odd_index = _mm512_load_si512(kOddIndex.data());
+  const int64_t blocks = x.blocks(), groups = k / group_size;
+  __m512 total_lo[kWidth], total_hi[kWidth];
+#pragma GCC unroll 4
+  for (int i = 0; i < kWidth; ++i) total_lo[i] = total_hi[i] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < groups; ++g) {
+    const float* data = group_data + g * 2 * kPanel;
+    const __m512 s0 = _mm512_loadu_ps(data), s1 = _mm512_loadu_ps(data + 16);
+    const __m512 o0 = _mm512_loadu_ps(data + kPanel), o1 = _mm512_loadu_ps(data + kPanel + 16);
+    const __m512 scale_lo = LowHalves(s0, s1), scale_hi = HighHalves(s0, s1);
+    for (int64_t c0 = g * group_size; c0 < (g + 1) * group_size; c0 += x.block) {
+      __m512i acc_lo[kChains][kWidth], acc_hi[kChains][kWidth];
+#pragma GCC unroll 4
+      for (int i = 0; i < kWidth; ++i) {
+#pragma GCC unroll 2
+        for (int chain = 0; chain < kChains; ++chain) {
+          acc_lo[chain][i] = acc_hi[chain][i] = _mm512_setzero_si512();
+        }
+      }
+      for (int64_t c = c0; c < c0 + x.block; c += 8) {
+        PrefetchStream<8 * 16>(panel + c * 16);
+        const __m512i z0 = _mm512_loadu_si512(panel + c * 16);
+        const __m512i z1 = _mm512_loadu_si512(panel + c * 16 + 64);
+        const __m512i even = _mm512_permutex2var_epi8(z0, even_index, z1);
+        const __m512i odd = _mm512_permutex2var_epi8(z0, odd_index, z1);
+        const __m512i even_lo = _mm512_and_si512(even, low_nibble);
+        const __m512i even_hi = _mm512_and_si512(_mm512_srli_epi16(even, 4), low_nibble);
+        const __m512i odd_lo = _mm512_and_si512(odd, low_nibble);
+        const __m512i odd_hi = _mm512_and_si512(_mm512_srli_epi16(odd, 4), low_nibble);
+#pragma GCC unroll 4
+        for (int i = 0; i < kWidth; ++i) {
+          const int8_t* values = x.values.data() + (row0 + i) * x.stride + c;
+          int32_t even_x, odd_x;
+          std::memcpy(&even_x, values, sizeof(even_x));
+          std::memcpy(&odd_x, values + 4, sizeof(odd_x));
+          const __m512i xe = _mm512_set1_epi32(even_x), xo = _mm512_set1_epi32(odd_x);
+          constexpr int kOdd = kChains - 1;
+          acc_lo[0][i] = _mm512_dpbusd_epi32(acc_lo[0][i], even_lo, xe);
+          acc_hi[0][i] = _mm512_dpbusd_epi32(acc_hi[0][i], even_hi, xe);
+          acc_lo[kOdd][i] = _mm512_dpbusd_epi32(acc_lo[kOdd][i], odd_lo, xo);
+          acc_hi[kOdd][i] = _mm512_dpbusd_epi32(acc_hi[kOdd][i], odd_hi, xo);
+        }
+      }
+      const int64_t b = c0 / x.block;
+#pragma GCC unroll 4
+      for (int i = 0; i < kWidth; ++i) {
+        if constexpr (kChains == 2) {
+          acc_lo[0][i] = _mm512_add_epi32(acc_lo[0][i], acc_lo[1][i]);
+          acc_hi[0][i] = _mm512_add_epi32(acc_hi[0][i], acc_hi[1][i]);
+        }
+        // As the scalar kernel: total += sum * (scale * s_b).
+        const __m512 s = _mm512_set1_ps(x.scales[(row0 + i) * blocks + b]);
+        total_lo[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc_lo[0][i]), _mm512_mul_ps(scale_lo, s),
+                                      total_lo[i]);
+        total_hi[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc_hi[0][i]), _mm512_mul_ps(scale_hi, s),
+                                      total_hi[i]);
+      }
+    }
+    const __m512 offset_lo = LowHalves(o0, o1), offset_hi = HighHalves(o0, o1);
+#pragma GCC unroll 4
+    for (int i = 0; i < kWidth; ++i) {
+      const __m512 sums = _mm512_set1_ps(x.group_sums[(row0 + i) * groups + g]);
+      total_lo[i] = _mm512_fnmadd_ps(offset_lo, sums, total_lo[i]);
+      total_hi[i] = _mm512_fnmadd_ps(offset_hi, sums, total_hi[i]);
+    }
+  }
+  const __mmask16 mask0 = LaneMask(cols), mask1 = LaneMask(cols - 16);
+#pragma GCC unroll 4
+  for (int i = 0; i < kWidth; ++i) {
+    // Rows 0..7 then 8..15 (the low halves of the low and high nibbles' totals), then 16..31.
+    _mm512_mask_storeu_ps(out + i * ldc, mask0, LowHalves(total_lo[i], total_hi[i]));
+    _mm512_mask_storeu_ps(out + i * ldc + 16, mask1, HighHalves(total_lo[i], total_hi[i]));
+  }
+}
+
+#undef QD_TARGET_VBMI
+
+}  // namespace avx512vbmi_dot
+
 namespace {
 
 // The vector kernels, BlockInt8/BlockInt4<rows, vectors per pass>: how many of a panel's 4
@@ -142,6 +270,14 @@ const KernelSet& Kernels(absl::string_view isa) {
   static const KernelSet avx2 = QD_KERNELS(avx2_dot);
   static const KernelSet avxvnni = QD_KERNELS(avxvnni_dot);
   static const KernelSet avx512vnni = QD_KERNELS(avx512vnni_dot);
+  // int8 as avx512vnni (its 256-bit kernels); int4 on 512-bit vectors.
+  static const KernelSet avx512vbmi = [] {
+    KernelSet set = avx512vnni;
+    set.i4[0] = avx512vbmi_dot::BlockInt4<1>, set.i4[1] = avx512vbmi_dot::BlockInt4<2>;
+    set.i4[2] = avx512vbmi_dot::BlockInt4<4>;
+    return set;
+  }();
+  if (isa == "avx512vbmi" && HasAvx512Vbmi()) return avx512vbmi;
   if (isa == "avx512vnni" && HasAvx512Vnni()) return avx512vnni;
   if (isa == "avxvnni" && HasAvxVnni()) return avxvnni;
   if (isa == "avx2" && HasAvx2FmaF16c()) return avx2;
@@ -174,6 +310,7 @@ int64_t ActivationBlock(const PackedMatrix& w) {
 
 std::vector<std::string> QuantizedDotIsas() {
   std::vector<std::string> isas;
+  if (HasAvx512Vbmi()) isas.push_back("avx512vbmi");
   if (HasAvx512Vnni()) isas.push_back("avx512vnni");
   if (HasAvxVnni()) isas.push_back("avxvnni");
   if (HasAvx2FmaF16c()) isas.push_back("avx2");

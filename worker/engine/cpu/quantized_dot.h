@@ -16,6 +16,8 @@
 // The weights stay in PackedMatrix's layout (the prefill path widens the same panels); the vector
 // kernels transpose 4 or 8 input columns in registers so that each 32-bit lane holds 4 inputs of
 // one output row, the shape the dot instructions take:
+//   "avx512vbmi": int4 on 512-bit vectors, gathering each lane's 4 inputs with one byte permute
+//   (vpermt2b, AVX512-VBMI) instead of the unpacks; int8 as avx512vnni,
 //   "avx512vnni": vpdpbusd (AVX512-VNNI, 256-bit vectors), "avxvnni": vpdpbusd (AVX-VNNI),
 //   "avx2": vpmaddubsw + vpmaddwd, "scalar": plain loops (any CPU).
 // int8 weights are signed: the kernels take |w| as the unsigned operand and give x w's sign
