@@ -96,12 +96,6 @@ LLMSERVE_TARGET_AVX512 inline __m512 Load16(const void* panel, int64_t offset) {
   }
 }
 
-LLMSERVE_TARGET_AVX512 inline __mmask16 LaneMask(int lanes) {
-  return lanes >= 16  ? static_cast<__mmask16>(0xffff)
-         : lanes <= 0 ? static_cast<__mmask16>(0)
-                      : static_cast<__mmask16>((1u << lanes) - 1);
-}
-
 template <Elem kType, int kWidth>
 LLMSERVE_TARGET_AVX512 void BlockAvx512(const float* x, int64_t k, const void* panel,
                                         const float* scales, float* out, int64_t ldc, int rows,
@@ -281,13 +275,7 @@ constexpr float kHighNibble = 1.0f / 16;
 // AVX-512: a zero-extended 16-byte load puts rows {0..7, 16..23} in the low nibbles (vector A) and
 // {8..15, 24..31} in the high ones (B). The same 256-bit half swap takes row-ordered scales
 // (rows 0..15, 16..31) into that order per group, and the totals back into row order at the end:
-// LowHalves(a, b) is a's low 8 floats then b's, HighHalves(a, b) their high 8.
-LLMSERVE_TARGET_AVX512 inline __m512 LowHalves(__m512 a, __m512 b) {
-  return _mm512_shuffle_f32x4(a, b, 0x44);
-}
-LLMSERVE_TARGET_AVX512 inline __m512 HighHalves(__m512 a, __m512 b) {
-  return _mm512_shuffle_f32x4(a, b, 0xEE);
-}
+// LowHalves and HighHalves (simd.h).
 
 // Column `c` of an int4 panel times a block's activations, into the sums of x * lo (acc_a) and
 // x * (lo + 16 hi) (acc_b).

@@ -146,18 +146,6 @@ constexpr std::array<uint8_t, 64> PairIndex(int odd) {
 alignas(64) constexpr std::array<uint8_t, 64> kEvenIndex = PairIndex(0);
 alignas(64) constexpr std::array<uint8_t, 64> kOddIndex = PairIndex(1);
 
-QD_TARGET_VBMI inline __m512 LowHalves(__m512 a, __m512 b) {
-  return _mm512_shuffle_f32x4(a, b, 0x44);
-}
-QD_TARGET_VBMI inline __m512 HighHalves(__m512 a, __m512 b) {
-  return _mm512_shuffle_f32x4(a, b, 0xEE);
-}
-QD_TARGET_VBMI inline __mmask16 LaneMask(int lanes) {
-  return lanes >= 16  ? static_cast<__mmask16>(0xffff)
-         : lanes <= 0 ? static_cast<__mmask16>(0)
-                      : static_cast<__mmask16>((1u << lanes) - 1);
-}
-
 template <int kWidth>
 QD_TARGET_VBMI void BlockInt4(const uint8_t* panel, const float* group_data, int64_t k,
                               int64_t group_size, const QuantizedActivations& x, int64_t row0,

@@ -42,6 +42,23 @@ inline void PrefetchStream(const void* p) {
   for (int64_t line = 0; line < kBytes; line += 64) _mm_prefetch(at + line, _MM_HINT_T0);
 }
 
+// The first `lanes` of 16 lanes (none for lanes <= 0, all for lanes >= 16).
+LLMSERVE_TARGET_AVX512 inline __mmask16 LaneMask(int lanes) {
+  return lanes >= 16  ? static_cast<__mmask16>(0xffff)
+         : lanes <= 0 ? static_cast<__mmask16>(0)
+                      : static_cast<__mmask16>((1u << lanes) - 1);
+}
+
+// a's low 8 floats then b's (LowHalves), or their high 8 (HighHalves): what the int4 kernels use
+// to take row-ordered scales into the order of a panel's nibbles (rows {0..7, 16..23} in the low
+// nibbles, {8..15, 24..31} in the high ones) and their totals back into row order.
+LLMSERVE_TARGET_AVX512 inline __m512 LowHalves(__m512 a, __m512 b) {
+  return _mm512_shuffle_f32x4(a, b, 0x44);
+}
+LLMSERVE_TARGET_AVX512 inline __m512 HighHalves(__m512 a, __m512 b) {
+  return _mm512_shuffle_f32x4(a, b, 0xEE);
+}
+
 // e^x for x <= 0, within 1.2 ulp on (-87, 0] (checked against double
 // exp): x = n ln2 + r with |r| <= ln2 / 2, e^r from Cephes' expf polynomial, then scaled by 2^n
 // (vscalefps, which goes smoothly to 0 below the normal range).
