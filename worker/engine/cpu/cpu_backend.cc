@@ -184,7 +184,7 @@ CpuBackend::CpuBackend(std::unique_ptr<ModelWeights> weights, const CpuBackendOp
 
 absl::Status CpuBackend::Forward(const ForwardBatch& batch, ForwardOutput* output) {
   LLMSERVE_RETURN_IF_ERROR(ValidateForwardBatch(batch, config(), block_size(), num_kv_blocks()));
-  const int64_t forward_start = profiling_ ? cpu::ProfileClockNanos() : 0;
+  const int64_t forward_start = profiling_ ? cpu::SteadyClockNanos() : 0;
   const int64_t loops_before = pool_.loops_measured();
   const int64_t wait_before = pool_.wait_nanos_measured();
   mark_nanos_ = forward_start;
@@ -232,7 +232,7 @@ absl::Status CpuBackend::Forward(const ForwardBatch& batch, ForwardOutput* outpu
   ComputeLogits(batch, output);
   if (profiling_) {
     ++profile_.forwards;
-    profile_.forward_nanos += cpu::ProfileClockNanos() - forward_start;
+    profile_.forward_nanos += cpu::SteadyClockNanos() - forward_start;
     profile_.pool_loops += pool_.loops_measured() - loops_before;
     profile_.pool_wait_nanos += pool_.wait_nanos_measured() - wait_before;
   }

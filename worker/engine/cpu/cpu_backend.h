@@ -118,7 +118,7 @@ class CpuBackend final : public Backend {
   // Profiling: the time since the previous mark goes to `phase` (and `weight_bytes` to its bytes).
   void Mark(cpu::ForwardPhase phase, int64_t weight_bytes = 0) {
     if (!profiling_) return;
-    const int64_t now = cpu::ProfileClockNanos();
+    const int64_t now = cpu::SteadyClockNanos();
     profile_.nanos[static_cast<int>(phase)] += now - mark_nanos_;
     profile_.weight_bytes[static_cast<int>(phase)] += weight_bytes;
     mark_nanos_ = now;

@@ -30,6 +30,16 @@ bool HasAvx2FmaF16c() {
   return has;
 }
 
+namespace {
+
+// Bit `bit` of ECX in CPUID leaf 7, subleaf 0 (AVX512-VNNI, AVX512-VBMI, ...).
+bool Leaf7Subleaf0Ecx(int bit) {
+  unsigned int eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << bit)) != 0;
+}
+
+}  // namespace
+
 // From CPUID leaf 7 rather than __builtin_cpu_supports, which knows "avxvnni" only from GCC 11 and
 // clang 13 on. The OS's saving of the vector state is already checked by HasAvx2FmaF16c and
 // HasAvx512 (the registers are the same).
@@ -43,20 +53,12 @@ bool HasAvxVnni() {
 }
 
 bool HasAvx512Vnni() {
-  static const bool has = [] {
-    unsigned int eax = 0, ebx = 0, ecx = 0, edx = 0;
-    return HasAvx512() && __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0 &&
-           (ecx & (1u << 11)) != 0;
-  }();
+  static const bool has = HasAvx512() && Leaf7Subleaf0Ecx(11);
   return has;
 }
 
 bool HasAvx512Vbmi() {
-  static const bool has = [] {
-    unsigned int eax = 0, ebx = 0, ecx = 0, edx = 0;
-    return HasAvx512Vnni() && __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0 &&
-           (ecx & (1u << 1)) != 0;
-  }();
+  static const bool has = HasAvx512Vnni() && Leaf7Subleaf0Ecx(1);
   return has;
 }
 

@@ -48,7 +48,8 @@ struct ForwardProfile {
   int64_t pool_wait_nanos = 0;
 };
 
-inline int64_t ProfileClockNanos() {
+// steady_clock in nanoseconds: the profile's clock, and the thread pool's for its spin limits.
+inline int64_t SteadyClockNanos() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();

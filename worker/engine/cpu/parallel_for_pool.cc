@@ -1,11 +1,12 @@
 #include "worker/engine/cpu/parallel_for_pool.h"
 
 #include <algorithm>
-#include <chrono>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
+
+#include "worker/engine/cpu/forward_profile.h"
 
 namespace llmserve::worker::cpu {
 namespace {
@@ -23,24 +24,18 @@ inline void CpuRelax() {
 #endif
 }
 
-int64_t NowNanos() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 // Polls `done` with pause instructions for up to `limit_ns`; true when it became true.
 template <typename Done>
 bool Spin(int64_t limit_ns, const Done& done) {
   if (done()) return true;
   if (limit_ns <= 0) return false;
-  const int64_t deadline = NowNanos() + limit_ns;
+  const int64_t deadline = SteadyClockNanos() + limit_ns;
   while (true) {
     for (int i = 0; i < 64; ++i) {
       if (done()) return true;
       CpuRelax();
     }
-    if (NowNanos() >= deadline) return false;
+    if (SteadyClockNanos() >= deadline) return false;
   }
 }
 
@@ -82,14 +77,14 @@ void ParallelForPool::ParallelFor(int64_t n, const std::function<void(int, int64
   }
   const auto [begin, end] = Range(n, threads, 0);
   if (begin < end) fn(0, begin, end);
-  const int64_t wait_start = measure_waits_ ? NowNanos() : 0;
+  const int64_t wait_start = measure_waits_ ? SteadyClockNanos() : 0;
   AwaitWorkers(/*workers_were_spinning=*/!woke_sleepers);
-  if (measure_waits_) wait_nanos_measured_ += NowNanos() - wait_start;
+  if (measure_waits_) wait_nanos_measured_ += SteadyClockNanos() - wait_start;
   task_ = nullptr;
 }
 
 int64_t ParallelForPool::SpinBudgetNanos() const {
-  return NowNanos() < no_spin_until_ns_.load(std::memory_order_relaxed)
+  return SteadyClockNanos() < no_spin_until_ns_.load(std::memory_order_relaxed)
              ? 0
              : absl::ToInt64Nanoseconds(kSpin);
 }
@@ -104,7 +99,7 @@ void ParallelForPool::AwaitWorkers(bool workers_were_spinning) {
   // a whole spin that runs out means one of them lost its core to another process: stop spinning
   // for a while rather than burn the time it needs.
   if (budget > 0 && workers_were_spinning) {
-    no_spin_until_ns_.store(NowNanos() + absl::ToInt64Nanoseconds(kNoSpinAfterContention),
+    no_spin_until_ns_.store(SteadyClockNanos() + absl::ToInt64Nanoseconds(kNoSpinAfterContention),
                             std::memory_order_relaxed);
   }
   absl::MutexLock lock(&mutex_);
