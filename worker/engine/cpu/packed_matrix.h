@@ -3,7 +3,8 @@
 // each input column side by side (k-major). The kernel then reads a panel front to back as one
 // stream, loading the weights of 32 outputs for one input at a time, and broadcasts activations
 // against them; no per-call repacking (which cost BLAS a third of its time at batch 32), and one
-// sequential stream per thread, which the hardware prefetcher follows at full bandwidth.
+// sequential stream per thread, which the kernels prefetch ahead of their loads (PrefetchStream,
+// simd.h) to read it at the memory's bandwidth.
 //
 // int8 matrices (--quantization=int8, quantization.h) are quantized from an f32/f16/bf16 weight
 // while packed: the same panels of int8 values, plus one f32 scale per row (kPanelRows per panel),
