@@ -213,22 +213,25 @@ void PrintProfile(const llmserve::worker::cpu::ForwardProfile& p, int batch, con
   const double steps = std::max<int64_t>(p.forwards, 1);
   const double forward_ms = p.forward_nanos / 1e6 / steps;
   std::string phases;
-  std::fprintf(stderr, "  %-14s %9s %6s %10s %7s\n", "phase", "ms/step", "share", "MB/step",
-               "GB/s");
+  std::fprintf(stderr, "  %-14s %9s %6s %10s %7s %9s\n", "phase", "ms/step", "share", "MB/step",
+               "GB/s", "waited ms");
   double accounted_ms = 0;
   for (int i = 0; i < llmserve::worker::cpu::kNumForwardPhases; ++i) {
     const double ms = p.nanos[i] / 1e6 / steps;
     const double mb = p.weight_bytes[i] / 1e6 / steps;
+    const double waited_ms = p.wait_nanos[i] / 1e6 / steps;
     accounted_ms += ms;
     const std::string name(ForwardPhaseName(static_cast<ForwardPhase>(i)));
     const double gb_s = ms > 0 ? mb / ms : 0;
     absl::StrAppendFormat(&phases,
                           "%s\"%s\": {\"ms_per_step\": %.4f, \"share\": %.4f, "
-                          "\"weight_bytes_per_step\": %.0f, \"gb_s\": %.2f}",
+                          "\"weight_bytes_per_step\": %.0f, \"gb_s\": %.2f, "
+                          "\"pool_wait_ms_per_step\": %.4f}",
                           phases.empty() ? "" : ", ", name, ms,
-                          forward_ms > 0 ? ms / forward_ms : 0, p.weight_bytes[i] / steps, gb_s);
-    std::fprintf(stderr, "  %-14s %9.3f %5.1f%% %10.1f %7.2f\n", name.c_str(), ms,
-                 forward_ms > 0 ? 100 * ms / forward_ms : 0, mb, gb_s);
+                          forward_ms > 0 ? ms / forward_ms : 0, p.weight_bytes[i] / steps, gb_s,
+                          waited_ms);
+    std::fprintf(stderr, "  %-14s %9.3f %5.1f%% %10.1f %7.2f %9.3f\n", name.c_str(), ms,
+                 forward_ms > 0 ? 100 * ms / forward_ms : 0, mb, gb_s, waited_ms);
   }
   const double outside_ms = (r.decode_s - r.decode_forward_s) * 1e3 / steps;
   const double loops = p.pool_loops / steps, wait_ms = p.pool_wait_nanos / 1e6 / steps;

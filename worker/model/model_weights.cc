@@ -10,20 +10,42 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/base/huge_page_memory.h"
 #include "common/base/logging.h"
 #include "common/status/status_macros.h"
 #include "worker/model/quantized_checkpoint.h"
 
 namespace llmserve::worker {
 
-Tensor::Tensor(DType dtype, std::vector<int64_t> shape) : dtype_(dtype), shape_(std::move(shape)) {
+namespace {
+
+// Weight matrices go on huge pages (huge_page_memory.h: decode streams them every step); vectors
+// such as norms and biases, read from cache, stay in malloc's memory.
+constexpr size_t kHugePageMinBytes = size_t{64} << 10;
+
+}  // namespace
+
+Tensor::Tensor(DType dtype, std::vector<int64_t> shape)
+    : dtype_(dtype),
+      shape_(std::move(shape)),
+      data_(nullptr, FreeDeleter{SizeBytes() >= kHugePageMinBytes}) {
   const size_t bytes = (SizeBytes() + 63) / 64 * 64;
-  data_.reset(std::aligned_alloc(64, bytes == 0 ? 64 : bytes));
+  if (data_.get_deleter().huge_pages) {
+    data_.reset(AllocateHugePageMemory(bytes));  // zeroed
+  } else {
+    data_.reset(std::aligned_alloc(64, bytes == 0 ? 64 : bytes));
+    if (data_ != nullptr) std::memset(data_.get(), 0, bytes == 0 ? 64 : bytes);
+  }
   LLMSERVE_CHECK(data_ != nullptr) << "out of memory allocating " << bytes << " bytes";
-  std::memset(data_.get(), 0, bytes);
 }
 
-void Tensor::FreeDeleter::operator()(void* p) const { std::free(p); }
+void Tensor::FreeDeleter::operator()(void* p) const {
+  if (huge_pages) {
+    FreeHugePageMemory(p);
+  } else {
+    std::free(p);
+  }
+}
 
 int64_t Tensor::NumElements() const {
   if (shape_.empty()) return 0;

@@ -33,7 +33,8 @@
 
 namespace llmserve::worker {
 
-// A dense row-major tensor in 64-byte-aligned memory it owns. Empty (no shape) when absent, e.g.
+// A dense row-major tensor in 64-byte-aligned, zero-initialized memory it owns (on huge pages
+// from 64 KiB up: common/base/huge_page_memory.h). Empty (no shape) when absent, e.g.
 // a bias the model does not have.
 class Tensor {
  public:
@@ -59,11 +60,13 @@ class Tensor {
 
  private:
   struct FreeDeleter {
+    explicit FreeDeleter(bool on_huge_pages) : huge_pages(on_huge_pages) {}
     void operator()(void* p) const;
+    bool huge_pages;  // from AllocateHugePageMemory rather than aligned_alloc
   };
   DType dtype_ = DType::kF32;
   std::vector<int64_t> shape_;
-  std::unique_ptr<void, FreeDeleter> data_;
+  std::unique_ptr<void, FreeDeleter> data_{nullptr, FreeDeleter(false)};
 };
 
 struct LayerWeights {

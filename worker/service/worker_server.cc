@@ -14,6 +14,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/base/host_name.h"
+#include "common/base/huge_page_memory.h"
 #include "common/base/logging.h"
 #include "common/base/worker_api_limits.h"
 #include "common/chat_template/tokenizer_config_template.h"
@@ -342,6 +343,12 @@ absl::Status WorkerServer::LoadEngine() {
                      << config.vocab_size << ") in "
                      << absl::FormatDuration(
                             absl::Trunc(absl::Now() - load_start, absl::Milliseconds(1)));
+  if (options.backend != "cuda" && TransparentHugePagesMode() == "never") {
+    LLMSERVE_LOG(WARNING) << "transparent huge pages are off "
+                             "(/sys/kernel/mm/transparent_hugepage/enabled: never): the weights "
+                             "stay in 4 KiB pages, and decode reads them slower (madvise or always "
+                             "gives them 2 MiB pages; docs/engine.md)";
+  }
   if (engine_->backend().lm_head_quantized() && !options.quantize_lm_head.has_value()) {
     LLMSERVE_LOG(INFO) << "LM head in int8, as the quantized projections "
                           "(--quantize_lm_head=false keeps it in --dtype)";

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/cgroup_limits.h"
+#include "common/base/logging.h"
 #include "common/status/status_macros.h"
 #include "worker/engine/cpu/kernels.h"
 #include "worker/engine/cpu/lora_kernels.h"
@@ -177,8 +178,14 @@ CpuBackend::CpuBackend(std::unique_ptr<ModelWeights> weights, const CpuBackendOp
   }
   if (c.position == PositionKind::kRope) rope_inv_freq_ = RopeInverseFrequencies(c);
   const int64_t layer_floats = layout_.Offset(num_blocks_, 0, 0);
-  k_cache_.assign(c.num_layers * layer_floats, 0.0f);
-  v_cache_.assign(c.num_layers * layer_floats, 0.0f);
+  const size_t kv_bytes = static_cast<size_t>(c.num_layers * layer_floats) * sizeof(float);
+  k_cache_.reset(static_cast<float*>(AllocateHugePageMemory(kv_bytes)));
+  v_cache_.reset(static_cast<float*>(AllocateHugePageMemory(kv_bytes)));
+  LLMSERVE_CHECK(k_cache_ != nullptr && v_cache_ != nullptr)
+      << "out of memory allocating the KV cache: 2 x " << kv_bytes << " bytes";
+  // Zeroed already; written now so that the cache's memory is taken at start, not as it fills.
+  std::memset(k_cache_.get(), 0, kv_bytes);
+  std::memset(v_cache_.get(), 0, kv_bytes);
   for (auto& scores : scores_) scores.resize(c.max_model_len);
 }
 
@@ -188,6 +195,7 @@ absl::Status CpuBackend::Forward(const ForwardBatch& batch, ForwardOutput* outpu
   const int64_t loops_before = pool_.loops_measured();
   const int64_t wait_before = pool_.wait_nanos_measured();
   mark_nanos_ = forward_start;
+  mark_wait_nanos_ = pool_.wait_nanos_measured();
   const ModelConfig& c = config();
   const int64_t tokens = batch.num_tokens();
   const int64_t qkv_width = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
@@ -306,8 +314,8 @@ void CpuBackend::Attention(int layer, const ForwardBatch& batch) {
   const int64_t q_width = c.num_heads * d, kv_width = c.num_kv_heads * d;
   const int64_t qkv_width = q_width + 2 * kv_width;
   const int64_t layer_floats = layout_.Offset(num_blocks_, 0, 0);
-  float* k_cache = k_cache_.data() + layer * layer_floats;
-  float* v_cache = v_cache_.data() + layer * layer_floats;
+  float* k_cache = k_cache_.get() + layer * layer_floats;
+  float* v_cache = v_cache_.get() + layer * layer_floats;
   const int32_t* block_ids = batch.block_ids.data();
 
   // Biases and rotary embeddings, then every new token's K/V into its cache slot: all of them

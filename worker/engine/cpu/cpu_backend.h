@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/base/huge_page_memory.h"
 #include "worker/engine/backend.h"
 #include "worker/engine/cpu/aligned_vector.h"
 #include "worker/engine/cpu/forward_profile.h"
@@ -121,7 +122,10 @@ class CpuBackend final : public Backend {
     const int64_t now = cpu::SteadyClockNanos();
     profile_.nanos[static_cast<int>(phase)] += now - mark_nanos_;
     profile_.weight_bytes[static_cast<int>(phase)] += weight_bytes;
+    const int64_t waited = pool_.wait_nanos_measured();
+    profile_.wait_nanos[static_cast<int>(phase)] += waited - mark_wait_nanos_;
     mark_nanos_ = now;
+    mark_wait_nanos_ = waited;
   }
 
   // Norms, biases and the untied embedding table; the projections have moved out into
@@ -139,8 +143,9 @@ class CpuBackend final : public Backend {
   std::shared_ptr<cpu::ParallelForPool> pool_owner_;
   cpu::ParallelForPool& pool_;
   cpu::MatMul matmul_;
-  std::vector<float> k_cache_;  // [layers][num_blocks, num_kv_heads, block_size, head_dim]
-  std::vector<float> v_cache_;
+  // [layers][num_blocks, num_kv_heads, block_size, head_dim], on huge pages.
+  std::unique_ptr<float[], HugePageMemoryDeleter> k_cache_;
+  std::unique_ptr<float[], HugePageMemoryDeleter> v_cache_;
   // LoRA: the adapter in each slot (null: empty), and this step's tokens of each slot in use.
   struct LoraGroup {
     int32_t slot = 0;
@@ -178,6 +183,7 @@ class CpuBackend final : public Backend {
   bool profiling_ = false;
   cpu::ForwardProfile profile_;
   int64_t mark_nanos_ = 0;
+  int64_t mark_wait_nanos_ = 0;
 };
 
 }  // namespace llmserve::worker

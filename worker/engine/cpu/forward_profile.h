@@ -42,6 +42,8 @@ struct ForwardProfile {
   std::array<int64_t, kNumForwardPhases> nanos{};
   // Bytes of weights the phase's projections read (packed or quantized, as held).
   std::array<int64_t, kNumForwardPhases> weight_bytes{};
+  // Of nanos: the calling thread's waits for the other threads in the phase's pool loops.
+  std::array<int64_t, kNumForwardPhases> wait_nanos{};
   // Thread-pool loops run, and the calling thread's time between finishing its own share of a
   // loop and every other thread finishing theirs.
   int64_t pool_loops = 0;

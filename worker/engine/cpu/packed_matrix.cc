@@ -3,16 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <new>
 #include <vector>
 
+#include "common/base/huge_page_memory.h"
 #include "common/base/logging.h"
 #include "worker/model/quantization.h"
 
 namespace llmserve::worker::cpu {
 namespace {
-
-constexpr std::align_val_t kAlignment{64};
 
 // Panel p of `src` [rows, cols] into `panel`. Element-sized units (f32 as uint32_t, f16 as
 // uint16_t) are copied as bit patterns. Columns go in tiles so that the 32 source rows' lines of a
@@ -51,15 +49,11 @@ void PackPanels(const Unit* src, int64_t rows, int64_t cols, int64_t panels, Par
 
 }  // namespace
 
-void PackedMatrix::AlignedDelete::operator()(unsigned char* p) const {
-  ::operator delete[](p, kAlignment);
-}
-
 void PackedMatrix::Allocate() {
-  // Not zero-filled first: packing writes every byte, padding included. Out of memory aborts
-  // with the size, as Tensor's allocation does (the dense copy is still held at this point).
+  // Packing writes every byte, padding included. Out of memory aborts with the size, as Tensor's
+  // allocation does (the dense copy is still held at this point).
   const size_t bytes = static_cast<size_t>(num_panels() * PanelBytes());
-  data_.reset(static_cast<unsigned char*>(::operator new[](bytes, kAlignment, std::nothrow)));
+  data_.reset(static_cast<unsigned char*>(AllocateHugePageMemory(bytes)));
   LLMSERVE_CHECK(data_ != nullptr)
       << "out of memory packing a [" << rows_ << ", " << cols_ << "] weight: " << bytes << " bytes";
 }

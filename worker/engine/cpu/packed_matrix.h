@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "common/base/huge_page_memory.h"
 #include "worker/engine/cpu/parallel_for_pool.h"
 #include "worker/model/dtype.h"
 #include "worker/model/int4_matrix.h"
@@ -88,10 +89,8 @@ class PackedMatrix {
   int64_t rows_ = 0;
   int64_t cols_ = 0;
   int64_t group_size_ = 0;  // int4 only
-  struct AlignedDelete {
-    void operator()(unsigned char* p) const;
-  };
-  std::unique_ptr<unsigned char[], AlignedDelete> data_;
+  // On huge pages (common/base/huge_page_memory.h): decode streams every panel once per step.
+  std::unique_ptr<unsigned char[], HugePageMemoryDeleter> data_;
   // int8: [num_panels() * kPanelRows]; int4: [num_panels() * groups() * 2 * kPanelRows].
   std::unique_ptr<float[]> scales_;
 };

@@ -283,6 +283,14 @@ TEST(CpuBackendTest, ProfileSplitsForwardTimeByPhaseAndCountsWeightBytes) {
   // count as loops too).
   EXPECT_GE(profile.pool_loops, 3 * config.num_layers);
   EXPECT_GE(profile.pool_wait_nanos, 0);
+  // Every loop runs inside some phase, so the phases' waits are the pool's waits, split.
+  int64_t phase_waits = 0;
+  for (int i = 0; i < cpu::kNumForwardPhases; ++i) {
+    EXPECT_GE(profile.wait_nanos[i], 0);
+    EXPECT_LE(profile.wait_nanos[i], profile.nanos[i]);
+    phase_waits += profile.wait_nanos[i];
+  }
+  EXPECT_EQ(phase_waits, profile.pool_wait_nanos);
 
   (*backend)->ResetProfile();
   EXPECT_EQ((*backend)->profile().forwards, 0);
