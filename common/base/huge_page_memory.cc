@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -57,6 +58,8 @@ class Heap {
  public:
   // The carved region starts with the BufferHeader; the buffer follows it.
   void* Allocate(size_t buffer_bytes, void (*release)(void*)) {
+    // No mapping is that large; the rounding below would wrap.
+    if (buffer_bytes > std::numeric_limits<size_t>::max() / 2) return nullptr;
     const size_t bytes =
         kBufferAlignment + RoundUp(buffer_bytes == 0 ? 1 : buffer_bytes, kBufferAlignment);
     absl::MutexLock lock(&mutex_);

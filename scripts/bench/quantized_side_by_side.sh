@@ -9,12 +9,14 @@
 #
 # What it does, in WORK:
 #   1. builds read_bandwidth.c and measures the read bandwidth of THREADS threads (the decode
-#      roofline);
+#      roofline), here and again at the start of every round (the roofline is their median);
 #   2. writes the models once (kept between runs): small-f16 (llmserve-make-model --dtype f16)
 #      and small-awq (--quantize awq, 4-bit, group 64); converts small-f16 to GGUF F16 with
 #      safetensors_to_gguf.py and makes BF16, Q8_0 and Q4_0 of it with llama-quantize (whose
 #      default rules choose the type of the tied token_embd/output matrix: see the model lines);
-#   3. runs ROUNDS alternating rounds; each round runs every configuration once:
+#   3. runs ROUNDS alternating rounds; each round runs every configuration once, each llama.cpp
+#      type next to the llmserve configurations of its width (F16 then f16, ..., Q4_0 then the
+#      AWQ ones), so that the two sides of a ratio see the same machine:
 #        llama.cpp (llama-bench, one repetition): prefill `-p 512 -n 0`, decode `-p 0 -n 64 -d 128`
 #          (64 tokens after a 128-token context, as llmserve's decode run) for F16, Q8_0, Q4_0;
 #          a llama-bench without `-d` (before llama.cpp added it, e.g. c392e50) decodes with
@@ -260,15 +262,21 @@ def llmserve(config, rnd, model_dir, kind):
 
 def summary(path):
     groups = {}
-    bandwidth = None
+    bandwidths = []
     for raw in open(path):
         r = json.loads(raw)
         if r.get("engine") == "read_bandwidth":
-            bandwidth = r["best_gb_s"]
+            bandwidths.append(r["best_gb_s"])
         if "tok_s" not in r:
             continue
         key = (r["engine"], r["config"], r["test"], r.get("tool", ""))
         groups.setdefault(key, []).append(r)
+    # The median of the measurements (before the rounds and at the start of each).
+    bandwidth = statistics.median(bandwidths) if bandwidths else None
+    if bandwidth:
+        print(json.dumps({"kind": "median", "engine": "read_bandwidth", "measurements":
+                          len(bandwidths), "best_gb_s": bandwidth, "min": min(bandwidths),
+                          "max": max(bandwidths)}))
     for (engine, config, test, tool), rows in groups.items():
         tok_s = statistics.median(r["tok_s"] for r in rows)
         line = {"kind": "median", "engine": engine, "config": config, "test": test,
@@ -290,10 +298,13 @@ COUNTERPARTS = {"f16": "F16", "bf16": "BF16", "int8+head": "Q8_0", "int8+head+qa
 
 def table(path):
     """A Markdown table of the medians: tok/s per test, decode b1 with its roofline fraction."""
-    rows, tests = {}, set()
+    rows, tests, bandwidth = {}, set(), None
     for raw in open(path):
         r = json.loads(raw)
         if r.get("kind") != "median":
+            continue
+        if r["engine"] == "read_bandwidth":
+            bandwidth = r
             continue
         # llama-bench's and llama-batched-bench's batch-1 decode are the same test; prefer the
         # 64-token run (the first) over --batched's 32-token one.
@@ -327,6 +338,9 @@ def table(path):
     print("decode b1: tok/s (share of the measured read bandwidth); llmserve cells: x its "
           "llama.cpp counterpart (" + ", ".join("%s / %s" % kv for kv in COUNTERPARTS.items()) +
           ")")
+    if bandwidth:
+        print("read bandwidth: %.1f GB/s (median of %d measurements, %.1f-%.1f)" % (
+            bandwidth["best_gb_s"], bandwidth["measurements"], bandwidth["min"], bandwidth["max"]))
 
 
 if __name__ == "__main__":
@@ -459,12 +473,24 @@ run_llmserve() {  # "name|dir|flags" round
 }
 
 # --- 3. Alternating rounds. ---
+# Each llama.cpp type runs next to the llmserve configurations of its width, so that a pair sees
+# the same machine (a shared one drifts over minutes); the read bandwidth is measured again at the
+# start of every round.
+declare -A COUNTERPART=([f16]=F16 [bf16]=BF16 [int8+head]=Q8_0 [int8+head+qa]=Q8_0 [awq]=Q4_0
+                        ["awq+int8 head"]=Q4_0 ["awq+int8 head+qa"]=Q4_0)
 for ((round = 1; round <= ROUNDS; ++round)); do
+    "$WORK/read_bandwidth" 1024 5 "$THREADS" | python3 -c '
+import json, sys
+r = json.loads(sys.stdin.read()); r["round"] = int(sys.argv[1]); print(json.dumps(r))' "$round" |
+        emit
     for c in "${LLAMA_CONFIGS[@]}"; do
         if selected "$c"; then run_llama "$c" "$round"; fi
-    done
-    for cfg in "${LLMSERVE_CONFIGS[@]}"; do
-        if selected "${cfg%%|*}"; then run_llmserve "$cfg" "$round"; fi
+        for cfg in "${LLMSERVE_CONFIGS[@]}"; do
+            name="${cfg%%|*}"
+            if [[ "${COUNTERPART[$name]}" == "$c" ]] && selected "$name"; then
+                run_llmserve "$cfg" "$round"
+            fi
+        done
     done
 done
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -126,6 +127,12 @@ TEST(HugePageMemoryTest, FreeingABufferKeepsItsNeighboursPagesAndContents) {
   EXPECT_TRUE(AllBytesAre(keep_after, 5000, 0xef));
   FreeHugePageMemory(keep_before);
   FreeHugePageMemory(keep_after);
+}
+
+TEST(HugePageMemoryTest, AnImpossibleSizeIsNullNotAWrappedSmallBuffer) {
+  EXPECT_EQ(AllocateHugePageMemory(std::numeric_limits<size_t>::max()), nullptr);
+  EXPECT_EQ(AllocateHugePageMemory(std::numeric_limits<size_t>::max() - 100), nullptr);
+  EXPECT_EQ(AllocateHugePageMemory(size_t{1} << 62), nullptr);
 }
 
 TEST(HugePageMemoryTest, NullIsIgnoredAndAForeignPointerIsABug) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/huge_page_memory.h"
 #include "gtest/gtest.h"
 #include "tests/testing/scoped_temp_dir.h"
 #include "tests/unit/worker/engine/random_request_mix.h"
@@ -295,6 +296,32 @@ TEST(CpuBackendTest, ProfileSplitsForwardTimeByPhaseAndCountsWeightBytes) {
   (*backend)->ResetProfile();
   EXPECT_EQ((*backend)->profile().forwards, 0);
   EXPECT_EQ((*backend)->profile().weight_bytes[static_cast<int>(cpu::ForwardPhase::kQkv)], 0);
+}
+
+TEST(CpuBackendTest, TheKvCacheAndPackedWeightsLiveOnHugePageMemoryUntilTheBackendGoes) {
+  std::mt19937 rng(9);
+  const ModelConfig config = RandomConfig(rng, /*gpt2=*/false);
+  const ::llmserve::testing::ScopedTempDir temp("cpu_backend_huge_pages");
+  ASSERT_TRUE(WriteRandomModel(config, {.seed = 2}, temp.path()).ok());
+  auto files = ModelFiles::Open(temp.path());
+  ASSERT_TRUE(files.ok());
+  const HugePageMemoryStats before = GetHugePageMemoryStats();
+  {
+    auto weights = LoadModelWeights(**files, config, DType::kF32);
+    ASSERT_TRUE(weights.ok());
+    auto backend = CpuBackend::Create(
+        *std::move(weights), {.kv_cache_bytes = 1 << 20, .quantization = Quantization::kInt8});
+    ASSERT_TRUE(backend.ok());
+    const HugePageMemoryStats during = GetHugePageMemoryStats();
+    // K, V and the int8 projections (always packed), four per layer.
+    EXPECT_GE(during.buffers, before.buffers + 2 + 4 * config.num_layers);
+    EXPECT_GE(during.mapped_bytes, (1 << 20) / 2);
+    ForwardBatch batch;
+    ForwardOutput output;
+    batch.AddSequence({1, 2, 3}, 0, {0});
+    ASSERT_TRUE((*backend)->Forward(batch, &output).ok());
+  }
+  EXPECT_EQ(GetHugePageMemoryStats().buffers, before.buffers);
 }
 
 TEST(CpuBackendTest, RejectsMalformedBatchesAndBudgets) {
