@@ -4,6 +4,8 @@
 # Usage: scripts/run-tests.sh BUILD_DIR [JOBS]
 # LLMSERVE_CTEST_ARGS adds ctest arguments (the sanitizer runs pass a label or exclusions);
 # LLMSERVE_TEST_SUMMARY replaces the summary's first word ("tests").
+# When tests fail, BUILD_DIR/failed-tests.txt holds the end of each one's output
+# (scripts/failed-test-output.py; .ci/run prints it last).
 set -uo pipefail
 build_dir=${1:?usage: run-tests.sh BUILD_DIR [JOBS]}
 jobs=${2:-$(nproc)}
@@ -13,6 +15,8 @@ read -r -a extra_args <<<"${LLMSERVE_CTEST_ARGS:-}"
 if [ -z "${LLMSERVE_TESTDATA:-}" ]; then
   echo "run-tests: LLMSERVE_TESTDATA is not set: tokenizer conformance tests will skip"
 fi
+failures="$build_dir/failed-tests.txt"
+rm -f "$failures"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" --timeout 600 "${extra_args[@]}" 2>&1 |
@@ -27,5 +31,8 @@ if [ -z "$total" ]; then
   exit $((status == 0 ? 1 : status))
 fi
 passed=$((total - failed - skipped))
+if ((failed > 0)); then
+  python3 "$(dirname "${BASH_SOURCE[0]}")/failed-test-output.py" "$build_dir" >"$failures"
+fi
 echo "${summary}: ${passed} passed, ${failed} failed, ${skipped} skipped"
 exit "$status"

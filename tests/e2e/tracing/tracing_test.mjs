@@ -200,6 +200,17 @@ const workerB = await startWorker('worker-b');
 const gateway = await startGateway('gateway', [workerA, workerB], ...tracingFlags,
   `--api_keys_file=${keys}`, '--routing=round_robin', '--query_of_death_retries=1',
   '--trace_sample_ratio=1');
+// "ready" means one worker is: the retry below needs the round robin over both (with only B known
+// ready, both tries went to B and the trace had one attempt: seen once in CI under the sanitizers).
+{
+  const series = 'llmserve_gateway_model_ready_workers{model="tiny"}';
+  let ready = 0;
+  for (let i = 0; i < 600 && ready < 2; ++i) {
+    ready = (await metric(gateway.port, series))[series] ?? 0;
+    if (ready < 2) await sleep(100);
+  }
+  assert.equal(ready, 2, 'the gateway finds both workers ready within 60 s');
+}
 const client = new OpenAI({ apiKey, baseURL: `http://127.0.0.1:${gateway.port}/v1`, maxRetries: 0 });
 
 const summary = {};
