@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -13,18 +13,16 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "common/base/read_file.h"
 
 namespace llmserve::common {
 namespace {
 
-// The first 4 KiB of a small file (cgroup files are one line), or nullopt.
+// A cgroup or proc file (a line or a few), or nullopt when it cannot be read.
 std::optional<std::string> ReadSmallFile(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "r");
-  if (file == nullptr) return std::nullopt;
-  char buffer[4096];
-  const size_t n = std::fread(buffer, 1, sizeof(buffer), file);
-  std::fclose(file);
-  return std::string(buffer, n);
+  absl::StatusOr<std::string> text = ReadFileUpTo(path, 64 * 1024, "cgroup file");
+  if (!text.ok()) return std::nullopt;
+  return *std::move(text);
 }
 
 std::optional<int64_t> ReadInt(const std::string& path) {

@@ -3,14 +3,12 @@
 #include <sys/mman.h>
 
 #include <cstdint>
-#include <fstream>
-#include <iterator>
 #include <limits>
 #include <map>
-#include <sstream>
 
 #include "absl/synchronization/mutex.h"
 #include "common/base/logging.h"
+#include "common/base/read_file.h"
 
 namespace llmserve {
 namespace {
@@ -31,8 +29,8 @@ constexpr uint64_t kHeaderMagic = 0x6c6c6d7365727665;  // "llmserve"
 
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
+// A mapping buffers are carved from (its base address is its key in Heap::chunks_).
 struct Chunk {
-  uintptr_t base = 0;
   size_t size = 0;
   size_t used = 0;
   int64_t live_buffers = 0;
@@ -63,19 +61,19 @@ class Heap {
     const size_t bytes =
         kBufferAlignment + RoundUp(buffer_bytes == 0 ? 1 : buffer_bytes, kBufferAlignment);
     absl::MutexLock lock(&mutex_);
-    Chunk* chunk = current_ == 0 ? nullptr : &chunks_.at(current_);
+    uintptr_t base = current_;
+    Chunk* chunk = base == 0 ? nullptr : &chunks_.at(base);
     if (chunk == nullptr || chunk->size - chunk->used < bytes) {
       const bool own_mapping = bytes >= kHugePageChunkBytes / 2;
       const size_t size = own_mapping ? RoundUp(bytes, kHugePageBytes) : kHugePageChunkBytes;
-      const uintptr_t base = MapAligned(size);
+      base = MapAligned(size);
       if (base == 0) return nullptr;
       chunk = &chunks_[base];
-      chunk->base = base;
       chunk->size = size;
       // A buffer with its own mapping leaves the current chunk's free tail for the next ones.
       if (!own_mapping) current_ = base;
     }
-    const uintptr_t p = chunk->base + chunk->used;
+    const uintptr_t p = base + chunk->used;
     chunk->used += bytes;
     ++chunk->live_buffers;
     buffers_[p] = bytes;
@@ -147,10 +145,9 @@ void FreeHugePageMemory(void* p) {
 HugePageMemoryStats GetHugePageMemoryStats() { return TheHeap().Stats(); }
 
 std::string TransparentHugePagesMode(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream contents;
-  contents << file.rdbuf();
-  const std::string text = contents.str();
+  const absl::StatusOr<std::string> read = common::ReadFileUpTo(path, 4096, "THP setting");
+  if (!read.ok()) return "";
+  const std::string& text = *read;
   const size_t open = text.find('['), close = text.find(']', open);
   if (open == std::string::npos || close == std::string::npos) return "";
   return text.substr(open + 1, close - open - 1);

@@ -1,10 +1,10 @@
 #include "common/tls/grpc_tls.h"
 
-#include <fstream>
-#include <sstream>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/base/read_file.h"
 
 namespace llmserve::common {
 namespace {
@@ -14,14 +14,10 @@ constexpr size_t kMaxPemBytes = 1 << 20;
 }  // namespace
 
 absl::StatusOr<std::string> ReadPemFile(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  std::ostringstream contents;
-  contents << file.rdbuf();
-  std::string pem = contents.str();
-  if (pem.size() > kMaxPemBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": larger than 1 MiB, not a PEM file"));
-  }
+  // Bounded: a wrong path such as /dev/zero ends in an error, not in reading forever.
+  absl::StatusOr<std::string> read = ReadFileUpTo(path, kMaxPemBytes, "PEM file");
+  if (!read.ok()) return read.status();
+  std::string pem = *std::move(read);
   if (!absl::StrContains(pem, "-----BEGIN ")) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a PEM file (no -----BEGIN line)"));
   }

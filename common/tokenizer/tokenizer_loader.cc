@@ -1,10 +1,9 @@
 // Tokenizer::FromJson / FromDirectory: builds the components and the BOS/EOS configuration.
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/read_file.h"
 #include "common/status/status_macros.h"
 #include "common/tokenizer/sentencepiece_model.h"
 #include "common/tokenizer/tokenizer.h"
@@ -165,12 +164,10 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(
 }
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromDirectory(const std::string& dir) {
-  auto read = [](const std::filesystem::path& path) -> absl::StatusOr<std::string> {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path.string()));
-    std::ostringstream contents;
-    contents << in.rdbuf();
-    return contents.str();
+  // The worker's bound for a model directory's JSON files (worker/model/model_files.cc).
+  constexpr size_t kMaxTokenizerFileBytes = size_t{64} << 20;
+  auto read = [](const std::filesystem::path& path) {
+    return common::ReadFileUpTo(path.string(), kMaxTokenizerFileBytes, "tokenizer file");
   };
   const std::filesystem::path root(dir);
   std::string tokenizer_json;

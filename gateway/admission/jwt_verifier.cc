@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
-#include <fstream>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -22,6 +21,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/base/read_file.h"
 #include "jwt/jwt.hpp"
 #include "nlohmann/json.hpp"
 
@@ -69,24 +69,11 @@ std::optional<Json> ParseJsonObject(absl::string_view text) {
   }
 }
 
-// `what` names the kind of file in messages. Reading stops past `max_bytes`, so a wrong path
-// (a log, a device) costs little.
+// `what` names the kind of file in messages.
 absl::StatusOr<std::string> ReadKeyFile(const std::string& path, absl::string_view what,
                                         size_t max_bytes) {
   if (path.empty()) return absl::InvalidArgumentError(absl::StrCat(what, " is not set"));
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return absl::NotFoundError(absl::StrCat("cannot open ", what, " ", path));
-  std::string contents;
-  char buffer[8192];
-  while (file.read(buffer, sizeof(buffer)) || file.gcount() > 0) {
-    contents.append(buffer, static_cast<size_t>(file.gcount()));
-    if (contents.size() > max_bytes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " ", path, " is larger than ", max_bytes, " bytes"));
-    }
-  }
-  if (file.bad()) return absl::UnavailableError(absl::StrCat("cannot read ", what, " ", path));
-  return contents;
+  return common::ReadFileUpTo(path, max_bytes, what);
 }
 
 template <auto kFree>

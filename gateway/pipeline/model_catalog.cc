@@ -60,7 +60,16 @@ std::vector<ModelCatalog::ModelSummary> ModelCatalog::List() const {
   return list;
 }
 
-absl::StatusOr<std::shared_ptr<const ServedModel>> ModelCatalog::Resolve(absl::string_view name) {
+absl::StatusOr<std::shared_ptr<const ServedModel>> ModelCatalog::Resolve(
+    absl::string_view name, const ModelFilter& may_use) {
+  // The names an error may show this caller.
+  auto shown = [&](const std::vector<std::string>& names) {
+    std::vector<std::string> kept;
+    for (const std::string& model : names) {
+      if (!may_use || may_use(model)) kept.push_back(model);
+    }
+    return absl::StrJoin(kept, ", ");
+  };
   const std::vector<ModelSummary> models = List();
   if (models.empty()) {
     const std::vector<std::string> known = workers_->KnownModels();
@@ -68,19 +77,29 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> ModelCatalog::Resolve(absl::s
       return absl::UnavailableError("no worker has answered yet: no model is available");
     }
     // Workers answered before and are gone now (scaled to zero, left DNS): say so, not "yet".
+    const std::string gone = shown(known);
     return absl::UnavailableError(
-        absl::StrCat("no worker is available now for ", absl::StrJoin(known, ", "),
+        absl::StrCat("no worker is available now", gone.empty() ? "" : absl::StrCat(" for ", gone),
                      " (the workers that served it left or are down); retry later"));
   }
+  std::vector<std::string> names;
+  for (const ModelSummary& summary : models) names.push_back(summary.name);
   const ModelSummary* found = nullptr;
   if (name.empty()) {
-    if (models.size() > 1) {
-      std::vector<std::string> names;
-      for (const ModelSummary& summary : models) names.push_back(summary.name);
-      return absl::InvalidArgumentError(absl::StrCat(
-          "model: required, this gateway serves several: ", absl::StrJoin(names, ", ")));
+    std::vector<const ModelSummary*> usable;
+    for (const ModelSummary& summary : models) {
+      if (!may_use || may_use(summary.name)) usable.push_back(&summary);
     }
-    found = &models[0];
+    if (usable.size() == 1) {
+      found = usable[0];
+    } else if (usable.empty() && models.size() == 1) {
+      found = &models[0];  // the access check refuses it, naming it
+    } else {
+      const std::string served = shown(names);
+      return absl::InvalidArgumentError(
+          absl::StrCat("model: required, this gateway serves several",
+                       served.empty() ? "" : absl::StrCat(": ", served)));
+    }
   } else {
     for (const ModelSummary& summary : models) {
       if (summary.name == name) found = &summary;
@@ -93,10 +112,10 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> ModelCatalog::Resolve(absl::s
             absl::StrCat("no worker is available now for model \"", name,
                          "\" (the workers that served it left or are down); retry later"));
       }
-      std::vector<std::string> names;
-      for (const ModelSummary& summary : models) names.push_back(summary.name);
-      return absl::NotFoundError(absl::StrCat(
-          "model \"", name, "\" does not exist; served: ", absl::StrJoin(names, ", ")));
+      const std::string served = shown(names);
+      return absl::NotFoundError(
+          absl::StrCat("model \"", name, "\" does not exist",
+                       served.empty() ? "" : absl::StrCat("; served: ", served)));
     }
   }
   const std::shared_ptr<const worker::v1::ModelInfo>& info = found->info;

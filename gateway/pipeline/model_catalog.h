@@ -7,6 +7,7 @@
 #ifndef LLMSERVE_GATEWAY_PIPELINE_MODEL_CATALOG_H_
 #define LLMSERVE_GATEWAY_PIPELINE_MODEL_CATALOG_H_
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,6 +17,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "gateway/pipeline/lora_adapter_manager.h"
 #include "gateway/pipeline/served_model.h"
@@ -39,10 +41,17 @@ class ModelCatalog {
         reasoning_(std::move(reasoning)),
         lora_adapters_(lora_adapters) {}
 
-  // `name` empty selects the only model (INVALID_ARGUMENT when there are several); NOT_FOUND
-  // naming the served models for an unknown name; UNAVAILABLE before any worker answered. A LoRA
-  // adapter's name resolves to its base model served through it (ServedModel::ForAdapter).
-  absl::StatusOr<std::shared_ptr<const ServedModel>> Resolve(absl::string_view name);
+  // Which models a caller may use (an API key or token limited to some); empty: every model.
+  using ModelFilter = std::function<bool(absl::string_view model)>;
+
+  // `name` empty selects the only model the caller may use (INVALID_ARGUMENT when there are
+  // several); NOT_FOUND naming the served models for an unknown name; UNAVAILABLE before any
+  // worker answered. Errors name only models `may_use` accepts: a key limited to one model does
+  // not learn what else the gateway serves. Resolving is not permission: a model the caller may
+  // not use still resolves (CheckModelAccess refuses it, naming it). A LoRA adapter's name
+  // resolves to its base model served through it (ServedModel::ForAdapter).
+  absl::StatusOr<std::shared_ptr<const ServedModel>> Resolve(absl::string_view name,
+                                                             const ModelFilter& may_use = {});
 
   struct ModelSummary {
     // What requests call it: the model's name, or a LoRA adapter's.

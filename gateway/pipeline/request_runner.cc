@@ -62,12 +62,15 @@ absl::StatusOr<std::vector<ModelCatalog::ModelSummary>> RequestRunner::ListModel
 
 absl::StatusOr<std::shared_ptr<const ServedModel>> RequestRunner::ResolveModel(
     const RequestLifecycle& lifecycle, absl::string_view name) const {
-  absl::StatusOr<std::shared_ptr<const ServedModel>> model = catalog_->Resolve(name);
-  if (!model.ok()) return model;
-  if (const std::optional<Principal> principal = lifecycle.principal(); principal.has_value()) {
-    if (absl::Status allowed = CheckModelAccess(*principal, (*model)->name()); !allowed.ok()) {
-      return allowed;
-    }
+  const std::optional<Principal> principal = lifecycle.principal();
+  ModelCatalog::ModelFilter may_use;
+  if (principal.has_value()) {
+    may_use = [&principal](absl::string_view model) { return principal->MayUseModel(model); };
+  }
+  absl::StatusOr<std::shared_ptr<const ServedModel>> model = catalog_->Resolve(name, may_use);
+  if (!model.ok() || !principal.has_value()) return model;
+  if (absl::Status allowed = CheckModelAccess(*principal, (*model)->name()); !allowed.ok()) {
+    return allowed;
   }
   return model;
 }

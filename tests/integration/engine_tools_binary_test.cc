@@ -137,6 +137,44 @@ TEST_F(EngineToolsTest, BenchEngineReportsForwardTimeAndTheBytesAStepReads) {
   EXPECT_EQ(run.lines[1]["batch"], 3);
 }
 
+// LLMSERVE_CPU_ISA caps the kernels for the whole process (an AVX-512 machine runs an AVX2 one's
+// paths); the JSON says which ran, and a value it does not know stops the tool, naming it.
+TEST_F(EngineToolsTest, TheCpuIsaSettingCapsTheKernelsAndABadOneIsRefused) {
+  auto run_with = [&](const std::string& isa) {
+    return RunBinary({"/usr/bin/env", "LLMSERVE_CPU_ISA=" + isa,
+                      ::llmserve::testing::BenchEngineBinary(), Model(), "--dtype=f32",
+                      "--threads=1", "--batch=1", "--prompt_len=4", "--gen_len=2"});
+  };
+  const JsonLinesRun uncapped = run_with("");
+  ASSERT_EQ(uncapped.exit_code, 0) << uncapped.output;
+  ASSERT_EQ(uncapped.lines.size(), 1u) << uncapped.output;
+  const std::string best = uncapped.lines[0]["cpu_isa"];
+  EXPECT_EQ(best.find("capped"), std::string::npos) << best;
+
+  const JsonLinesRun baseline = run_with("baseline");
+  ASSERT_EQ(baseline.exit_code, 0) << baseline.output;
+  ASSERT_EQ(baseline.lines.size(), 1u) << baseline.output;
+  const std::string portable = baseline.lines[0]["cpu_isa"];
+  EXPECT_EQ(portable.rfind("baseline", 0), 0u) << portable;
+  EXPECT_EQ(portable.find("capped") != std::string::npos, best != "baseline") << portable;
+
+  const JsonLinesRun avx2 = run_with("avx2");
+  ASSERT_EQ(avx2.exit_code, 0) << avx2.output;
+  ASSERT_EQ(avx2.lines.size(), 1u) << avx2.output;
+  const std::string capped = avx2.lines[0]["cpu_isa"];
+  if (best.rfind("avx512", 0) == 0 || best.find("avx-vnni") != std::string::npos) {
+    EXPECT_EQ(capped, "avx2 capped by LLMSERVE_CPU_ISA=avx2") << capped;
+  } else {
+    EXPECT_EQ(capped, best) << "a cap at or above what the CPU has changes nothing";
+  }
+
+  const JsonLinesRun bad = run_with("sse9");
+  EXPECT_NE(bad.exit_code, 0) << bad.output;
+  EXPECT_NE(bad.output.find("LLMSERVE_CPU_ISA=sse9: expected avx512, avxvnni, avx2 or baseline"),
+            std::string::npos)
+      << bad.output;
+}
+
 // --profile adds one "profile" line after each batch size's: every phase of the forward pass,
 // times that add up to at most the decode steps' Forward time, and the projections' weight bytes,
 // which sum to what a step reads.

@@ -25,7 +25,8 @@
 // the LM head with quantized projections unless --quantize_lm_head=false (CPU only),
 // --quantized_activations the integer-dot decode
 // path (CPU only, quantized_dot.h); AWQ/GPTQ checkpoints run their 4-bit projections on both
-// backends. The JSON lines say which ran.
+// backends. The JSON lines say which ran, and cpu_isa which CPU kernels (cpu_features.h:
+// LLMSERVE_CPU_ISA=avx2 runs an AVX2 machine's paths on an AVX-512 one).
 //
 // --profile (CPU only) adds, after each batch size's line, a line with "kind": "profile": where the
 // decode steps' time went (cpu/forward_profile.h): per phase of the forward pass its milliseconds
@@ -55,11 +56,13 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/base/flag_names.h"
 #include "tools/bench_engine/random_lora.h"
 #include "worker/engine/cpu/cpu_backend.h"
+#include "worker/engine/cpu/cpu_features.h"
 #include "worker/engine/cuda/cuda_plugin_loader.h"
 #include "worker/engine/cuda/projection_image.h"
 #include "worker/model/auto_dtype.h"
@@ -336,6 +339,10 @@ int main(int argc, char** argv) {
   const int64_t blocks_needed =
       static_cast<int64_t>(max_batch) * ((prompt_len + gen_len + block_size - 1) / block_size);
   const std::string backend_name = absl::GetFlag(FLAGS_backend);
+  // The kernels the CPU backend runs (LLMSERVE_CPU_ISA may cap them), as a JSON value.
+  const std::string cpu_isa = backend_name == "cpu"
+                                  ? absl::StrCat("\"", llmserve::worker::cpu::CpuIsaSummary(), "\"")
+                                  : "null";
   std::unique_ptr<Backend> backend;
   llmserve::worker::CpuBackend* profiled = nullptr;  // --profile
   int threads = 0;
@@ -423,13 +430,14 @@ int main(int argc, char** argv) {
           "{\"batch\": %d, \"prompt_len\": %d, \"gen_len\": %d, \"dtype\": \"%s\", "
           "\"quantization\": \"%s\", \"quantize_lm_head\": %s, \"quantized_activations\": %s, "
           "\"threads\": %d, "
-          "\"backend\": \"%s\", \"weight_bytes\": %lld, \"step_read_bytes\": %lld, "
+          "\"backend\": \"%s\", \"cpu_isa\": %s, \"weight_bytes\": %lld, \"step_read_bytes\": "
+          "%lld, "
           "\"prefill_s\": %.6f, \"decode_s\": %.6f, \"decode_forward_s\": %.6f, "
           "\"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f%s}\n",
           batch, prompt_len, gen_len, std::string(llmserve::worker::DTypeName(*dtype)).c_str(),
           llmserve::worker::RunningQuantizationName(*resolved, config->quantization).c_str(),
           backend->lm_head_quantized() ? "true" : "false", quantized_activations ? "true" : "false",
-          threads, backend_name.c_str(), static_cast<long long>(weight_bytes),
+          threads, backend_name.c_str(), cpu_isa.c_str(), static_cast<long long>(weight_bytes),
           static_cast<long long>(step_read_bytes), r.prefill_s, r.decode_s, r.decode_forward_s,
           prefill_tok_s, decode_tok_s, lora_fields.c_str());
       std::fflush(stdout);

@@ -8,8 +8,10 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/base/cgroup_limits.h"
+#include "common/base/logging.h"
 #include "common/status/status_macros.h"
 #include "worker/engine/cpu/cpu_backend.h"
+#include "worker/engine/cpu/cpu_features.h"
 #include "worker/model/model_loader.h"
 
 namespace llmserve::worker {
@@ -73,6 +75,9 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildCpuEngine(const CpuEngineOptions& o
     return absl::InvalidArgumentError(
         absl::StrCat("block_size ", options.block_size, " is outside [1, 1024]"));
   }
+  // Before the load, which can take minutes (CpuBackend::Create checks it too).
+  LLMSERVE_RETURN_IF_ERROR(cpu::CheckCpuIsaSetting());
+  LLMSERVE_LOG(INFO) << "CPU kernels: " << cpu::CpuIsaSummary();
   std::unique_ptr<ModelWeights> weights;
   LLMSERVE_ASSIGN_OR_RETURN(weights, LoadModel(options.model_dir, options.max_model_len,
                                                options.dtype, options.load_progress));

@@ -29,12 +29,13 @@ Tensor::Tensor(DType dtype, std::vector<int64_t> shape)
     : dtype_(dtype),
       shape_(std::move(shape)),
       data_(nullptr, FreeDeleter{SizeBytes() >= kHugePageMinBytes}) {
-  const size_t bytes = (SizeBytes() + 63) / 64 * 64;
+  // aligned_alloc needs a multiple of the alignment, and an empty tensor still gets a buffer.
+  const size_t bytes = std::max<size_t>((SizeBytes() + 63) / 64 * 64, 64);
   if (data_.get_deleter().huge_pages) {
     data_.reset(AllocateHugePageMemory(bytes));  // zeroed
   } else {
-    data_.reset(std::aligned_alloc(64, bytes == 0 ? 64 : bytes));
-    if (data_ != nullptr) std::memset(data_.get(), 0, bytes == 0 ? 64 : bytes);
+    data_.reset(std::aligned_alloc(64, bytes));
+    if (data_ != nullptr) std::memset(data_.get(), 0, bytes);
   }
   LLMSERVE_CHECK(data_ != nullptr) << "out of memory allocating " << bytes << " bytes";
 }

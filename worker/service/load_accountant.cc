@@ -1,6 +1,7 @@
 #include "worker/service/load_accountant.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 namespace llmserve::worker {
@@ -57,21 +58,26 @@ void LoadAccountant::Record(const StepStats& step) {
                      .generated_tokens = step.generated_tokens,
                      .seconds = step.forward_s + step.overhead_s});
   while (step.time - recent_.front().time > kRateWindow) recent_.pop_front();
-  int64_t prompt = 0, generated = 0;
-  for (const RecentPass& pass : recent_) {
-    prompt += pass.prompt_tokens;
-    generated += pass.generated_tokens;
-  }
-  // From the oldest pass's end to this one's, plus this pass itself.
-  const double span = std::max(
-      1e-3, absl::ToDoubleSeconds(step.time - recent_.front().time) + recent_.back().seconds);
-  load_.prompt_tokens_per_s = prompt / span;
-  load_.generated_tokens_per_s = generated / span;
 }
 
 EngineLoad LoadAccountant::Load() const {
+  const absl::Time now = clock_->Now();
   absl::MutexLock lock(&mutex_);
-  return load_;
+  EngineLoad load = load_;
+  int64_t prompt = 0, generated = 0;
+  std::optional<absl::Time> first_start;
+  for (const RecentPass& pass : recent_) {
+    if (now - pass.time > kRateWindow) continue;
+    if (!first_start) first_start = pass.time - absl::Seconds(pass.seconds);
+    prompt += pass.prompt_tokens;
+    generated += pass.generated_tokens;
+  }
+  if (first_start) {
+    const double span = std::max(1e-3, absl::ToDoubleSeconds(now - *first_start));
+    load.prompt_tokens_per_s = prompt / span;
+    load.generated_tokens_per_s = generated / span;
+  }
+  return load;
 }
 
 EngineLoad LoadAccountant::Load(const EngineCounts& live) const {

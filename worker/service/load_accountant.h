@@ -19,6 +19,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/base/clock.h"
 #include "worker/engine/engine.h"
 
 namespace llmserve::worker {
@@ -35,7 +36,8 @@ struct EngineLoad {
   // The two counts behind the rate (tokens).
   int64_t prefix_cache_queries = 0;
   int64_t prefix_cache_hits = 0;
-  // Over the forward passes of the last LoadAccountant::kRateWindow.
+  // Tokens of the forward passes of the last LoadAccountant::kRateWindow, divided by the time
+  // from the first one's start to the time of reading: an idle engine's rates decay to zero.
   double prompt_tokens_per_s = 0;
   double generated_tokens_per_s = 0;
   // Forward passes (failed ones included), and requests preempted, since start.
@@ -59,8 +61,13 @@ struct EngineLoad {
 
 class LoadAccountant {
  public:
-  // The token rates are over the forward passes of this window.
+  // The token rates are over the forward passes of this window, up to the time of reading.
   static constexpr absl::Duration kRateWindow = absl::Seconds(5);
+
+  // `clock` (null: the real one) is the engine's: its reports carry times from it, and the rates
+  // are read as of its now, so that they fall to zero when the engine goes idle.
+  explicit LoadAccountant(const common::Clock* clock = nullptr)
+      : clock_(common::Clock::OrReal(clock)) {}
   // Untaken cache events are dropped past this many block hashes; the consumer then resends the
   // whole set (CachedBlockHashes) instead of an unbounded backlog.
   static constexpr int64_t kMaxPendingEventHashes = int64_t{1} << 20;
@@ -92,7 +99,9 @@ class LoadAccountant {
     double seconds;  // the pass's forward and overhead time
   };
 
+  const common::Clock* const clock_;
   mutable absl::Mutex mutex_;
+  // Without the token rates (Load computes them).
   EngineLoad load_ ABSL_GUARDED_BY(mutex_);
   std::deque<RecentPass> recent_ ABSL_GUARDED_BY(mutex_);
   std::vector<PrefixCacheEvent> events_ ABSL_GUARDED_BY(mutex_);

@@ -312,8 +312,9 @@ grpc::ServerUnaryReactor* InferenceService::Tokenize(grpc::CallbackServerContext
   absl::StatusOr<Principal> principal =
       runner_->tracker().admission().Authenticate(AuthorizationOf(*context));
   if (!principal.ok()) return fail(principal.status());
-  absl::StatusOr<std::shared_ptr<const ServedModel>> model =
-      runner_->catalog().Resolve(request->model());
+  absl::StatusOr<std::shared_ptr<const ServedModel>> model = runner_->catalog().Resolve(
+      request->model(),
+      [&principal](absl::string_view name) { return principal->MayUseModel(name); });
   if (!model.ok()) return fail(model.status());
   if (absl::Status allowed = CheckModelAccess(*principal, (*model)->name()); !allowed.ok()) {
     return fail(allowed);

@@ -10,6 +10,7 @@
 #include "common/base/cgroup_limits.h"
 #include "common/base/logging.h"
 #include "common/status/status_macros.h"
+#include "worker/engine/cpu/cpu_features.h"
 #include "worker/engine/cpu/kernels.h"
 #include "worker/engine/cpu/lora_kernels.h"
 #include "worker/model/rope.h"
@@ -26,6 +27,7 @@ const float* BiasOrNull(const Tensor& tensor) {
 
 absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
     std::unique_ptr<ModelWeights> weights, const CpuBackendOptions& options) {
+  LLMSERVE_RETURN_IF_ERROR(cpu::CheckCpuIsaSetting());
   const ModelConfig& c = weights->config;
   if (options.block_size < 1 || options.block_size > 1024) {
     return absl::InvalidArgumentError(

@@ -1,6 +1,12 @@
 // The instruction-set levels the CPU backend's kernels are compiled for, checked once at run time
 // (the build never assumes the CPU it runs on). x86-64 only; elsewhere all false.
 //
+// LLMSERVE_CPU_ISA caps them, for the whole process (as oneDNN's ONEDNN_MAX_CPU_ISA does):
+// "avx512" (the default: whatever the CPU has), "avxvnni" (no AVX-512), "avx2" (AVX2, FMA and F16C
+// alone: what Haswell to Zen 3 have), "baseline" (no vector kernels; the portable code). On an
+// AVX-512 machine it runs the paths an older CPU takes, to measure or check them; a cap above what
+// the CPU has changes nothing.
+//
 // Thread-safe.
 
 #ifndef LLMSERVE_WORKER_ENGINE_CPU_CPU_FEATURES_H_
@@ -8,6 +14,8 @@
 
 #include <string>
 #include <vector>
+
+#include "absl/status/status.h"
 
 namespace llmserve::worker::cpu {
 
@@ -27,6 +35,14 @@ bool HasAvx512Vbmi();
 // The vector instruction sets the kernels have variants for that this CPU runs, best first:
 // "avx512" (HasAvx512), "avx2" (HasAvx2FmaF16c). Empty on a CPU with neither.
 std::vector<std::string> VectorIsas();
+
+// INVALID_ARGUMENT naming LLMSERVE_CPU_ISA and the accepted values when it holds another one (the
+// functions above then ignore it). The CPU backend checks it when created.
+absl::Status CheckCpuIsaSetting();
+
+// What the kernels use, for logs and benchmark output: "avx512 (vnni, vbmi, bf16)", "avx2",
+// "baseline"; with " capped by LLMSERVE_CPU_ISA=..." when the setting removed something.
+std::string CpuIsaSummary();
 
 }  // namespace llmserve::worker::cpu
 

@@ -655,6 +655,13 @@ TEST(GatewayTlsTest, MutualTlsToWorkersAndTlsForClients) {
   absl::StatusOr<std::unique_ptr<GatewayServer>> not_pem = GatewayServer::Start(options);
   ASSERT_FALSE(not_pem.ok());
   EXPECT_NE(not_pem.status().message().find("san.ext: not a PEM file"), absl::string_view::npos);
+  // An endless file is refused after 1 MiB, not read until memory runs out.
+  options.tls = {.cert_file = "/dev/zero", .key_file = d + "/server.key"};
+  absl::StatusOr<std::unique_ptr<GatewayServer>> endless = GatewayServer::Start(options);
+  ASSERT_FALSE(endless.ok());
+  EXPECT_NE(endless.status().message().find("PEM file /dev/zero is larger than 1048576 bytes"),
+            absl::string_view::npos)
+      << endless.status();
 }
 
 }  // namespace

@@ -349,5 +349,31 @@ TEST_F(LoraAdminApiTest, KeysLimitedToModelsListAndUseOnlyThose) {
   EXPECT_EQ(HttpStatus(embeddings), 403) << embeddings;
 }
 
+TEST_F(LoraAdminApiTest, ErrorsAndTheDefaultModelConsiderOnlyTheModelsTheKeyMayUse) {
+  const nlohmann::json body = {{"model", "no-such-model"}, {"prompt", "hi"}, {"max_tokens", 2}};
+  const std::string limited = Post("/v1/completions", body, "app-key");
+  EXPECT_EQ(HttpStatus(limited), 404) << limited;
+  EXPECT_TRUE(absl::StrContains(limited, "does not exist; served: sql\"")) << limited;
+  EXPECT_FALSE(absl::StrContains(limited, "tiny")) << limited;
+  const std::string unlimited = Post("/v1/completions", body, "all-key");
+  EXPECT_EQ(HttpStatus(unlimited), 404) << unlimited;
+  EXPECT_TRUE(absl::StrContains(unlimited, "served: sql, tiny")) << unlimited;
+  EXPECT_EQ(fake_.calls_started(), 0u);
+
+  // Without `model`: the only model the key may use (an unlimited key must name one of two).
+  const nlohmann::json unnamed = {{"prompt", "hi"}, {"max_tokens", 2}};
+  const std::string ambiguous = Post("/v1/completions", unnamed, "all-key");
+  EXPECT_EQ(HttpStatus(ambiguous), 400) << ambiguous;
+  EXPECT_TRUE(absl::StrContains(ambiguous, "serves several: sql, tiny")) << ambiguous;
+  std::string picked;
+  std::thread client([&] { picked = Post("/v1/completions", unnamed, "app-key"); });
+  std::shared_ptr<FakeCall> call = fake_.WaitForCall(0, absl::Seconds(5));
+  if (call != nullptr) call->Send({'o', 'k'}, ::llmserve::v1::FINISH_REASON_LENGTH);
+  client.join();
+  EXPECT_EQ(HttpStatus(picked), 200) << picked;
+  ASSERT_NE(call, nullptr);
+  EXPECT_EQ(call->request().lora_adapter(), "sql");
+}
+
 }  // namespace
 }  // namespace llmserve::gateway

@@ -8,6 +8,7 @@
 
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "tests/testing/simulated_clock.h"
 
 namespace llmserve::worker {
 namespace {
@@ -99,25 +100,36 @@ TEST(LoadAccountantTest, NothingReportedIsAnIdleEmptyLoad) {
   EXPECT_TRUE(load.spec_accepted_per_position.empty()) << "speculation off until reported";
 }
 
-TEST(LoadAccountantTest, TokenRatesAreOverThePassesOfTheLastFiveSeconds) {
-  LoadAccountant accountant;
-  // A prefill of 3 tokens at 2 s, then a token a second: 3 prompt and 4 generated tokens in the
-  // 3 s between the first pass and the last.
+TEST(LoadAccountantTest, TokenRatesAreOverThePassesOfTheLastFiveSecondsUpToNow) {
+  ::llmserve::testing::SimulatedClock clock(kStart);
+  LoadAccountant accountant(&clock);
+  auto at = [&](double seconds) {
+    clock.Advance(kStart + absl::Seconds(seconds) - clock.Now());
+    return accountant.Load();
+  };
+  // A prefill of 3 tokens at 2 s, then a token a second: read at the last pass, 3 prompt and 4
+  // generated tokens in the 3 s since the first.
   accountant.Record(Pass(2, 3, 1));
   for (int i = 0; i < 3; ++i) accountant.Record(Pass(3 + i, 0, 1));
-  EXPECT_DOUBLE_EQ(accountant.Load().prompt_tokens_per_s, 1);
-  EXPECT_DOUBLE_EQ(accountant.Load().generated_tokens_per_s, 4.0 / 3);
-  // Ten seconds later those passes are out of the window.
+  EXPECT_DOUBLE_EQ(at(5).prompt_tokens_per_s, 1);
+  EXPECT_DOUBLE_EQ(at(5).generated_tokens_per_s, 4.0 / 3);
+  // Idle, the rates decay: the same tokens over 4 s; then the first pass has left the window
+  // (3 generated tokens from 3 s to 8 s); then every pass has, and nothing is generated.
+  EXPECT_DOUBLE_EQ(at(6).generated_tokens_per_s, 1);
+  EXPECT_DOUBLE_EQ(at(8).prompt_tokens_per_s, 0);
+  EXPECT_DOUBLE_EQ(at(8).generated_tokens_per_s, 3.0 / 5);
+  EXPECT_EQ(at(11).generated_tokens_per_s, 0);
+  // Busy again: only the new passes count.
   accountant.Record(Pass(15, 1, 1));
   accountant.Record(Pass(16, 0, 1));
-  EXPECT_DOUBLE_EQ(accountant.Load().prompt_tokens_per_s, 1);
-  EXPECT_DOUBLE_EQ(accountant.Load().generated_tokens_per_s, 2);
-  // A pass's own time counts: one pass of 0.5 s alone in its window.
+  EXPECT_DOUBLE_EQ(at(16).prompt_tokens_per_s, 1);
+  EXPECT_DOUBLE_EQ(at(16).generated_tokens_per_s, 2);
+  // A pass's own time counts: one pass of 0.5 s alone in its window, read as it ends.
   StepStats alone = Pass(30, 0, 4);
   alone.forward_s = 0.4;
   alone.overhead_s = 0.1;
   accountant.Record(alone);
-  EXPECT_DOUBLE_EQ(accountant.Load().generated_tokens_per_s, 8);
+  EXPECT_DOUBLE_EQ(at(30).generated_tokens_per_s, 8);
 }
 
 TEST(LoadAccountantTest, MirrorsTheCachedSetAndQueuesItsChangesForOneConsumer) {
