@@ -51,6 +51,11 @@
 #
 # The machine should be otherwise idle for figures worth quoting; decode at batch 1 is memory-
 # bound: roofline_fraction says how close to the memory it runs.
+#
+# An AVX2 machine's figures on an AVX-512 one: run with LLMSERVE_CPU_ISA=avx2 in the environment
+# (llmserve's lines carry cpu_isa; the table says which kernels ran) and --llama-bin pointing at
+# a llama.cpp built with -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
+# -DGGML_F16C=ON (docs/engine.md, "The side-by-side run").
 set -euo pipefail
 
 usage() {
@@ -257,7 +262,8 @@ def llmserve(config, rnd, model_dir, kind):
             test, tok_s = "decode_b%d" % r["batch"], r["decode_tok_s"]
         measurement("llmserve", config, int(rnd), test, tok_s, r["threads"], r["batch"],
                     r["prompt_len"], r["gen_len"], per_step, tool="llmserve-bench-engine",
-                    weight_bytes=r["weight_bytes"], quantization=r["quantization"])
+                    weight_bytes=r["weight_bytes"], quantization=r["quantization"],
+                    cpu_isa=r.get("cpu_isa"))
 
 
 def summary(path):
@@ -282,6 +288,8 @@ def summary(path):
         line = {"kind": "median", "engine": engine, "config": config, "test": test,
                 "tool": tool, "rounds": len(rows), "tok_s": round(tok_s, 2),
                 "min": min(r["tok_s"] for r in rows), "max": max(r["tok_s"] for r in rows)}
+        if rows[0].get("cpu_isa"):
+            line["cpu_isa"] = rows[0]["cpu_isa"]
         if "weight_bytes_per_step" in rows[0]:
             per_step = rows[0]["weight_bytes_per_step"]
             line["weight_bytes_per_step"] = per_step
@@ -298,11 +306,13 @@ COUNTERPARTS = {"f16": "F16", "bf16": "BF16", "int8+head": "Q8_0", "int8+head+qa
 
 def table(path):
     """A Markdown table of the medians: tok/s per test, decode b1 with its roofline fraction."""
-    rows, tests, bandwidth = {}, set(), None
+    rows, tests, bandwidth, isas = {}, set(), None, set()
     for raw in open(path):
         r = json.loads(raw)
         if r.get("kind") != "median":
             continue
+        if r.get("cpu_isa"):
+            isas.add(r["cpu_isa"])
         if r["engine"] == "read_bandwidth":
             bandwidth = r
             continue
@@ -338,6 +348,8 @@ def table(path):
     print("decode b1: tok/s (share of the measured read bandwidth); llmserve cells: x its "
           "llama.cpp counterpart (" + ", ".join("%s / %s" % kv for kv in COUNTERPARTS.items()) +
           ")")
+    if isas:
+        print("llmserve CPU kernels: " + "; ".join(sorted(isas)))
     if bandwidth:
         print("read bandwidth: %.1f GB/s (median of %d measurements, %.1f-%.1f)" % (
             bandwidth["best_gb_s"], bandwidth["measurements"], bandwidth["min"], bandwidth["max"]))
