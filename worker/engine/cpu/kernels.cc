@@ -1,8 +1,10 @@
 #include "worker/engine/cpu/kernels.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numbers>
+#include <string>
 
 #include "worker/engine/cpu/cpu_features.h"
 #include "worker/engine/cpu/simd.h"
@@ -101,42 +103,106 @@ LLMSERVE_TARGET_AVX512 void ActivateRowAvx512(Activation activation, const float
   }
 }
 
+// The same for AVX2, 8 at a time; the tail of fewer than 8 takes the scalar form.
+LLMSERVE_TARGET_AVX2 inline __m256 SigmoidAvx2(__m256 v) {
+  const __m256 magnitude = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
+  const __m256 e = ExpNonPositiveAvx2(_mm256_sub_ps(_mm256_setzero_ps(), magnitude));
+  const __m256 inv = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+  const __m256 negative = _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LT_OQ);
+  return _mm256_blendv_ps(inv, _mm256_mul_ps(inv, e), negative);
+}
+
+LLMSERVE_TARGET_AVX2 inline __m256 ActivateAvx2(Activation activation, __m256 v) {
+  if (activation == Activation::kSilu) return _mm256_mul_ps(v, SigmoidAvx2(v));
+  const __m256 v3 = _mm256_mul_ps(_mm256_mul_ps(v, v), v);
+  const __m256 y = _mm256_mul_ps(_mm256_set1_ps(0.7978845608028654f),
+                                 _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), v3, v));
+  return _mm256_mul_ps(v, SigmoidAvx2(_mm256_add_ps(y, y)));
+}
+
+LLMSERVE_TARGET_AVX2 void ActivateRowAvx2(Activation activation, const float* x, const float* up,
+                                          int64_t n, float* out) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 value = ActivateAvx2(activation, _mm256_loadu_ps(x + i));
+    if (up != nullptr) value = _mm256_mul_ps(value, _mm256_loadu_ps(up + i));
+    _mm256_storeu_ps(out + i, value);
+  }
+  for (; i < n; ++i) out[i] = ActivateOne(activation, x[i]) * (up != nullptr ? up[i] : 1.0f);
+}
+
 #endif
 
-// Whether `activation` has a vectorized form on this CPU (the erf GELU has none).
-bool VectorizedActivation(Activation activation) {
+void ActivateRowBaseline(Activation activation, const float* x, const float* up, int64_t n,
+                         float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = ActivateOne(activation, x[i]) * (up != nullptr ? up[i] : 1.0f);
+  }
+}
+
+using ActivateRowFn = void (*)(Activation, const float*, const float*, int64_t, float*);
+
+// The row function for `isa` and `activation`, or null where that variant does not run (the erf
+// GELU is scalar everywhere).
+ActivateRowFn ActivateRowFor(absl::string_view isa, Activation activation) {
+  if (isa == "baseline") return ActivateRowBaseline;
+  if (activation == Activation::kGeluErf) return nullptr;
 #if defined(__x86_64__)
-  static const bool avx512 = HasAvx512();
-  return avx512 && activation != Activation::kGeluErf;
-#else
-  (void)activation;
-  return false;
+  if (isa == "avx512") return HasAvx512() ? ActivateRowAvx512 : nullptr;
+  if (isa == "avx2") return HasAvx2FmaF16c() ? ActivateRowAvx2 : nullptr;
 #endif
+  return nullptr;
+}
+
+// The first of ActivationIsas() that takes `activation`, chosen once per activation.
+ActivateRowFn BestActivateRow(Activation activation) {
+  static const std::array<ActivateRowFn, 3> best = [] {
+    std::array<ActivateRowFn, 3> rows{};
+    for (Activation a : {Activation::kGeluTanh, Activation::kGeluErf, Activation::kSilu}) {
+      for (const std::string& isa : ActivationIsas()) {
+        if ((rows[static_cast<int>(a)] = ActivateRowFor(isa, a)) != nullptr) break;
+      }
+    }
+    return rows;
+  }();
+  return best[static_cast<int>(activation)];
 }
 
 }  // namespace
 
+std::vector<std::string> ActivationIsas() {
+  std::vector<std::string> isas = VectorIsas();
+  isas.push_back("baseline");
+  return isas;
+}
+
 void Activate(Activation activation, float* x, int64_t count) {
-#if defined(__x86_64__)
-  if (VectorizedActivation(activation)) return ActivateRowAvx512(activation, x, nullptr, count, x);
-#endif
-  for (int64_t i = 0; i < count; ++i) x[i] = ActivateOne(activation, x[i]);
+  BestActivateRow(activation)(activation, x, nullptr, count, x);
 }
 
 void GatedActivate(Activation activation, const float* gate_up, int64_t rows, int64_t n,
                    float* out) {
+  const ActivateRowFn row = BestActivateRow(activation);
   for (int64_t r = 0; r < rows; ++r) {
-    const float* gate = gate_up + r * 2 * n;
-    const float* up = gate + n;
-    float* o = out + r * n;
-#if defined(__x86_64__)
-    if (VectorizedActivation(activation)) {
-      ActivateRowAvx512(activation, gate, up, n, o);
-      continue;
-    }
-#endif
-    for (int64_t i = 0; i < n; ++i) o[i] = ActivateOne(activation, gate[i]) * up[i];
+    row(activation, gate_up + r * 2 * n, gate_up + r * 2 * n + n, n, out + r * n);
   }
+}
+
+bool ActivateWithIsa(absl::string_view isa, Activation activation, float* x, int64_t count) {
+  const ActivateRowFn row = ActivateRowFor(isa, activation);
+  if (row == nullptr) return false;
+  row(activation, x, nullptr, count, x);
+  return true;
+}
+
+bool GatedActivateWithIsa(absl::string_view isa, Activation activation, const float* gate_up,
+                          int64_t rows, int64_t n, float* out) {
+  const ActivateRowFn row = ActivateRowFor(isa, activation);
+  if (row == nullptr) return false;
+  for (int64_t r = 0; r < rows; ++r) {
+    row(activation, gate_up + r * 2 * n, gate_up + r * 2 * n + n, n, out + r * n);
+  }
+  return true;
 }
 
 void ApplyRope(const std::vector<double>& inv_freq, int64_t position, int64_t num_heads,

@@ -37,7 +37,8 @@ void WriteKv(const PagedKvLayout& layout, const int32_t* blocks, int64_t positio
 // reading kv head `kv_head`. `scores` holds at least position + 1 floats of scratch.
 //
 // Compiled for AVX-512 (head_dim <= 128: query and output held in registers, vectorized exp),
-// AVX2 + FMA, and the x86-64 baseline; the best one this CPU runs is picked at run time.
+// AVX2 + FMA (head_dim a multiple of 8 up to 128: eight keys at once, vectorized exp; others a
+// generic loop), and the x86-64 baseline; the best one this CPU runs is picked at run time.
 void AttendOneHead(const PagedKvLayout& layout, const int32_t* blocks, int64_t position,
                    int64_t kv_head, const float* q, float scale, const float* k_cache,
                    const float* v_cache, float* scores, float* out);

@@ -249,8 +249,9 @@ TEST(PagedAttentionTest, MatchesPlainSoftmaxForEveryIsaHeadDimBlockSizeAndLength
   std::normal_distribution<float> normal;
   int variants_run = 0;
   for (const std::string& isa : AttentionIsas()) {
-    // Whole and partial 16-float chunks, up to the AVX-512 limit of 128 and past it.
-    for (int64_t head_dim : {16, 40, 64, 80, 128, 160}) {
+    // Whole and partial 16-float chunks, up to the AVX-512 limit of 128 and past it; 8-float
+    // chunks for AVX2, and a head_dim that is not a multiple of 8 (AVX2's generic variant).
+    for (int64_t head_dim : {12, 16, 40, 64, 80, 128, 160}) {
       for (int64_t block_size : {1, 4, 16}) {
         for (int64_t position : {0, 1, 15, 16, 17, 100}) {
           const PagedKvLayout layout{2, head_dim, block_size};
@@ -330,7 +331,7 @@ double ActivationTolerance(Activation activation, double v, double expected) {
   return 1e-6 * (1 + argument) * std::abs(expected) + 1e-37;
 }
 
-TEST(ActivationTest, MatchesTheDoubleFormulasAcrossTheRangeAndTails) {
+TEST(ActivationTest, EveryVariantMatchesTheDoubleFormulasAcrossTheRangeAndTails) {
   std::mt19937 rng(29);
   // Both signs, 0, tiny values, the saturated ends, and a length that leaves a vector tail.
   std::vector<float> gate = {0.0f,  -0.0f,  1e-20f, -1e-20f, 1e-3f,  -1e-3f,
@@ -341,24 +342,39 @@ TEST(ActivationTest, MatchesTheDoubleFormulasAcrossTheRangeAndTails) {
   const std::vector<float> up = RandomActivations(n, rng);
   std::vector<float> gate_up(gate);
   gate_up.insert(gate_up.end(), up.begin(), up.end());
-  for (Activation activation : {Activation::kSilu, Activation::kGeluTanh, Activation::kGeluErf}) {
-    // 15 sentinels past the end: a full vector stored at the tail would overwrite some.
-    std::vector<float> activated(gate), gated(n + 15, 7.0f);
-    activated.resize(n + 15, 7.0f);
-    Activate(activation, activated.data(), n);
-    GatedActivate(activation, gate_up.data(), 1, n, gated.data());
-    for (int64_t i = n; i < n + 15; ++i) {
-      ASSERT_EQ(activated[i], 7.0f) << "written past the end at " << i;
-      ASSERT_EQ(gated[i], 7.0f) << "written past the end at " << i;
+  int variants_run = 0;
+  for (const std::string& isa : ActivationIsas()) {
+    for (Activation activation : {Activation::kSilu, Activation::kGeluTanh, Activation::kGeluErf}) {
+      // 15 sentinels past the end: a full vector stored at the tail would overwrite some.
+      std::vector<float> activated(gate), gated(n + 15, 7.0f);
+      activated.resize(n + 15, 7.0f);
+      if (!ActivateWithIsa(isa, activation, activated.data(), n)) continue;  // not this variant
+      ASSERT_TRUE(GatedActivateWithIsa(isa, activation, gate_up.data(), 1, n, gated.data()));
+      ++variants_run;
+      for (int64_t i = n; i < n + 15; ++i) {
+        ASSERT_EQ(activated[i], 7.0f) << "written past the end at " << i;
+        ASSERT_EQ(gated[i], 7.0f) << "written past the end at " << i;
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        const double expected = ActivationReference(activation, gate[i]);
+        ASSERT_NEAR(activated[i], expected, ActivationTolerance(activation, gate[i], expected))
+            << "activation " << static_cast<int>(activation) << " at " << gate[i];
+        ASSERT_NEAR(gated[i], expected * up[i],
+                    2 * ActivationTolerance(activation, gate[i], expected * up[i]))
+            << "gated activation " << static_cast<int>(activation) << " at " << gate[i] << " "
+            << isa;
+      }
     }
-    for (int64_t i = 0; i < n; ++i) {
-      const double expected = ActivationReference(activation, gate[i]);
-      ASSERT_NEAR(activated[i], expected, ActivationTolerance(activation, gate[i], expected))
-          << "activation " << static_cast<int>(activation) << " at " << gate[i];
-      ASSERT_NEAR(gated[i], expected * up[i],
-                  2 * ActivationTolerance(activation, gate[i], expected * up[i]))
-          << "gated activation " << static_cast<int>(activation) << " at " << gate[i];
-    }
+  }
+  // The scalar variant takes all three; each vector one, SiLU and the tanh GELU.
+  EXPECT_EQ(variants_run, 3 + 2 * static_cast<int>(ActivationIsas().size() - 1));
+  // The entry points the engine calls pick one of them.
+  std::vector<float> best(gate), baseline(gate);
+  Activate(Activation::kSilu, best.data(), n);
+  ASSERT_TRUE(ActivateWithIsa("baseline", Activation::kSilu, baseline.data(), n));
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_NEAR(best[i], baseline[i],
+                2 * ActivationTolerance(Activation::kSilu, gate[i], baseline[i]));
   }
 }
 
