@@ -105,7 +105,8 @@ LLMSERVE_TARGET_AVX2 void AttendAvx2(const PagedKvLayout& layout, const int32_t*
 // ---- AVX2, for head_dim a multiple of 8 up to 128 (others take AttendAvx2 above): eight keys
 // scored at once (the query chunk loaded once for all eight, one transposing reduction instead of
 // a horizontal sum per key) and a vectorized exp; the output in registers, 8 chunks per pass over
-// the values. The generic variant spent a third of decode's attention time in scalar exp.
+// the values. The generic variant (a horizontal sum per key, a scalar exp per score) took 1.1 ms
+// of an 11 ms decode step on the AVX2 paths; this one takes 0.7.
 
 constexpr int kMaxAvx2Chunks = 16;  // 8 floats per chunk: head_dim <= 128
 
