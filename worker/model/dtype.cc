@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/cpu_isa_cap.h"
 
 namespace llmserve::worker {
 
@@ -163,8 +164,10 @@ __attribute__((target("avx2"))) void BFloat16ToFloatRunAvx2(const unsigned char*
   BFloat16ToFloatRun(in + 2 * i, out + 4 * i, count - i);
 }
 
+// Both also follow LLMSERVE_CPU_ISA (cpu_isa_cap.h), as the engine's kernels do.
 bool HasAvx2() {
-  static const bool has = __builtin_cpu_supports("avx2");
+  static const bool has =
+      common::CpuIsaAllows(common::CpuIsaLevel::kAvx2) && __builtin_cpu_supports("avx2");
   return has;
 }
 
@@ -173,7 +176,8 @@ bool HasF16c() {
   // (the fuzz build uses clang).
   static const bool has = [] {
     unsigned int eax = 0, ebx = 0, ecx = 0, edx = 0;
-    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0 &&
+    return common::CpuIsaAllows(common::CpuIsaLevel::kAvx2) &&
+           __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0 &&
            __builtin_cpu_supports("avx");
   }();
   return has;

@@ -1,9 +1,8 @@
 #include "worker/engine/cpu/cpu_features.h"
 
-#include <cstdlib>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/base/cpu_isa_cap.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -12,39 +11,8 @@
 namespace llmserve::worker::cpu {
 namespace {
 
-// LLMSERVE_CPU_ISA's levels, lowest first.
-enum class IsaCap { kBaseline, kAvx2, kAvxVnni, kAvx512 };
-
-struct IsaSetting {
-  IsaCap cap = IsaCap::kAvx512;
-  const char* value = nullptr;  // as set; null when unset or empty
-  bool valid = true;
-};
-
-const IsaSetting& Setting() {
-  static const IsaSetting setting = [] {
-    IsaSetting s;
-    const char* value = std::getenv("LLMSERVE_CPU_ISA");
-    if (value == nullptr || *value == '\0') return s;
-    s.value = value;
-    const std::string v(value);
-    if (v == "avx512") {
-      s.cap = IsaCap::kAvx512;
-    } else if (v == "avxvnni") {
-      s.cap = IsaCap::kAvxVnni;
-    } else if (v == "avx2") {
-      s.cap = IsaCap::kAvx2;
-    } else if (v == "baseline") {
-      s.cap = IsaCap::kBaseline;
-    } else {
-      s.valid = false;  // CheckCpuIsaSetting reports it; until then, no cap
-    }
-    return s;
-  }();
-  return setting;
-}
-
-bool Allows(IsaCap level) { return Setting().cap >= level; }
+using common::CpuIsaAllows;
+using common::CpuIsaLevel;
 
 #if defined(__x86_64__)
 
@@ -82,7 +50,7 @@ bool Leaf7Bit(unsigned int, bool, int) { return false; }
 }  // namespace
 
 bool HasAvx512() {
-  static const bool has = Allows(IsaCap::kAvx512) && CpuHasAvx512();
+  static const bool has = CpuIsaAllows(CpuIsaLevel::kAvx512) && CpuHasAvx512();
   return has;
 }
 
@@ -96,13 +64,13 @@ bool HasAvx512Bf16() {
 }
 
 bool HasAvx2FmaF16c() {
-  static const bool has = Allows(IsaCap::kAvx2) && CpuHasAvx2FmaF16c();
+  static const bool has = CpuIsaAllows(CpuIsaLevel::kAvx2) && CpuHasAvx2FmaF16c();
   return has;
 }
 
 bool HasAvxVnni() {
   static const bool has =
-      Allows(IsaCap::kAvxVnni) && HasAvx2FmaF16c() && Leaf7Bit(1, /*in_eax=*/true, 4);
+      CpuIsaAllows(CpuIsaLevel::kAvxVnni) && HasAvx2FmaF16c() && Leaf7Bit(1, /*in_eax=*/true, 4);
   return has;
 }
 
@@ -123,13 +91,7 @@ std::vector<std::string> VectorIsas() {
   return isas;
 }
 
-absl::Status CheckCpuIsaSetting() {
-  if (Setting().valid) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("LLMSERVE_CPU_ISA=", Setting().value,
-                   ": expected avx512, avxvnni, avx2 or baseline (the highest instruction set the "
-                   "CPU kernels may use)"));
-}
+absl::Status CheckCpuIsaSetting() { return common::CheckCpuIsaCap(); }
 
 std::string CpuIsaSummary() {
   std::string summary;
@@ -149,7 +111,7 @@ std::string CpuIsaSummary() {
   const bool capped = (!HasAvx512() && CpuHasAvx512()) ||
                       (!HasAvx2FmaF16c() && CpuHasAvx2FmaF16c()) ||
                       (!HasAvxVnni() && CpuHasAvx2FmaF16c() && Leaf7Bit(1, true, 4));
-  if (capped) absl::StrAppend(&summary, " capped by LLMSERVE_CPU_ISA=", Setting().value);
+  if (capped) absl::StrAppend(&summary, " capped by LLMSERVE_CPU_ISA=", common::CpuIsaCapValue());
   return summary;
 }
 

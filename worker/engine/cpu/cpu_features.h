@@ -1,11 +1,11 @@
 // The instruction-set levels the CPU backend's kernels are compiled for, checked once at run time
 // (the build never assumes the CPU it runs on). x86-64 only; elsewhere all false.
 //
-// LLMSERVE_CPU_ISA caps them, for the whole process (as oneDNN's ONEDNN_MAX_CPU_ISA does):
-// "avx512" (the default: whatever the CPU has), "avxvnni" (no AVX-512), "avx2" (AVX2, FMA and F16C
-// alone: what Haswell to Zen 3 have), "baseline" (no vector kernels; the portable code). On an
-// AVX-512 machine it runs the paths an older CPU takes, to measure or check them; a cap above what
-// the CPU has changes nothing.
+// LLMSERVE_CPU_ISA caps them, for the whole process (common/base/cpu_isa_cap.h): "avx512" (the
+// default: whatever the CPU has), "avxvnni" (no AVX-512), "avx2" (AVX2, FMA and F16C alone: what
+// Haswell to Zen 3 have), "baseline" (no vector kernels; the portable code). On an AVX-512 machine
+// it runs the paths an older CPU takes, to measure or check them; a cap above what the CPU has
+// changes nothing.
 //
 // Thread-safe.
 
