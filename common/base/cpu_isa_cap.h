@@ -1,8 +1,9 @@
 // LLMSERVE_CPU_ISA: the highest instruction-set level the process's run-time-dispatched vector
 // code may use (as oneDNN's ONEDNN_MAX_CPU_ISA): "avx512" (the default: whatever the CPU has),
-// "avxvnni" (no AVX-512), "avx2" (AVX2, FMA and F16C alone), "baseline" (no vector code). Every
-// dispatcher asks CpuIsaAllows besides the CPU's own features (worker/engine/cpu/cpu_features.h,
-// the dtype conversions), so that a cap runs an older CPU's paths, all of them, on a newer one.
+// "avxvnni" (no AVX-512), "avx2" (AVX2, FMA and F16C alone), "baseline" (the x86-64 baseline, SSE2:
+// no AVX code). Every dispatcher asks CpuIsaAllows besides the CPU's own features
+// (worker/engine/cpu/cpu_features.h, the dtype conversions), so that a cap runs an older CPU's
+// paths, all of them, on a newer one. OpenBLAS picks its own kernels (OPENBLAS_CORETYPE).
 //
 // Thread-safe: the variable is read once.
 
