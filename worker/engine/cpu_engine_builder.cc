@@ -8,6 +8,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/base/cgroup_limits.h"
+#include "common/base/cpu_isa_cap.h"
 #include "common/base/logging.h"
 #include "common/status/status_macros.h"
 #include "worker/engine/cpu/cpu_backend.h"
@@ -76,7 +77,7 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildCpuEngine(const CpuEngineOptions& o
         absl::StrCat("block_size ", options.block_size, " is outside [1, 1024]"));
   }
   // Before the load, which can take minutes (CpuBackend::Create checks it too).
-  LLMSERVE_RETURN_IF_ERROR(cpu::CheckCpuIsaSetting());
+  LLMSERVE_RETURN_IF_ERROR(common::CheckCpuIsaCap());
   LLMSERVE_LOG(INFO) << "CPU kernels: " << cpu::CpuIsaSummary();
   std::unique_ptr<ModelWeights> weights;
   LLMSERVE_ASSIGN_OR_RETURN(weights, LoadModel(options.model_dir, options.max_model_len,

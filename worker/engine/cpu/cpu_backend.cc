@@ -8,9 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/cgroup_limits.h"
+#include "common/base/cpu_isa_cap.h"
 #include "common/base/logging.h"
 #include "common/status/status_macros.h"
-#include "worker/engine/cpu/cpu_features.h"
 #include "worker/engine/cpu/kernels.h"
 #include "worker/engine/cpu/lora_kernels.h"
 #include "worker/model/rope.h"
@@ -27,7 +27,7 @@ const float* BiasOrNull(const Tensor& tensor) {
 
 absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
     std::unique_ptr<ModelWeights> weights, const CpuBackendOptions& options) {
-  LLMSERVE_RETURN_IF_ERROR(cpu::CheckCpuIsaSetting());
+  LLMSERVE_RETURN_IF_ERROR(common::CheckCpuIsaCap());
   const ModelConfig& c = weights->config;
   if (options.block_size < 1 || options.block_size > 1024) {
     return absl::InvalidArgumentError(

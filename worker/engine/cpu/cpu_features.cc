@@ -91,8 +91,6 @@ std::vector<std::string> VectorIsas() {
   return isas;
 }
 
-absl::Status CheckCpuIsaSetting() { return common::CheckCpuIsaCap(); }
-
 std::string CpuIsaSummary() {
   std::string summary;
   std::vector<std::string> extensions;

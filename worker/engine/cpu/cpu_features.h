@@ -15,8 +15,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/status.h"
-
 namespace llmserve::worker::cpu {
 
 // AVX-512 F, BW and VL.
@@ -35,10 +33,6 @@ bool HasAvx512Vbmi();
 // The vector instruction sets the kernels have variants for that this CPU runs, best first:
 // "avx512" (HasAvx512), "avx2" (HasAvx2FmaF16c). Empty on a CPU with neither.
 std::vector<std::string> VectorIsas();
-
-// INVALID_ARGUMENT naming LLMSERVE_CPU_ISA and the accepted values when it holds another one (the
-// functions above then ignore it). The CPU backend checks it when created.
-absl::Status CheckCpuIsaSetting();
 
 // What the kernels use, for logs and benchmark output: "avx512 (vnni, vbmi, bf16)", "avx2",
 // "baseline"; with " capped by LLMSERVE_CPU_ISA=..." when the setting removed something.

@@ -168,6 +168,14 @@ ActivateRowFn BestActivateRow(Activation activation) {
   return best[static_cast<int>(activation)];
 }
 
+// GatedActivate's rows with `row`.
+void GatedRows(ActivateRowFn row, Activation activation, const float* gate_up, int64_t rows,
+               int64_t n, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    row(activation, gate_up + r * 2 * n, gate_up + r * 2 * n + n, n, out + r * n);
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> ActivationIsas() {
@@ -182,10 +190,7 @@ void Activate(Activation activation, float* x, int64_t count) {
 
 void GatedActivate(Activation activation, const float* gate_up, int64_t rows, int64_t n,
                    float* out) {
-  const ActivateRowFn row = BestActivateRow(activation);
-  for (int64_t r = 0; r < rows; ++r) {
-    row(activation, gate_up + r * 2 * n, gate_up + r * 2 * n + n, n, out + r * n);
-  }
+  GatedRows(BestActivateRow(activation), activation, gate_up, rows, n, out);
 }
 
 bool ActivateWithIsa(absl::string_view isa, Activation activation, float* x, int64_t count) {
@@ -199,9 +204,7 @@ bool GatedActivateWithIsa(absl::string_view isa, Activation activation, const fl
                           int64_t rows, int64_t n, float* out) {
   const ActivateRowFn row = ActivateRowFor(isa, activation);
   if (row == nullptr) return false;
-  for (int64_t r = 0; r < rows; ++r) {
-    row(activation, gate_up + r * 2 * n, gate_up + r * 2 * n + n, n, out + r * n);
-  }
+  GatedRows(row, activation, gate_up, rows, n, out);
   return true;
 }
 
